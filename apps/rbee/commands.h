@@ -1,0 +1,15 @@
+// Subcommands of the `rbee` CLI. Each registers its options on the CLI11 app and returns the function that
+// runs it (exit code). Every command lives in its own cmd_<name>.cpp.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace rbee::cli {
+
+using Command = std::function<int()>;
+
+Command add_devices_command(CLI::App& app);
+
+}  // namespace rbee::cli

@@ -1,0 +1,106 @@
+// Devices and backends (DESIGN.md section 2).
+//
+// Registry -> Backend (cpu, cuda, rocm) -> Device (one per CPU / GPU). A Device allocates Buffers through
+// its caching allocator, moves bytes to and from the host, and runs its Kernels. Model code only sees these
+// interfaces: it never includes a vendor header and never #ifdefs a backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "rbee/backend/buffer.h"
+#include "rbee/backend/caching_allocator.h"
+#include "rbee/backend/kernels.h"
+
+namespace rbee {
+
+// Real facts about a device, as `rbee devices` prints them.
+struct DeviceInfo {
+  std::string backend;       // "cpu", "cuda", "rocm"
+  int index = 0;
+  std::string name;          // "AMD EPYC 7B13", "NVIDIA H100 80GB HBM3"
+  std::string vendor;        // "AMD", "NVIDIA", "Intel"
+  std::string arch;          // "x86_64", "sm_90", "gfx90a"
+  int warp_size = 1;         // 32 (NVIDIA, RDNA) or 64 (CDNA, GCN); 1 for CPUs
+  int compute_units = 0;     // CPU: threads used; GPU: SMs / CUs
+  int64_t memory_total = 0;  // bytes
+  int64_t memory_free = 0;   // bytes, read when info() is called
+  std::string simd;          // CPU: SIMD target chosen at run time; empty for GPUs
+  std::vector<std::pair<std::string, std::string>> extra;  // more facts, printed as key: value
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual DeviceInfo info() const = 0;
+  // "cpu:0", "cuda:1"
+  virtual const std::string& id() const = 0;
+  // Whether host code may dereference this device's pointers (true for the CPU).
+  virtual bool host_accessible() const = 0;
+
+  // Uninitialized memory from the caching allocator. Throws OutOfMemory.
+  virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
+  virtual AllocatorStats memory_stats() const = 0;
+  virtual void empty_cache() = 0;
+
+  // Byte copies. They are ordered with this device's kernels; copies to the host wait for them.
+  virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  // Waits until every kernel and copy issued so far has finished.
+  virtual void synchronize() = 0;
+
+  virtual Kernels& kernels() = 0;
+  bool supports(OpKind op, std::span<const DType> dtypes) { return kernels().supports(op, dtypes); }
+  bool supports(OpKind op, std::initializer_list<DType> dtypes) {
+    return kernels().supports(op, std::span<const DType>(dtypes.begin(), dtypes.size()));
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual int device_count() const = 0;
+  virtual Device& device(int index) = 0;
+};
+
+class Registry {
+ public:
+  // The process-wide registry. The CPU backend is always registered.
+  static Registry& global();
+
+  void add(std::unique_ptr<Backend> backend);
+  // nullptr when no backend of that name is registered.
+  Backend* find(std::string_view name);
+  std::vector<Backend*> backends();
+  Device& cpu();
+
+  // Loads the GPU backend libraries (librbee_backend_cuda.so, librbee_backend_rocm.so) that are present next
+  // to the executable or in RBEE_BACKEND_PATH and whose vendor runtime loads. Safe to call more than once.
+  // Returns one line per library explaining what happened.
+  std::vector<std::string> load_plugins();
+
+  // "auto" prefers cuda, then rocm, then cpu. Throws NotFound for an unknown or absent backend or device.
+  // `reason` receives a sentence saying why this device was picked.
+  Device& select(std::string_view backend, int device_index, std::string* reason = nullptr);
+
+ private:
+  Registry();
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<void*> plugin_handles_;
+  bool plugins_loaded_ = false;
+};
+
+// Entry point that a backend plug-in library exports (extern "C"): it registers its backend when its vendor
+// runtime and at least one device are present, and returns a one-line description of what it found.
+using BackendPluginEntry = const char* (*)(Registry& registry);
+inline constexpr const char* kBackendPluginSymbol = "rbee_register_backend";
+
+}  // namespace rbee

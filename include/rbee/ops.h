@@ -1,0 +1,112 @@
+// The op set (DESIGN.md section 3) as functions on tensors.
+//
+// Each op checks its arguments (shapes, dtypes, devices, indices) and throws rbee::Error(InvalidArgument or
+// Unsupported) naming the op and the offending argument, allocates its output on the inputs' device, and runs
+// that device's kernel. Inputs may be views with any strides unless a comment says otherwise; outputs are new
+// contiguous tensors. All inputs of one op must live on the same device.
+#pragma once
+
+#include <optional>
+
+#include "rbee/backend/op_kinds.h"
+#include "rbee/core/tensor.h"
+
+namespace rbee {
+class Device;
+}
+
+namespace rbee::ops {
+
+// ---- creation ----
+Tensor full(const Shape& shape, double value, DType dtype, Device& device);
+Tensor zeros(const Shape& shape, DType dtype, Device& device);
+Tensor ones(const Shape& shape, DType dtype, Device& device);
+// [start, start + step, ...) with n elements.
+Tensor arange(double start, double step, int64_t n, DType dtype, Device& device);
+// Sets every element of t (any strides) to value, in place.
+void const_set(const Tensor& t, double value);
+// dst = src elementwise, in place; same shape and dtype (src may live on another device).
+void copy(const Tensor& dst, const Tensor& src);
+
+// ---- elementwise ----
+Tensor unary(UnaryOp op, const Tensor& x, double param = 0.0);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = true);
+Tensor powf(const Tensor& x, double exponent);
+Tensor elu(const Tensor& x, double alpha);
+// Broadcasting (NumPy rules). Comparisons return U8.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor affine(const Tensor& x, double mul, double add);
+Tensor cast(const Tensor& x, DType dtype);
+// cond U8; cond, a, b broadcast together.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions and sorting ----
+Tensor reduce(ReduceOp op, const Tensor& x, int axis, bool keepdim = false);
+Tensor sum(const Tensor& x, int axis, bool keepdim = false);
+Tensor max(const Tensor& x, int axis, bool keepdim = false);
+Tensor min(const Tensor& x, int axis, bool keepdim = false);
+Tensor argmax(const Tensor& x, int axis, bool keepdim = false);  // I64
+Tensor argmin(const Tensor& x, int axis, bool keepdim = false);  // I64
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor argsort(const Tensor& x, int axis = -1, bool ascending = true);  // I64
+
+// ---- neural-network blocks ----
+// Normalize over the last axis; weight/bias [n] or undefined Tensor().
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+// x [N, C, ...]; weight/bias [C] or undefined.
+Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
+
+// Rotary position embedding frequencies, with the scaling schemes models declare.
+struct RopeScaling {
+  enum class Kind { None, Linear, Llama3, Yarn } kind = Kind::None;
+  float factor = 1.0f;                       // Linear / Llama3 / Yarn
+  float low_freq_factor = 1.0f;              // Llama3
+  float high_freq_factor = 4.0f;             // Llama3
+  int original_max_position = 8192;          // Llama3 / Yarn
+  float beta_fast = 32.0f, beta_slow = 1.0f;  // Yarn
+};
+// inv_freq[i] for i < rotary_dim / 2 (F32 on host), theta_base^(-2i/rotary_dim) with scaling applied.
+std::vector<float> rope_inv_freq(int rotary_dim, float theta_base, const RopeScaling& scaling);
+// x [N, H, D] (or [..., N, H, D] flattened to N), positions [N] I32.
+Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params);
+// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, Hq, Tq, Dv]
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+// Returns {x + residual, rms_norm(x + residual) * weight}.
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps);
+
+// ---- matrix products and quantization ----
+// a [..., M, K] @ b [..., K, N] with broadcast batch dims; 1-D operands are promoted like NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., K] F32 -> [..., K] in a block dtype (K a multiple of the block size).
+Tensor quantize(const Tensor& x, DType dtype);
+Tensor dequantize(const Tensor& q);
+// x [..., K] F32 times w [N, K]^T (w quantized or F16/BF16/F32) -> [..., N] F32: a linear layer.
+Tensor qmatmul(const Tensor& x, const Tensor& w);
+
+// ---- convolution family ----
+Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
+Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
+Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p = {});
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor upsample_nearest2d(const Tensor& x, int64_t out_h, int64_t out_w);
+
+// ---- indexing ----
+Tensor index_select(const Tensor& x, const Tensor& ids, int axis);
+Tensor gather(const Tensor& x, const Tensor& ids, int axis);
+Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
+Tensor scatter(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
+Tensor scatter_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
+
+}  // namespace rbee::ops
