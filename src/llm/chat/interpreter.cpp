@@ -111,6 +111,14 @@ void Interpreter::tick() {
     fail(fmt::format("chat template exceeded {} loop iterations and calls", kMaxSteps));
 }
 
+std::tm Interpreter::now() const {
+  if (now_) return *now_;
+  const std::time_t t = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&t, &local);
+  return local;
+}
+
 void Interpreter::locate(Error& err, size_t offset) {
   if (located_) return;
   located_ = true;

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -44,6 +46,9 @@ class Interpreter {
   Value call_macro(const MacroNode& macro, const std::weak_ptr<Frame>& closure, CallArgs args);
   // Counts one unit of work (a loop iteration or a call) against the render budget.
   void tick();
+  // The local time strftime_now() formats: the one set here, else the current time.
+  void set_now(const std::tm& now) { now_ = now; }
+  std::tm now() const;
 
   static constexpr int kMaxDepth = 400;             // nested evaluations incl. macro calls
   static constexpr uint64_t kMaxSteps = 1'000'000;  // loop iterations + calls per render
@@ -82,6 +87,7 @@ class Interpreter {
   uint64_t steps_ = 0;
   bool located_ = false;
   std::vector<Value> block_inputs_;  // rendered bodies of the enclosing filter / set blocks
+  std::optional<std::tm> now_;
 };
 
 }  // namespace rbee::llm::jinja
