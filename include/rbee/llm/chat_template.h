@@ -6,6 +6,7 @@
 // that fact is logged.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -30,6 +31,9 @@ struct ChatRenderOptions {
   // The local date and time that strftime_now() formats; unset means the current local time. Fixing it makes
   // templates that print today's date (Granite, gpt-oss, Llama 3.2 without date_string) reproducible.
   std::optional<std::tm> now;
+  // Loop iterations plus calls one render may make before it fails: a bound on the work a hostile template
+  // can cause. Official templates need about (messages + tools) x a few.
+  uint64_t max_steps = 1'000'000;
 };
 
 // A parsed template. Parsing once and rendering many times is cheap; render() is const and may run on several

@@ -107,8 +107,8 @@ std::string Interpreter::render() {
 }
 
 void Interpreter::tick() {
-  if (++steps_ > kMaxSteps)
-    fail(fmt::format("chat template exceeded {} loop iterations and calls", kMaxSteps));
+  if (++steps_ > max_steps_)
+    fail(fmt::format("chat template exceeded {} loop iterations and calls", max_steps_));
 }
 
 std::tm Interpreter::now() const {

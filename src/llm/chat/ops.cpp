@@ -54,9 +54,12 @@ Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
     if (!s.empty() && static_cast<uint64_t>(n) > kMaxStringBytes / s.size()) check_string_size(kMaxStringBytes + 1);
+    const size_t total = s.size() * static_cast<size_t>(n);
     std::string out;
-    out.reserve(s.size() * static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out += s;
+    out.reserve(total);
+    if (!s.empty() && n > 0) out = s;
+    while (!out.empty() && out.size() * 2 <= total) out += out;  // doubling: O(log n) appends
+    out.append(out, 0, total - out.size());
     return same_kind(seq, std::move(out));
   }
   const ListData& l = seq.as_list();
@@ -79,8 +82,9 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
   switch (op) {
     case BinaryOp::Concat: {
       std::string s = to_str(a);
-      s += to_str(b);
-      check_string_size(s.size());
+      const std::string t = to_str(b);
+      check_string_size(s.size() + t.size());
+      s += t;
       return Value::string(std::move(s));
     }
     case BinaryOp::Add:
