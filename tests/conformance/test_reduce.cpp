@@ -193,6 +193,29 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceNaN,
                                             ::testing::ValuesIn(kFloatDTypes)),
                          backend_dtype_name);
 
+// Long columns: the rows are split into ranges whose partial results merge afterwards; NaNs and ties sit in
+// different ranges.
+class ReduceNaNColumns : public ::testing::TestWithParam<BackendDTypeParam> {};
+TEST_P(ReduceNaNColumns, MergesRangesInRowOrder) {
+  const auto& [backend, dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const Shape shape{1000, 40};
+  auto values = reduce_inputs(ReduceOp::Max, dtype, shape.numel(), 17);
+  for (const auto& [row, col] : std::vector<std::pair<int64_t, int64_t>>{{700, 3}, {400, 5}, {900, 5}, {10, 7}, {999, 39}}) {
+    values[(size_t)(row * 40 + col)] = kNaN;
+  }
+  const Tensor x = make_tensor(values, shape, dtype, *device);
+  for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::ArgMin, ReduceOp::ArgMax}) {
+    const Tolerance tol = op == ReduceOp::Sum ? default_tolerance(dtype) : Tolerance{0, 0};
+    EXPECT_TRUE(all_close(to_doubles(ops::reduce(op, x, 0)), reduce_reference(op, values, shape, 0, dtype), tol))
+        << reduce_op_name(op);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, ReduceNaNColumns,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kFloatDTypes)),
+                         backend_dtype_name);
+
 // Float sums accumulate in double: a narrow accumulator would lose the small terms next to a large one (f32),
 // or stall once the running sum's ulp exceeds 1 (f16 at 2048, bf16 at 256).
 class SumAccuracy : public ::testing::TestWithParam<BackendDTypeParam> {};

@@ -27,8 +27,12 @@ bool dense(const Tensor& t) { return t.numel() == 0 || t.is_contiguous(); }
 
 // Rows are handed to the thread pool in chunks of at least this many elements.
 constexpr int64_t kGrainElements = 1 << 15;
-// Elements of the kept inner dimensions processed together when reducing a non-last axis.
-constexpr int64_t kInnerChunk = 512;
+// Kept inner columns one task covers when reducing a non-last axis: each reduced row contributes one contiguous
+// segment of this many elements (long enough to stream), and the task's accumulators stay in L1/L2.
+constexpr int64_t kInnerChunk = 4096;
+// A task reducing a non-last axis covers at least this many of the reduced rows, so that merging the partial
+// results of split row ranges stays cheap next to reading them.
+constexpr int64_t kMinRowsPerSplit = 32;
 
 // x seen as [outer, n, inner] around the reduced axis (out as [outer, inner]).
 struct AxisSplit {
@@ -61,6 +65,45 @@ inline bool better(C v, C best) {
   return kMax ? v > best : v < best;
 }
 
+// Reducing a non-last axis: x is [outer, n, inner] with inner > 1. A task covers one outer index, one chunk of
+// up to kInnerChunk inner columns and one range of the n reduced rows, reading each row's chunk as a contiguous
+// segment. When outer * chunks alone would leave threads idle (a column sum of one matrix, say), the n rows are
+// split into ranges too; their partial results are merged afterwards in range order, which keeps results
+// deterministic and lets earlier rows win ties.
+struct InnerPlan {
+  int64_t chunks = 1, splits = 1, rows_per_split = 1;
+  int64_t tasks(const AxisSplit& s) const { return s.outer * chunks * splits; }
+};
+InnerPlan plan_inner(const AxisSplit& s) {
+  InnerPlan p;
+  p.chunks = (s.inner + kInnerChunk - 1) / kInnerChunk;
+  const int64_t wanted_tasks = 4 * (int64_t)ThreadPool::global().size();
+  const int64_t base_tasks = s.outer * p.chunks;
+  int64_t splits = 1;
+  if (base_tasks < wanted_tasks && s.outer * s.n * s.inner >= kGrainElements) {
+    splits = std::min((wanted_tasks + base_tasks - 1) / base_tasks, std::max<int64_t>(1, s.n / kMinRowsPerSplit));
+  }
+  p.rows_per_split = std::max<int64_t>(1, (s.n + splits - 1) / splits);
+  p.splits = std::max<int64_t>(1, (s.n + p.rows_per_split - 1) / p.rows_per_split);
+  return p;
+}
+
+// One task of an InnerPlan: outer index o, columns [c0, c0 + len), reduced rows [j0, j1), row range `split`.
+struct InnerTask {
+  int64_t o, c0, len, j0, j1, split;
+};
+template <class Fn>
+void for_each_inner_task(const AxisSplit& s, const InnerPlan& p, Fn&& fn) {
+  const int64_t task_elements = p.rows_per_split * std::min(s.inner, kInnerChunk);
+  ThreadPool::global().parallel_for(p.tasks(s), grain_rows(task_elements), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t split = t % p.splits, c = (t / p.splits) % p.chunks, o = t / (p.splits * p.chunks);
+      const int64_t c0 = c * kInnerChunk, j0 = split * p.rows_per_split;
+      fn(InnerTask{o, c0, std::min(kInnerChunk, s.inner - c0), j0, std::min(s.n, j0 + p.rows_per_split), split});
+    }
+  });
+}
+
 // ---- sums ----
 // Integer sums accumulate in uint64_t: unsigned arithmetic wraps without UB, and converting back to T keeps the
 // low bits, which is the dtype's own wraparound.
@@ -90,22 +133,34 @@ void sum_last_axis(const T* x, int64_t rows, int64_t n, T* out) {
 template <class T>
 void sum_inner_axis(const T* x, const AxisSplit& s, T* out) {
   using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
-  const int64_t chunks = (s.inner + kInnerChunk - 1) / kInnerChunk;
-  const int64_t task_elements = s.n * std::min(s.inner, kInnerChunk);
-  ThreadPool::global().parallel_for(s.outer * chunks, grain_rows(task_elements), [&](int64_t begin, int64_t end) {
+  auto finish = [](Acc v) {
+    if constexpr (std::is_integral_v<T>) return (T)v;
+    else return store<T>((compute_t<T>)v);
+  };
+  const InnerPlan p = plan_inner(s);
+  // Split row ranges leave partial sums [splits, outer, inner] to add up at the end.
+  std::vector<Acc> partial(p.splits > 1 ? (size_t)(p.splits * s.outer * s.inner) : 0);
+  for_each_inner_task(s, p, [&](const InnerTask& t) {
     Acc acc[kInnerChunk];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t o = t / chunks, c0 = (t % chunks) * kInnerChunk, len = std::min(kInnerChunk, s.inner - c0);
-      std::fill(acc, acc + len, Acc(0));
-      for (int64_t j = 0; j < s.n; ++j) {
-        const T* p = x + (o * s.n + j) * s.inner + c0;
-        for (int64_t c = 0; c < len; ++c) acc[c] += (Acc)load(p[c]);
-      }
-      T* dst = out + o * s.inner + c0;
-      for (int64_t c = 0; c < len; ++c) {
-        if constexpr (std::is_integral_v<T>) dst[c] = (T)acc[c];
-        else dst[c] = store<T>((compute_t<T>)acc[c]);
-      }
+    std::fill(acc, acc + t.len, Acc(0));
+    for (int64_t j = t.j0; j < t.j1; ++j) {
+      const T* row = x + (t.o * s.n + j) * s.inner + t.c0;
+      for (int64_t c = 0; c < t.len; ++c) acc[c] += (Acc)load(row[c]);
+    }
+    if (p.splits == 1) {
+      T* dst = out + t.o * s.inner + t.c0;
+      for (int64_t c = 0; c < t.len; ++c) dst[c] = finish(acc[c]);
+    } else {
+      std::copy(acc, acc + t.len, partial.begin() + (t.split * s.outer + t.o) * s.inner + t.c0);
+    }
+  });
+  if (p.splits == 1) return;
+  const int64_t slice = s.outer * s.inner;
+  ThreadPool::global().parallel_for(slice, kGrainElements / p.splits + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Acc total = 0;
+      for (int64_t sp = 0; sp < p.splits; ++sp) total += partial[(size_t)(sp * slice + i)];
+      out[i] = finish(total);
     }
   });
 }
@@ -132,27 +187,48 @@ void extreme_last_axis(const T* x, int64_t rows, int64_t n, O* out) {
 
 template <class T, bool kMax, bool kArg, class O>
 void extreme_inner_axis(const T* x, const AxisSplit& s, O* out) {
-  const int64_t chunks = (s.inner + kInnerChunk - 1) / kInnerChunk;
-  const int64_t task_elements = s.n * std::min(s.inner, kInnerChunk);
-  ThreadPool::global().parallel_for(s.outer * chunks, grain_rows(task_elements), [&](int64_t begin, int64_t end) {
-    compute_t<T> best[kInnerChunk];
+  using C = compute_t<T>;
+  const InnerPlan p = plan_inner(s);
+  // Split row ranges leave partial winners [splits, outer, inner] (value and absolute row) to merge at the end.
+  const size_t partial_size = p.splits > 1 ? (size_t)(p.splits * s.outer * s.inner) : 0;
+  std::vector<C> partial_best(partial_size);
+  std::vector<int64_t> partial_index(partial_size);
+  auto finish = [&](int64_t o, int64_t col, int64_t j) {
+    if constexpr (kArg) return j;
+    else return x[(o * s.n + j) * s.inner + col];  // the element itself, bit for bit
+  };
+  for_each_inner_task(s, p, [&](const InnerTask& t) {
+    C best[kInnerChunk];
     int64_t index[kInnerChunk];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t o = t / chunks, c0 = (t % chunks) * kInnerChunk, len = std::min(kInnerChunk, s.inner - c0);
-      const T* first = x + o * s.n * s.inner + c0;
-      for (int64_t c = 0; c < len; ++c) best[c] = load(first[c]), index[c] = 0;
-      for (int64_t j = 1; j < s.n; ++j) {
-        const T* p = first + j * s.inner;
-        for (int64_t c = 0; c < len; ++c) {
-          const compute_t<T> v = load(p[c]);
-          if (better<kMax>(v, best[c])) best[c] = v, index[c] = j;
-        }
+    const T* first = x + (t.o * s.n + t.j0) * s.inner + t.c0;
+    for (int64_t c = 0; c < t.len; ++c) best[c] = load(first[c]), index[c] = t.j0;
+    for (int64_t j = t.j0 + 1; j < t.j1; ++j) {
+      const T* row = x + (t.o * s.n + j) * s.inner + t.c0;
+      for (int64_t c = 0; c < t.len; ++c) {
+        const C v = load(row[c]);
+        if (better<kMax>(v, best[c])) best[c] = v, index[c] = j;
       }
-      O* dst = out + o * s.inner + c0;
-      for (int64_t c = 0; c < len; ++c) {
-        if constexpr (kArg) dst[c] = index[c];
-        else dst[c] = first[index[c] * s.inner + c];
+    }
+    if (p.splits == 1) {
+      O* dst = out + t.o * s.inner + t.c0;
+      for (int64_t c = 0; c < t.len; ++c) dst[c] = finish(t.o, t.c0 + c, index[c]);
+    } else {
+      const size_t at = (size_t)((t.split * s.outer + t.o) * s.inner + t.c0);
+      std::copy(best, best + t.len, partial_best.begin() + at);
+      std::copy(index, index + t.len, partial_index.begin() + at);
+    }
+  });
+  if (p.splits == 1) return;
+  const int64_t slice = s.outer * s.inner;
+  ThreadPool::global().parallel_for(slice, kGrainElements / p.splits + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      C best = partial_best[(size_t)i];
+      int64_t index = partial_index[(size_t)i];
+      for (int64_t sp = 1; sp < p.splits; ++sp) {  // ranges in row order: a later range must be strictly better
+        const size_t at = (size_t)(sp * slice + i);
+        if (better<kMax>(partial_best[at], best)) best = partial_best[at], index = partial_index[at];
       }
+      out[i] = finish(i / s.inner, i % s.inner, index);
     }
   });
 }
