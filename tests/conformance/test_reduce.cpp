@@ -216,19 +216,17 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceNaNColumns,
                                             ::testing::ValuesIn(kFloatDTypes)),
                          backend_dtype_name);
 
-// Float sums accumulate in double: a narrow accumulator would lose the small terms next to a large one (f32),
-// or stall once the running sum's ulp exceeds 1 (f16 at 2048, bf16 at 256).
+// Float sums accumulate in double: 512 copies of a large value, ones, then 512 copies of its negative. Any
+// float-or-narrower accumulator has an ulp above 1 next to the large partial sum and loses the ones.
 class SumAccuracy : public ::testing::TestWithParam<BackendDTypeParam> {};
 TEST_P(SumAccuracy, AccumulatesInDouble) {
   const auto& [backend, dtype] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t n = 4096;
+  const int64_t n = 4096, k = 512;
+  const double big = dtype == DType::F16 ? 65504 : round_to_dtype(1e8, dtype);  // exact in the dtype
   std::vector<double> values((size_t)n, 1.0);
-  double want = (double)n;
-  if (dtype == DType::F32 || dtype == DType::F64) {
-    values[0] = 1e8, values[(size_t)n - 1] = -1e8;  // both exact in f32
-    want = (double)(n - 2);
-  }
+  for (int64_t i = 0; i < k; ++i) values[(size_t)i] = big, values[(size_t)(n - 1 - i)] = -big;
+  const double want = (double)(n - 2 * k);  // 3072, exact in every float dtype
   for (const bool rows : {true, false}) {
     // The same values as one row (last-axis kernel) and as one column (strided kernel), twice each.
     const Shape shape = rows ? Shape{2, n} : Shape{n, 2};
