@@ -38,7 +38,8 @@ const rbee::Tensor& logits() {
 }
 
 void set_bytes(benchmark::State& state, int64_t bytes_per_call) {
-  state.counters["GB/s"] = benchmark::Counter((double)bytes_per_call / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter((double)bytes_per_call / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // ---- softmax ----

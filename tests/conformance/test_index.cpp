@@ -317,14 +317,16 @@ TEST_F(IndexErrors, ShapesAndDTypesMustAgree) {
 }
 
 TEST_F(IndexErrors, AxisMustExist) {
-  expect_invalid([&] { ops::index_select(x, ids({0}), 2); }, "index_select: axis 2 is out of range for x of shape [4, 3]");
+  expect_invalid([&] { ops::index_select(x, ids({0}), 2); },
+                 "index_select: axis 2 is out of range for x of shape [4, 3]");
   expect_invalid([&] { ops::gather(x, ids({0}, DType::I64, {1, 1}), -3); }, "gather: axis -3 is out of range");
   expect_invalid([&] { ops::index_add(x, ids({0}), values({1, 3}), 5); }, "index_add: axis 5 is out of range");
   expect_invalid([&] { ops::scatter(x, ids({0}, DType::I64, {1, 1}), values({1, 1}), -3); },
                  "scatter: axis -3 is out of range");
   expect_invalid([&] { ops::scatter_add(x, ids({0}, DType::I64, {1, 1}), values({1, 1}), 2); },
                  "scatter_add: axis 2 is out of range");
-  expect_invalid([&] { ops::index_select(Tensor(), ids({0}), 0); }, "index_select: argument 'x' is an undefined tensor");
+  expect_invalid([&] { ops::index_select(Tensor(), ids({0}), 0); },
+                 "index_select: argument 'x' is an undefined tensor");
 }
 
 }  // namespace

@@ -201,9 +201,8 @@ TEST_P(ReduceNaNColumns, MergesRangesInRowOrder) {
   RBEE_REQUIRE_DEVICE(backend, device);
   const Shape shape{1000, 40};
   auto values = reduce_inputs(ReduceOp::Max, dtype, shape.numel(), 17);
-  for (const auto& [row, col] : std::vector<std::pair<int64_t, int64_t>>{{700, 3}, {400, 5}, {900, 5}, {10, 7}, {999, 39}}) {
-    values[(size_t)(row * 40 + col)] = kNaN;
-  }
+  const std::vector<std::pair<int64_t, int64_t>> nans = {{700, 3}, {400, 5}, {900, 5}, {10, 7}, {999, 39}};
+  for (const auto& [row, col] : nans) values[(size_t)(row * 40 + col)] = kNaN;
   const Tensor x = make_tensor(values, shape, dtype, *device);
   for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::ArgMin, ReduceOp::ArgMax}) {
     const Tolerance tol = op == ReduceOp::Sum ? default_tolerance(dtype) : Tolerance{0, 0};

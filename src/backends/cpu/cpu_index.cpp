@@ -25,7 +25,9 @@ constexpr int64_t kGrainElements = 1 << 15;
 // Inner (after-axis) coordinates processed by one gather/scatter task.
 constexpr int64_t kInnerChunk = 1024;
 
-int64_t grain_for(int64_t task_elements) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(task_elements, 1)); }
+int64_t grain_for(int64_t task_elements) {
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(task_elements, 1));
+}
 
 std::string position_string(const Shape& shape, int64_t flat) {
   if (shape.rank() == 1) return std::to_string(flat);

@@ -46,7 +46,9 @@ AxisSplit split_at(const Shape& shape, int axis) {
   return s;
 }
 
-int64_t grain_rows(int64_t row_elements) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(row_elements, 1)); }
+int64_t grain_rows(int64_t row_elements) {
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(row_elements, 1));
+}
 
 template <class C>
 inline bool is_nan(C v) {
