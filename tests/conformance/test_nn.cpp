@@ -214,7 +214,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, SwigluConformance,
                          dtype_layout_name);
 
 // ------------------------------------------------------------------------------------------------------ rope
-// How the rope input is laid out: [N, H, D] contiguous; [N, H, D] heads cut out of a fused [N, 3H, D] buffer;
+// How the rope input is laid out: [N, H, D] contiguous; [N, H, D] cut out of a fused [N, H, 3, D] qkv buffer
+// (head stride 3D);
 // [B, T, H, D] heads cut out of [B, T, 2H, D] (leading dims merge into a strided view); [B, T, H, D] permuted
 // from [T, B, H, D] storage (leading dims do not merge).
 enum class RopeLayout { Contiguous, HeadSlice, Batched, BatchPermuted };
@@ -235,11 +236,11 @@ Tensor make_rope_input(const std::vector<double>& x, int64_t batch, int64_t step
   switch (layout) {
     case RopeLayout::Contiguous: return make_tensor(x, {tokens, heads, dim}, dtype, device);
     case RopeLayout::HeadSlice: {
-      std::vector<double> fused((size_t)(tokens * 3 * heads * dim), 1e4);  // other heads: values that would show
+      std::vector<double> fused((size_t)(tokens * heads * 3 * dim), 1e4);  // q and v parts: values that would show
       for (int64_t n = 0; n < tokens; ++n)
         for (int64_t h = 0; h < heads; ++h)
-          for (int64_t d = 0; d < dim; ++d) fused[((n * 3 + 1) * heads + h) * dim + d] = x[(n * heads + h) * dim + d];
-      return make_tensor(fused, {tokens, 3 * heads, dim}, dtype, device).narrow(1, heads, heads);
+          for (int64_t d = 0; d < dim; ++d) fused[((n * heads + h) * 3 + 1) * dim + d] = x[(n * heads + h) * dim + d];
+      return make_tensor(fused, {tokens, heads, 3, dim}, dtype, device).select(2, 1);
     }
     case RopeLayout::Batched: {
       std::vector<double> wide((size_t)(tokens * 2 * heads * dim), 1e4);
