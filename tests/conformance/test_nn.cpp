@@ -5,6 +5,8 @@
 #include <limits>
 #include <numbers>
 
+#include <hwy/targets.h>
+
 #include "common/harness.h"
 #include "rbee/ops.h"
 
@@ -261,6 +263,29 @@ Tensor make_rope_input(const std::vector<double>& x, int64_t batch, int64_t step
   return {};
 }
 
+// x [N, H, D] row-major; pairs (2i, 2i+1) (Normal) or (i, i + rot/2) (Neox) rotate by positions[n] * freq[i].
+std::vector<double> rope_reference(const std::vector<double>& x, const std::vector<double>& positions,
+                                   const std::vector<float>& freq, int64_t heads, int64_t dim, int64_t rot,
+                                   RopeMode mode, double mscale) {
+  std::vector<double> out(x);  // dims past rotary_dim pass through
+  const int64_t half = rot / 2;
+  for (size_t n = 0; n < positions.size(); ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const double* src = x.data() + ((int64_t)n * heads + h) * dim;
+      double* dst = out.data() + ((int64_t)n * heads + h) * dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = positions[n] * (double)freq[(size_t)i];
+        const double cs = std::cos(angle) * mscale, sn = std::sin(angle) * mscale;
+        const int64_t a = mode == RopeMode::Normal ? 2 * i : i;
+        const int64_t b = mode == RopeMode::Normal ? 2 * i + 1 : i + half;
+        dst[a] = src[a] * cs - src[b] * sn;
+        dst[b] = src[b] * cs + src[a] * sn;
+      }
+    }
+  }
+  return out;
+}
+
 using RopeParam = std::tuple<std::string, DType, RopeMode, RopeLayout>;
 class RopeConformance : public ::testing::TestWithParam<RopeParam> {};
 
@@ -298,21 +323,7 @@ TEST_P(RopeConformance, MatchesDoubleReference) {
     const Tensor out = ops::rope(x, positions, inv_freq, params);
     ASSERT_EQ(out.shape(), x.shape());
 
-    std::vector<double> want(xv);  // dims past rotary_dim pass through
-    for (int64_t n = 0; n < tokens; ++n) {
-      for (int64_t h = 0; h < c.heads; ++h) {
-        const double* src = xv.data() + (n * c.heads + h) * c.dim;
-        double* dst = want.data() + (n * c.heads + h) * c.dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const double angle = posv[n] * (double)freq[i];
-          const double cs = std::cos(angle) * c.mscale, sn = std::sin(angle) * c.mscale;
-          const int64_t a = mode == RopeMode::Normal ? 2 * i : i;
-          const int64_t b = mode == RopeMode::Normal ? 2 * i + 1 : i + half;
-          dst[a] = src[a] * cs - src[b] * sn;
-          dst[b] = src[b] * cs + src[a] * sn;
-        }
-      }
-    }
+    const auto want = rope_reference(xv, posv, freq, c.heads, c.dim, rot, mode, c.mscale);
     Tolerance tol = default_tolerance(dtype);
     if (dtype == DType::F32) tol = {2e-6, 1e-5};  // f32 sin/cos of the reduced angle
     EXPECT_TRUE(all_close(to_doubles(out), want, tol));
@@ -537,31 +548,37 @@ std::vector<double> attention_reference(const AttnCase& c, double scale, const s
 using AttnParam = std::tuple<std::string, DType, AttnLayout, int>;
 class AttentionConformance : public ::testing::TestWithParam<AttnParam> {};
 
-TEST_P(AttentionConformance, MatchesExplicitSoftmaxReference) {
-  const auto& [backend, dtype, layout, case_index] = GetParam();
-  RBEE_REQUIRE_DEVICE(backend, device);
+// Runs case `case_index` of kAttnCases and compares with attention_reference.
+::testing::AssertionResult check_attention(Device& device, int case_index, DType dtype, AttnLayout layout) {
   const AttnCase& c = kAttnCases[case_index];
   const double scale = c.scale > 0 ? (double)c.scale : 1.0 / std::sqrt((double)c.dim);
   const auto qv = random_values(c.batch * c.q_heads * c.tq * c.dim, dtype, 700 + case_index, -1, 1);
   const auto kv = random_values(c.batch * c.kv_heads * c.tk * c.dim, dtype, 800 + case_index, -1, 1);
   const auto vv = random_values(c.batch * c.kv_heads * c.tk * c.dim_v, dtype, 900 + case_index, -1, 1);
-  const Tensor q = make_attn_input(qv, c.batch, c.q_heads, c.tq, c.dim, dtype, *device, layout);
-  const Tensor k = make_attn_input(kv, c.batch, c.kv_heads, c.tk, c.dim, dtype, *device, layout);
-  const Tensor v = make_attn_input(vv, c.batch, c.kv_heads, c.tk, c.dim_v, dtype, *device, layout);
+  const Tensor q = make_attn_input(qv, c.batch, c.q_heads, c.tq, c.dim, dtype, device, layout);
+  const Tensor k = make_attn_input(kv, c.batch, c.kv_heads, c.tk, c.dim, dtype, device, layout);
+  const Tensor v = make_attn_input(vv, c.batch, c.kv_heads, c.tk, c.dim_v, dtype, device, layout);
   AttentionParams params;
   params.scale = (float)scale;
   params.causal = c.causal;
   params.window = c.window;
   params.softcap = c.softcap;
   const Shape out_shape{c.batch, c.q_heads, c.tq, c.dim_v};
-  poison_allocations(*device, bytes_of(out_shape, dtype));
+  poison_allocations(device, bytes_of(out_shape, dtype));
   const Tensor out = ops::attention(q, k, v, params);
-  ASSERT_EQ(out.shape(), out_shape);
-  ASSERT_EQ(out.dtype(), dtype);
+  if (out.shape() != out_shape || out.dtype() != dtype) {
+    return ::testing::AssertionFailure() << "output is " << out.to_string() << ", expected " << out_shape.to_string();
+  }
   const auto want = attention_reference(c, (double)params.scale, qv, kv, vv);
   Tolerance tol = default_tolerance(dtype);
   if (dtype == DType::F32) tol = {2e-6, 2e-5};  // SIMD exp and sums over hundreds of keys in f32
-  EXPECT_TRUE(all_close(to_doubles(out), want, tol));
+  return all_close(to_doubles(out), want, tol);
+}
+
+TEST_P(AttentionConformance, MatchesExplicitSoftmaxReference) {
+  const auto& [backend, dtype, layout, case_index] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  EXPECT_TRUE(check_attention(*device, case_index, dtype, layout));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionConformance,
@@ -676,6 +693,57 @@ TEST_P(NnErrors, AttentionRejectsBadArguments) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, NnErrors, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
+
+// ------------------------------------------------------------------------------------- every SIMD target
+// The CPU kernels dispatch at run time to the best Highway target of this CPU; this runs the f32 kernels once
+// per target compiled in and supported here (e.g. AVX2, SSE4 and the scalar fallback), so that the paths a
+// different CPU would take are tested too.
+TEST(NnSimdTargets, EveryCompiledTargetMatchesReference) {
+  Device& device = cpu_device();
+  const DType f32 = DType::F32;
+  struct RestoreTargets {
+    ~RestoreTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    ASSERT_EQ(device.info().simd, std::string(hwy::TargetName(target)));  // the dispatch follows
+
+    const Shape shape{5, 67};
+    const auto xv = random_values(shape.numel(), f32, 1000, -2, 2);
+    const auto wv = random_values(67, f32, 1001, 0.5, 1.5);
+    const Tensor x = make_tensor(xv, shape, f32, device), w = make_tensor(wv, {67}, f32, device);
+    EXPECT_TRUE(all_close(to_doubles(ops::rms_norm(x, w, 1e-5f)),
+                          norm_reference(xv, 67, &wv, nullptr, (double)1e-5f, true), default_tolerance(f32)));
+    EXPECT_TRUE(all_close(to_doubles(ops::layer_norm(x, w, w, 1e-5f)),
+                          norm_reference(xv, 67, &wv, &wv, (double)1e-5f, false), default_tolerance(f32)));
+
+    std::vector<double> gate_up(xv);
+    std::vector<double> want_swiglu(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) want_swiglu[i] = 4 * xv[i] / (1 + std::exp(-4 * xv[i])) * xv[i];
+    const Tensor g4 = make_tensor([&] { for (double& v : gate_up) v *= 4; return gate_up; }(), shape, f32, device);
+    EXPECT_TRUE(all_close(to_doubles(ops::swiglu(g4, x)), want_swiglu, {2e-6, 2e-5}));
+
+    const int64_t tokens = 7, heads = 3, dim = 40, rot = 24;
+    const auto rv = random_values(tokens * heads * dim, f32, 1002, -1, 1);
+    const auto posv = random_values(tokens, DType::I32, 1003, 0, 9000);
+    const auto freq = ops::rope_inv_freq((int)rot, 10000.0f, {});
+    const Tensor rx = make_tensor(rv, {tokens, heads, dim}, f32, device);
+    const Tensor pos = make_tensor(posv, {tokens}, DType::I32, device);
+    const Tensor inv_freq = Tensor::from_vector(freq, {rot / 2}, device);
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox}) {
+      RopeParams p;
+      p.mode = mode;
+      p.rotary_dim = (int)rot;
+      EXPECT_TRUE(all_close(to_doubles(ops::rope(rx, pos, inv_freq, p)),
+                            rope_reference(rv, posv, freq, heads, dim, rot, mode, 1.0), {2e-6, 1e-5}));
+    }
+
+    for (int case_index = 0; case_index < (int)std::size(kAttnCases); ++case_index) {
+      EXPECT_TRUE(check_attention(device, case_index, f32, AttnLayout::Permuted)) << kAttnCases[case_index].name;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace rbee::test

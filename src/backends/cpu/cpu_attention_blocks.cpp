@@ -1,9 +1,10 @@
 // Flash-attention block steps (contracts in cpu_attention_blocks.h).
 //
-// Scores use register tiles of up to 4 query rows x 2 keys: each step loads two key vectors and the rows' query
-// vectors and does 8 FMAs, and the horizontal sums happen once per (row, key). The accumulation keeps up to
-// 4 rows x 2 vectors of output in registers while it runs over the block's keys, broadcasting each
-// probability. Both read keys and values in place through their row strides (no packing).
+// Scores use register tiles of 4 query rows x 2 keys: each step loads two key vectors and four query vectors
+// for 8 FMAs, and the four rows' sums for a key come out of one interleave-and-add reduction (SumsOf4) instead
+// of four horizontal sums. The accumulation keeps up to 4 rows x 2 vectors of output in registers while it runs over
+// the block's keys, broadcasting each probability. Both read keys and values in place through their row
+// strides (no packing).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_attention_blocks.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -20,6 +21,32 @@
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET != HWY_SCALAR
+// Adds the 128-bit blocks of v: 4 lanes out.
+template <class D, class V>
+HWY_INLINE auto AddBlocks(D, V v) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return AddBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    return v;
+  }
+}
+
+// The lane sums of a, b, c, e as the 4 lanes of one vector: two interleave-and-add rounds and a fold of the
+// blocks, about a third of the work of four separate horizontal sums.
+template <class D, class V>
+HWY_INLINE auto SumsOf4(D d, V a, V b, V c, V e) {
+  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));  // a02 b02 a13 b13
+  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  const hn::Repartition<uint64_t, D> d64;
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  const auto lo = hn::BitCast(d, hn::InterleaveLower(d64, ab64, ce64));  // a02 b02 c02 e02
+  const auto hi = hn::BitCast(d, hn::InterleaveUpper(d64, ab64, ce64));  // a13 b13 c13 e13
+  return AddBlocks(d, hn::Add(lo, hi));
+}
+#endif  // HWY_TARGET != HWY_SCALAR
 
 // kRows query rows (1..4) against keys k0 and k1 (k1 may equal k0 when only one key is left; then only
 // column 0 is written).
@@ -52,10 +79,22 @@ HWY_INLINE void ScoreTile(const float* q, int64_t qs, const float* k0, const flo
       a31 = hn::MulAdd(x3, v1, a31);
     }
   }
-  float r0[4] = {hn::GetLane(hn::SumOfLanes(d, a00)), hn::GetLane(hn::SumOfLanes(d, a10)),
-                 hn::GetLane(hn::SumOfLanes(d, a20)), hn::GetLane(hn::SumOfLanes(d, a30))};
-  float r1[4] = {hn::GetLane(hn::SumOfLanes(d, a01)), hn::GetLane(hn::SumOfLanes(d, a11)),
-                 hn::GetLane(hn::SumOfLanes(d, a21)), hn::GetLane(hn::SumOfLanes(d, a31))};
+  float r0[4], r1[4];
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (kRows == 4) {
+    const auto sums0 = SumsOf4(d, a00, a10, a20, a30);
+    const hn::DFromV<decltype(sums0)> d4;
+    hn::StoreU(sums0, d4, r0);
+    hn::StoreU(SumsOf4(d, a01, a11, a21, a31), d4, r1);
+  } else  // NOLINT(readability/braces)
+#endif
+  {
+    const decltype(a00) acc0[4] = {a00, a10, a20, a30}, acc1[4] = {a01, a11, a21, a31};
+    for (int r = 0; r < kRows; ++r) {
+      r0[r] = hn::GetLane(hn::SumOfLanes(d, acc0[r]));
+      r1[r] = hn::GetLane(hn::SumOfLanes(d, acc1[r]));
+    }
+  }
   for (; i < dim; ++i) {
     for (int r = 0; r < kRows; ++r) {
       r0[r] += q[r * qs + i] * k0[i];
