@@ -30,17 +30,22 @@ struct ConvGemm {
   static constexpr int64_t kNCPanels = 64;   // columns of one packed B block, in NR panels
   static constexpr size_t kMaxNR = 2 * hn::MaxLanes(D());
 
-  // bp[p][k][j] = b[k][p * nr + j] for k < kc, zero beyond column nc.
+  // bp[p][k][j] = b[k][p * nr + j] for k < kc, zero beyond column nc. nr is two vectors. Reads b row by row
+  // (sequential, prefetcher-friendly: b is usually a column buffer larger than L2).
   static void pack_b(int64_t kc, int64_t nc, int64_t nr, const T* b, int64_t ldb, T* HWY_RESTRICT bp) {
-    for (int64_t p = 0; p < nc; p += nr) {
-      const int64_t w = std::min(nr, nc - p);
-      for (int64_t k = 0; k < kc; ++k) {
-        const T* src = b + k * ldb + p;
-        T* dst = bp + k * nr;
-        std::memcpy(dst, src, (size_t)w * sizeof(T));
-        for (int64_t j = w; j < nr; ++j) dst[j] = T(0);
+    const D d;
+    const int64_t L = (int64_t)hn::Lanes(d);
+    const int64_t full = nc / nr * nr, panel = kc * nr;
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = b + k * ldb;
+      T* dst = bp + k * nr;
+      for (int64_t p = 0; p < full; p += nr, dst += panel) {
+        hn::Store(hn::LoadU(d, src + p), d, dst);
+        hn::Store(hn::LoadU(d, src + p + L), d, dst + L);
       }
-      bp += kc * nr;
+      if (full < nc) {
+        for (int64_t j = 0; j < nr; ++j) dst[j] = full + j < nc ? src[full + j] : T(0);
+      }
     }
   }
 

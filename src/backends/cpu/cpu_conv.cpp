@@ -3,8 +3,8 @@
 // A convolution is, per (image, group) and per tile of output positions, a column packing of the input
 // (conv_columns.h) followed by one GEMM (conv_gemm.h):
 //   out[g] [Cout/g, tile] = w[g] [Cout/g, Cin/g * KH * KW] . col [Cin/g * KH * KW, tile]
-// Tiles of all images and groups run in parallel on the global ThreadPool. F16/BF16 are widened to f32 while
-// packing and rounded once when stored; F32 and F64 run in their own precision.
+// Tiles of all images and groups run in parallel on the global ThreadPool. F16/BF16 inputs are widened to f32
+// once up front and results rounded once when stored; F32 and F64 run in their own precision.
 #include <memory>
 #include <vector>
 
@@ -25,7 +25,7 @@ using conv::Tap;
 template <class T>
 void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
   using C = compute_t<T>;
-  constexpr bool kNative = std::is_same_v<T, C>;  // F32/F64: the GEMM reads x and w and writes out in place
+  constexpr bool kNative = std::is_same_v<T, C>;  // F32/F64: the GEMM writes into out directly
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
   const int64_t depth = cin_g * g.kh * g.kw, positions = g.ho * g.wo, plane = g.h * g.w;
 
@@ -33,17 +33,12 @@ void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
   for (int64_t ky = 0; ky < g.kh; ++ky) {
     for (int64_t kx = 0; kx < g.kw; ++kx) taps.push_back({ky * g.dh - g.ph, kx * g.dw - g.pw});
   }
-  // Weights in the compute type; as stored, row co of group gi is w + (gi * cout_g + co) * depth.
-  std::vector<C> w_converted;
-  const C* wc;
-  if constexpr (kNative) {
-    wc = w;
-  } else {
-    w_converted = conv::to_compute(w, g.cout * depth);
-    wc = w_converted.data();
-  }
+  // Weights as stored: row co of group gi is wc + (gi * cout_g + co) * depth, columns (ci, ky, kx).
+  const conv::Widened<T> xw(x, g.n * g.cin * plane), ww(w, g.cout * depth);
+  const C* xc = xw.data();
+  const C* wc = ww.data();
   // A 1x1 kernel with unit stride and no padding reads x itself as the column matrix.
-  const bool pointwise = kNative && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 
   const int64_t tile = conv::column_tile(positions, depth, g.n * g.groups);
   const int64_t tiles = (positions + tile - 1) / tile;
@@ -53,21 +48,19 @@ void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t img = task / (g.groups * tiles), gi = task / tiles % g.groups;
       const int64_t q0 = task % tiles * tile, count = std::min(tile, positions - q0);
-      const T* xg = x + (img * g.cin + gi * cin_g) * plane;
+      const C* xg = xc + (img * g.cin + gi * cin_g) * plane;
       T* og = out + (img * g.cout + gi * cout_g) * positions;
+      const C* b = xg + q0;
+      int64_t ldb = plane;
+      if (!pointwise) {
+        conv::pack_columns(conv::ColumnSource<C>{xg, cin_g, g.h, g.w, g.sh, g.sw, g.wo, taps}, q0, count, col.get());
+        b = col.get(), ldb = count;
+      }
       const C* a = wc + gi * cout_g * depth;
       if constexpr (kNative) {
-        if (pointwise) {
-          conv_gemm(cout_g, count, depth, a, depth, xg + q0, plane, og + q0, positions);
-          continue;
-        }
-      }
-      const conv::ColumnSource<T> src{xg, cin_g, g.h, g.w, g.sh, g.sw, g.wo, taps};
-      conv::pack_columns(src, q0, count, col.get());
-      if constexpr (kNative) {
-        conv_gemm(cout_g, count, depth, a, depth, col.get(), count, og + q0, positions);
+        conv_gemm(cout_g, count, depth, a, depth, b, ldb, og + q0, positions);
       } else {
-        conv_gemm(cout_g, count, depth, a, depth, col.get(), count, acc.get(), count);
+        conv_gemm(cout_g, count, depth, a, depth, b, ldb, acc.get(), count);
         for (int64_t co = 0; co < cout_g; ++co) {
           const C* r = acc.get() + co * count;
           T* o = og + co * positions + q0;

@@ -47,6 +47,7 @@ void conv_transpose_forward(const T* x, const T* w, const ConvGeometry& g, T* ou
   using C = compute_t<T>;
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups, plane = g.h * g.w;
   const int64_t positions = g.ho * g.wo, ksize = g.kh * g.kw;
+  const conv::Widened<T> xw(x, g.n * g.cin * plane);
 
   std::vector<Phase<C>> phases;
   int64_t max_depth = 1;
@@ -97,11 +98,11 @@ void conv_transpose_forward(const T* x, const T* w, const ConvGeometry& g, T* ou
       const Item& item = items[(size_t)(task % per_group)];
       const Phase<C>& ph = phases[(size_t)item.phase];
       const int64_t depth = cin_g * (int64_t)ph.taps.size();
-      const T* xg = x + (img * g.cin + gi * cin_g) * plane;
+      const C* xg = xw.data() + (img * g.cin + gi * cin_g) * plane;
       T* og = out + (img * g.cout + gi * cout_g) * positions;
       if (depth > 0) {
-        const conv::ColumnSource<T> src{xg, cin_g, g.h, g.w, 1, 1, ph.cols, ph.taps};
-        conv::pack_columns(src, item.q0, item.count, col.get());
+        conv::pack_columns(conv::ColumnSource<C>{xg, cin_g, g.h, g.w, 1, 1, ph.cols, ph.taps}, item.q0, item.count,
+                           col.get());
       }
       // K == 0 (no tap reaches this phase, e.g. a kernel smaller than the stride) yields zeros.
       conv_gemm(cout_g, item.count, depth, ph.weights.data() + gi * cout_g * depth, depth, col.get(), item.count,
