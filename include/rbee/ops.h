@@ -109,4 +109,13 @@ Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis
 Tensor scatter(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
 Tensor scatter_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
 
+// ---- paged KV cache (LLM serving; contracts in rbee/backend/kernels.h) ----
+// Writes k, v [N, Hkv, D] into the caches [num_blocks, block_size, Hkv, D] at slots [N] (I32).
+void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
+                    const Tensor& v_cache);
+// q [Nq, Hq, D] F32; seq_info I32 [B, 3] (q_start, q_len, ctx_len); block_tables I32 [B, max_blocks].
+// Returns [Nq, Hq, D] F32 (rows outside every sequence are zero).
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
+                       const Tensor& block_tables, const AttentionParams& params);
+
 }  // namespace rbee::ops
