@@ -46,6 +46,9 @@ class Tokenizer {
 
 // Turns a stream of ids into text without ever emitting half a UTF-8 character: bytes of an incomplete
 // character wait for the next token; flush() returns whatever is left (invalid bytes become U+FFFD).
+// Each token contributes its token_bytes() (so SentencePiece's leading "▁" stays a space: generated text
+// continues a prompt). With skip_special, control tokens contribute nothing. Ids out of range throw
+// Error(InvalidArgument) and leave the decoder unchanged.
 class StreamingDecoder {
  public:
   explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special = true);
