@@ -283,12 +283,38 @@ def check_pairs(name, tok, pairs, add_special=False):
     print(f"{name}: HF agrees with llama.cpp on {len(pairs) - bad}/{len(pairs)} test pairs")
 
 
+def write_unicode_norm_goldens():
+    """unicode_norm.golden.json: NFC/NFD/NFKC/NFKD of random strings (peer: Python's unicodedata)."""
+    import unicodedata
+    rng = random.Random(99)
+    pool = [chr(c) for c in range(0x20, 0x7F)]
+    pool += [chr(c) for c in range(0xC0, 0x180)]          # Latin-1 and Latin Extended-A (precomposed)
+    pool += [chr(c) for c in range(0x300, 0x370)] * 3     # combining diacritics, in every order
+    pool += [chr(c) for c in range(0x1E00, 0x1F00)]       # Latin Extended Additional (Vietnamese)
+    pool += [chr(c) for c in range(0x1F00, 0x2000)]       # Greek Extended
+    pool += [chr(c) for c in range(0x1100, 0x1200)]       # Hangul jamo
+    pool += [chr(c) for c in range(0xAC00, 0xAC00 + 400)]  # Hangul syllables
+    pool += list("ﬁﬂ①②½¾²³ｱｲ１２ＡＢ™ℌℍ㍿㎏ǅǆÅΩKﬀ\u0958\u0959\u09cb\u0f73\u0f75\u0344\u0340\u0341")
+    pool += [chr(c) for c in (0x05B0, 0x05B8, 0x0591, 0x0653, 0x0654, 0x0655, 0x093C, 0x0CD5, 0x0CD6, 0x1D165)]
+    cases = []
+    for _ in range(400):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(1, 12)))
+        cases.append({"text": text, **{f: unicodedata.normalize(f, text) for f in ("NFC", "NFD", "NFKC", "NFKD")}})
+    with open(os.path.join(OUT, "unicode_norm.golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"unicode": unicodedata.unidata_version, "cases": cases}, f, ensure_ascii=False,
+                  separators=(",", ":"))
+    print(f"unicode_norm: {len(cases)} cases (Unicode {unicodedata.unidata_version})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--vocab-dir", required=True, help="llama.cpp's models/ folder (ggml-vocab-*.gguf)")
+    ap.add_argument("--vocab-dir", help="llama.cpp's models/ folder (ggml-vocab-*.gguf)")
+    ap.add_argument("--only-unicode", action="store_true", help="only write unicode_norm.golden.json")
     args = ap.parse_args()
-    byte_chars = None
+    write_unicode_norm_goldens()
+    if args.only_unicode:
+        return
 
     # SmolLM2 (the default model).
     gv = GgufVocab(args.model)
