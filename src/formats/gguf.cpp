@@ -162,16 +162,24 @@ class Parser {
       if (n_dims > (uint32_t)kMaxDims)
         r_.fail(dims_at, fmt::format("{} dimensions; at most {} are allowed", n_dims, kMaxDims));
       uint64_t ne[kMaxDims] = {1, 1, 1, 1};  // innermost first, as stored
-      uint64_t numel = 1;
+      // The product of the non-zero dims must fit in int64 even when another dim is 0: shape code multiplies
+      // dims in any order.
+      uint64_t nonzero_product = 1;
+      bool any_zero = false;
       for (uint32_t d = 0; d < n_dims; ++d) {
         const uint64_t at = r_.offset();
         ne[d] = r_.read<uint64_t>("dimension");
         if (ne[d] > (uint64_t)std::numeric_limits<int64_t>::max())
           r_.fail(at, fmt::format("dimension {} is {}, larger than int64", d, ne[d]));
-        if (ne[d] != 0 && numel > (uint64_t)std::numeric_limits<int64_t>::max() / ne[d])
+        if (ne[d] == 0) {
+          any_zero = true;
+          continue;
+        }
+        if (nonzero_product > (uint64_t)std::numeric_limits<int64_t>::max() / ne[d])
           r_.fail(at, fmt::format("element count overflows int64 at dimension {} ({})", d, ne[d]));
-        numel *= ne[d];
+        nonzero_product *= ne[d];
       }
+      const uint64_t numel = any_zero ? 0 : nonzero_product;
       const uint64_t type_at = r_.offset();
       const uint32_t ggml_type = r_.read<uint32_t>("ggml type");
       const std::optional<DType> dtype = dtype_from_ggml_type(ggml_type);

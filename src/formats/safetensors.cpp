@@ -61,16 +61,24 @@ TensorInfo read_entry(const formats::ByteReader& r, const std::string& name, con
   if (shape_it == entry.end() || !shape_it->is_array()) r.fail(at, "\"shape\" is missing or not an array");
   if (shape_it->size() > (size_t)kMaxRank)
     r.fail(at, fmt::format("shape has {} dimensions; at most {} are supported", shape_it->size(), kMaxRank));
-  uint64_t numel = 1;
+  // The product of the non-zero dims must fit in int64 even when another dim is 0: shape code multiplies dims
+  // in any order.
+  uint64_t nonzero_product = 1;
+  bool any_zero = false;
   for (const json& d : *shape_it) {
     if (!d.is_number_unsigned()) r.fail(at, fmt::format("shape dimension {} is not a non-negative integer", d.dump()));
     const uint64_t v = d.get<uint64_t>();
     if (v > (uint64_t)std::numeric_limits<int64_t>::max()) r.fail(at, fmt::format("shape dimension {} is too large", v));
-    if (v != 0 && numel > (uint64_t)std::numeric_limits<int64_t>::max() / v)
-      r.fail(at, fmt::format("element count of shape {} overflows int64", shape_it->dump()));
-    numel *= v;
     info.shape.push_back((int64_t)v);
+    if (v == 0) {
+      any_zero = true;
+      continue;
+    }
+    if (nonzero_product > (uint64_t)std::numeric_limits<int64_t>::max() / v)
+      r.fail(at, fmt::format("element count of shape {} overflows int64", shape_it->dump()));
+    nonzero_product *= v;
   }
+  const uint64_t numel = any_zero ? 0 : nonzero_product;
   const uint64_t elem = (uint64_t)dtype_type_size(info.dtype);
   if (numel > std::numeric_limits<uint64_t>::max() / elem)
     r.fail(at, fmt::format("byte size of shape {} overflows", shape_it->dump()));

@@ -304,6 +304,8 @@ TEST(SafetensorsCrafted, EntryErrors) {
                   {"tensor 't'", "9 dimensions"});
   expect_io_error([&] { parse(entry(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})")); },
                   {"tensor 't'", "overflows"});
+  expect_io_error([&] { parse(entry(R"({"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]})")); },
+                  {"tensor 't'", "overflows"});
   expect_io_error([&] { parse(entry(R"({"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,4]})")); },
                   {"tensor 't'", "overflows"});
   expect_io_error([&] { parse(entry(R"({"dtype":"F32","shape":[1]})")); }, {"tensor 't'", "\"data_offsets\""});
