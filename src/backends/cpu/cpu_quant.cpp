@@ -6,6 +6,7 @@
 // inside a task each weight row is dotted with tiles of kMaxRows activation rows while it is hot in L1, so a
 // prompt of M rows reads the weights from memory once per task row group, not once per row.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "backends/cpu/cpu_common.h"
@@ -75,13 +76,14 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   int64_t x_row_bytes = k * (int64_t)sizeof(float);
   std::vector<unsigned char> xq;
   if (atype != DType::F32) {
-    x_row_bytes = dtype_row_bytes(atype, k);
-    xq.resize((size_t)(m * x_row_bytes));
+    x_row_bytes = (quant::activation_row_bytes(wtype, k) + 63) / 64 * 64;  // rows start on cache lines
+    xq.resize((size_t)(m * x_row_bytes + 64));
+    unsigned char* base = xq.data() + (64 - reinterpret_cast<uintptr_t>(xq.data()) % 64) % 64;
     const float* xf = static_cast<const float*>(x.data());
     for_rows(m, k * 8, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) quant::quantize_row(atype, xf + r * k, xq.data() + r * x_row_bytes, k);
+      for (int64_t r = r0; r < r1; ++r) quant::quantize_activation_row(wtype, xf + r * k, base + r * x_row_bytes, k);
     });
-    xp = reinterpret_cast<const char*>(xq.data());
+    xp = reinterpret_cast<const char*>(base);
   }
 
   // Tasks: row groups of x times chunks of weight rows, enough of them to balance the pool.

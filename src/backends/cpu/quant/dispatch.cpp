@@ -1,4 +1,6 @@
 // Type dispatch of the row kernels: quantize_row, activation_dtype and row_dot_kernel.
+#include <cstring>
+
 #include "backends/cpu/quant/quant.h"
 #include "backends/cpu/quant/quantize_internal.h"
 #include "rbee/core/error.h"
@@ -42,6 +44,41 @@ DType activation_dtype(DType weight) {
     case DType::F16:
     case DType::BF16: return DType::F32;
     default: RBEE_THROW(ErrorCode::Unsupported, "qmatmul: no kernel for weights of dtype {}", dtype_name(weight));
+  }
+}
+
+int64_t activation_scales_offset(DType weight, int64_t k) {
+  const DType a = activation_dtype(weight);
+  return (dtype_row_bytes(a, k) + 31) / 32 * 32;
+}
+
+int64_t activation_row_bytes(DType weight, int64_t k) {
+  const DType a = activation_dtype(weight);
+  if (a == DType::F32) return k * (int64_t)sizeof(float);
+  if (a == DType::Q8_K) return dtype_row_bytes(a, k);
+  const int64_t scales = (a == DType::Q8_1 ? 2 : 1) * (k / kQK) * (int64_t)sizeof(float);
+  return activation_scales_offset(weight, k) + scales;
+}
+
+void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k) {
+  const DType a = activation_dtype(weight);
+  if (a == DType::F32) {
+    std::memcpy(dst, x, (size_t)k * sizeof(float));
+    return;
+  }
+  quantize_row(a, x, dst, k);
+  if (a == DType::Q8_K) return;
+  const int64_t nb = k / kQK;
+  float* side = reinterpret_cast<float*>(static_cast<char*>(dst) + activation_scales_offset(weight, k));
+  if (a == DType::Q8_0) {
+    const auto* b = static_cast<const BlockQ8_0*>(dst);
+    for (int64_t i = 0; i < nb; ++i) side[i] = f16_to_f32(b[i].d);
+  } else {
+    const auto* b = static_cast<const BlockQ8_1*>(dst);
+    for (int64_t i = 0; i < nb; ++i) {
+      side[i] = f16_to_f32(b[i].d);
+      side[nb + i] = f16_to_f32(b[i].s);
+    }
   }
 }
 

@@ -71,11 +71,12 @@ HWY_INLINE float HSum(__m256 v) {
 
 HWY_INLINE float F16(uint16_t h) { return _cvtsh_ss(h); }
 
-// 16 packed bytes -> 32 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31.
+// 16 packed bytes -> 32 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31. (The bytes are loaded
+// into both 128-bit lanes and the upper lane shifted: no cross-lane shuffle.)
 HWY_INLINE __m256i Nibbles(const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i both = _mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xF0);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
 // Byte i = 0x10 where bit i of the little-endian 32-bit word at qh is set, else 0 (Q5 fifth bits).

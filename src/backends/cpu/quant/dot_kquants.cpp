@@ -223,14 +223,79 @@ struct AQ6 : KQ6 {
   }
 };
 
-// int16 lanes 0-7 = sc[2g], lanes 8-15 = sc[2g + 1]: the scales of the two 16-element halves of group g, laid
-// out as vpmaddubsw leaves the pair sums of bytes 0-15 and 16-31.
-inline __m256i GroupScales(const int16_t* sc, int g) {
-  int32_t pair;
-  std::memcpy(&pair, sc + 2 * g, 4);
-  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
-                                        2, 3, 2, 3, 2, 3);
-  return _mm256_shuffle_epi8(_mm256_set1_epi32(pair), pick);
+// Scales of one super-block in registers: S and C hold the 16 per-16-element scales sc[i] and correction
+// coefficients c[i] as int16 (computed with vector ops, never stored and reloaded piecewise).
+struct KScalesV {
+  __m256i S, C;
+  float d, dc;
+};
+inline uint32_t Word(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+// 16 bytes (one per 16-element sub-group) -> 16 int16.
+inline __m256i Widen(__m128i bytes, bool is_signed) {
+  return is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+}
+inline void ScalesQ2(const BlockQ2_K& b, KScalesV& v) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  v.S = Widen(_mm_and_si128(raw, m), false);
+  v.C = Widen(_mm_and_si128(_mm_srli_epi16(raw, 4), m), false);
+  v.d = F16(b.d);
+  v.dc = F16(b.dmin);
+}
+inline void ScalesQ3(const BlockQ3_K& b, KScalesV& v) {
+  // Words a, c: low nibbles of bytes 0-7 are scales 0-7, high nibbles scales 8-15; word h: 2-bit pairs, scale
+  // i's at bit 2 (i / 4) of byte i % 4.
+  const uint32_t a = Word(b.scales), c = Word(b.scales + 4), h = Word(b.scales + 8);
+  const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+  const uint32_t w0 = (a & lo4) | ((h & lo2) << 4);
+  const uint32_t w1 = (c & lo4) | (((h >> 2) & lo2) << 4);
+  const uint32_t w2 = ((a >> 4) & lo4) | (((h >> 4) & lo2) << 4);
+  const uint32_t w3 = ((c >> 4) & lo4) | (((h >> 6) & lo2) << 4);
+  const __m128i bytes = _mm_sub_epi8(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3), _mm_set1_epi8(32));
+  v.S = Widen(bytes, true);
+  v.C = _mm256_slli_epi16(v.S, 2);
+  v.d = v.dc = F16(b.d);
+}
+// Q4_K / Q5_K: 8 six-bit scales and mins, each covering two 16-element sub-groups.
+template <class Block>
+inline void ScalesK4(const Block& b, KScalesV& v) {
+  const uint32_t a = Word(b.scales), m = Word(b.scales + 4), h = Word(b.scales + 8);
+  const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+  const uint32_t sc03 = a & lo6, mn03 = m & lo6;
+  const uint32_t sc47 = (h & lo4) | (((a >> 6) & lo2) << 4);
+  const uint32_t mn47 = ((h >> 4) & lo4) | (((m >> 6) & lo2) << 4);
+  const __m128i sc = _mm_setr_epi32((int)sc03, (int)sc47, 0, 0), mn = _mm_setr_epi32((int)mn03, (int)mn47, 0, 0);
+  v.S = Widen(_mm_unpacklo_epi8(sc, sc), false);  // s0 s0 s1 s1 ... s7 s7
+  v.C = Widen(_mm_unpacklo_epi8(mn, mn), false);
+  v.d = F16(b.d);
+  v.dc = F16(b.dmin);
+}
+inline void ScalesQ6(const BlockQ6_K& b, KScalesV& v) {
+  v.S = Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), true);
+  v.C = _mm256_slli_epi16(v.S, 5);
+  v.d = v.dc = F16(b.d);
+}
+inline void ScalesV(const BlockQ2_K& b, KScalesV& v) { ScalesQ2(b, v); }
+inline void ScalesV(const BlockQ3_K& b, KScalesV& v) { ScalesQ3(b, v); }
+inline void ScalesV(const BlockQ4_K& b, KScalesV& v) { ScalesK4(b, v); }
+inline void ScalesV(const BlockQ5_K& b, KScalesV& v) { ScalesK4(b, v); }
+inline void ScalesV(const BlockQ6_K& b, KScalesV& v) { ScalesQ6(b, v); }
+
+// For group g (32 elements): int16 lanes 0-7 = sc[2g], lanes 8-15 = sc[2g + 1], matching how vpmaddubsw leaves
+// the pair sums of bytes 0-15 and 16-31. half = S's 128-bit half holding sc[8 (g / 4) ..] in both lanes.
+inline __m256i GroupScales(__m256i half, int g) {
+  const int o = 4 * (g % 4);
+  const __m256i pick = _mm256_setr_epi8((char)o, (char)(o + 1), (char)o, (char)(o + 1), (char)o, (char)(o + 1),
+                                        (char)o, (char)(o + 1), (char)o, (char)(o + 1), (char)o, (char)(o + 1),
+                                        (char)o, (char)(o + 1), (char)o, (char)(o + 1), (char)(o + 2), (char)(o + 3),
+                                        (char)(o + 2), (char)(o + 3), (char)(o + 2), (char)(o + 3), (char)(o + 2),
+                                        (char)(o + 3), (char)(o + 2), (char)(o + 3), (char)(o + 2), (char)(o + 3),
+                                        (char)(o + 2), (char)(o + 3), (char)(o + 2), (char)(o + 3));
+  return _mm256_shuffle_epi8(half, pick);
 }
 
 template <class T>
@@ -243,16 +308,17 @@ struct Avx2 {
       for (int r = 0; r < NR; ++r) x[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
       __m256 acc[NR];
       for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
-      KScales s;
+      KScalesV s;
       for (int64_t ib = 0; ib < k / kQKK; ++ib) {
         const typename T::W& b = w[ib];
-        T::Scales(b, s);
+        ScalesV(b, s);
+        const __m256i halves[2] = {_mm256_permute2x128_si256(s.S, s.S, 0x00), _mm256_permute2x128_si256(s.S, s.S, 0x11)};
         __m256i isum[NR];
         for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
           __m256i qa, qb;
           T::Pair(b, p, qa, qb);
-          const __m256i sa = GroupScales(s.sc, 2 * p), sb = GroupScales(s.sc, 2 * p + 1);
+          const __m256i sa = GroupScales(halves[p / 2], 2 * p), sb = GroupScales(halves[p / 2], 2 * p + 1);
           for (int r = 0; r < NR; ++r) {
             const int8_t* y = x[r][ib].qs + 64 * p;
             const __m256i pa = _mm256_maddubs_epi16(qa, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
@@ -260,10 +326,9 @@ struct Avx2 {
             isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sb)));
           }
         }
-        const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.c));
         for (int r = 0; r < NR; ++r) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].bsums));
-          const __m256 corr = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, c));
+          const __m256 corr = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, s.C));
           const float dx = x[r][ib].d;
           acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s.d * dx), _mm256_cvtepi32_ps(isum[r]), acc[r]);
           acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(s.dc * dx), corr, acc[r]);

@@ -153,38 +153,44 @@ struct AQ8_1 : LQ8_1 {
 template <class T>
 struct Avx2 {
   // Adds block ib of the weights times block ib of each row to acc (float lanes) and macc (min terms).
+  // xd[r]: row r's block scales as f32 (then its block sums s for the _1 types), see quant.h.
   template <int NR>
-  static HWY_INLINE void Block(const typename T::W& b, const typename T::X* const* x, int64_t ib, __m256* acc,
-                               float* macc) {
+  static HWY_INLINE void Block(const typename T::W& b, const typename T::X* const* x, const float* const* xd,
+                               int64_t nb, int64_t ib, __m256* acc, float* macc) {
     const __m256i q = T::Load(b);
     const __m256i qa = T::kSigned ? _mm256_sign_epi8(q, q) : q;
     const float dw = F16(b.d);
     for (int r = 0; r < NR; ++r) {
-      const typename T::X& xb = x[r][ib];
-      __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+      __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].qs));
       if (T::kSigned) y = _mm256_sign_epi8(y, q);
       const __m256 sum = _mm256_cvtepi32_ps(DotU8I8(qa, y));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * F16(xb.d)), sum, acc[r]);
-      if constexpr (T::kHasMin) macc[r] += F16(b.m) * F16(xb.s);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[r][ib]), sum, acc[r]);
+      if constexpr (T::kHasMin) macc[r] += F16(b.m) * xd[r][nb + ib];
     }
   }
   template <int NR>
   struct Impl {
     static void Run(int64_t k, const void* wv, const void* xv, size_t xs, float* out, int64_t os) {
       const auto* w = static_cast<const typename T::W*>(wv);
+      const int64_t nb = k / kQK;
+      const size_t side = (size_t)((nb * (int64_t)sizeof(typename T::X) + 31) / 32 * 32);
       const typename T::X* x[NR];
-      for (int r = 0; r < NR; ++r) x[r] = reinterpret_cast<const typename T::X*>(static_cast<const char*>(xv) + r * xs);
+      const float* xd[NR];
+      for (int r = 0; r < NR; ++r) {
+        const char* row = static_cast<const char*>(xv) + r * xs;
+        x[r] = reinterpret_cast<const typename T::X*>(row);
+        xd[r] = reinterpret_cast<const float*>(row + side);
+      }
       // Two accumulator sets alternate between blocks so consecutive FMAs do not wait on each other.
       __m256 acc0[NR], acc1[NR];
       float macc[NR] = {};
       for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-      const int64_t nb = k / kQK;
       int64_t ib = 0;
       for (; ib + 1 < nb; ib += 2) {
-        Block<NR>(w[ib], x, ib, acc0, macc);
-        Block<NR>(w[ib + 1], x, ib + 1, acc1, macc);
+        Block<NR>(w[ib], x, xd, nb, ib, acc0, macc);
+        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, acc1, macc);
       }
-      if (ib < nb) Block<NR>(w[ib], x, ib, acc0, macc);
+      if (ib < nb) Block<NR>(w[ib], x, xd, nb, ib, acc0, macc);
       for (int r = 0; r < NR; ++r) out[r * os] = HSum(_mm256_add_ps(acc0[r], acc1[r])) + macc[r];
     }
   };

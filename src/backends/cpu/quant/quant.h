@@ -22,11 +22,19 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 // (their products run in f32).
 DType activation_dtype(DType weight);
 
+// An activation row as the dot kernels take it (activation_row_bytes(weight, k) bytes): the k values quantized to
+// activation_dtype(weight), and for Q8_0 / Q8_1 rows their block scales again as f32 at byte offset
+// activation_scales_offset(k): d[k / 32] (then Q8_1's s[k / 32]), so kernels that revisit the row for every
+// weight row read a float instead of converting an f16. F32 activations are the k floats themselves.
+int64_t activation_row_bytes(DType weight, int64_t k);
+int64_t activation_scales_offset(DType weight, int64_t k);
+void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k);
+
 // Dot products of one weight row with up to kMaxRows activation rows:
 //   out[r * out_stride] = sum_k w[k] * x_r[k] for r < rows,
-// w: one row of k elements of the weight type; x_r = (const char*)x + r * x_stride, one row of k elements of
-// activation_dtype(weight). k is a multiple of the weight's block size. Each weight block is unpacked once and
-// used for every activation row, so a tile of rows costs one pass over the weights.
+// w: one row of k elements of the weight type; x_r = (const char*)x + r * x_stride, an activation row (above).
+// k is a multiple of the weight's block size. Each weight block is unpacked once and used for every activation
+// row, so a tile of rows costs one pass over the weights.
 inline constexpr int kMaxRows = 4;
 using RowDotFn = void (*)(int64_t k, const void* w, const void* x, size_t x_stride, int rows, float* out,
                           int64_t out_stride);
