@@ -13,8 +13,9 @@ using detail::common_device;
 namespace {
 // Rows of a [..., K] tensor, as the 2-D [rows, K] shape the kernels take.
 Shape as_rows(const Shape& shape) {
-  const int64_t k = shape[shape.rank() - 1];
-  return Shape{k == 0 ? 0 : shape.numel() / k, k};
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < shape.rank(); ++i) rows *= shape[i];
+  return Shape{rows, shape[shape.rank() - 1]};
 }
 
 void check_whole_blocks(const char* op, const char* arg, DType type, int64_t k) {

@@ -389,9 +389,9 @@ void expect_invalid(F&& f, const std::string& needle) {
   }
 }
 
-class QuantErrors : public ::testing::TestWithParam<std::string> {};
+class QuantArguments : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(QuantErrors, BadArgumentsAreInvalidArgument) {
+TEST_P(QuantArguments, BadArgumentsAreInvalidArgument) {
   RBEE_REQUIRE_DEVICE(GetParam(), device);
   const Tensor x100 = ops::ones({3, 100}, DType::F32, *device);
   const Tensor x128 = ops::ones({2, 128}, DType::F32, *device);
@@ -412,7 +412,20 @@ TEST_P(QuantErrors, BadArgumentsAreInvalidArgument) {
   expect_invalid([&] { ops::qmatmul(Tensor(), w); }, "'x' is an undefined tensor");
 }
 
-INSTANTIATE_TEST_SUITE_P(Quant, QuantErrors, ::testing::ValuesIn(conformance_backends()),
+// Empty products: K = 0 gives zeros, M = 0 or N = 0 gives an empty result of the right shape.
+TEST_P(QuantArguments, EmptyShapes) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  poison_allocations(*device, 3 * 4 * 4);
+  const Tensor zero_k = ops::qmatmul(ops::ones({3, 0}, DType::F32, *device), ops::ones({4, 0}, DType::F16, *device));
+  ASSERT_EQ(zero_k.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(all_close(to_doubles(zero_k), std::vector<double>(12, 0.0), {0, 0}));
+  const Tensor w = ops::quantize(ops::ones({5, 64}, DType::F32, *device), DType::Q8_0);
+  EXPECT_EQ(ops::qmatmul(ops::ones({0, 64}, DType::F32, *device), w).shape(), (Shape{0, 5}));
+  EXPECT_EQ(ops::dequantize(ops::quantize(ops::ones({0, 64}, DType::F32, *device), DType::Q4_0)).shape(),
+            (Shape{0, 64}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QuantArguments, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
