@@ -32,8 +32,9 @@ Tensor quantize(const Tensor& x, DType dtype) {
   RBEE_CHECK(x.rank() >= 1, "quantize: x must have at least one dimension, got shape {}", x.shape().to_string());
   check_whole_blocks("quantize", "x", dtype, x.dim(-1));
   check_supported("quantize", x.device(), OpKind::Quantize, {x.dtype(), dtype});
-  const Tensor src = x.contiguous().view(as_rows(x.shape()));
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  if (x.numel() == 0) return out;
+  const Tensor src = x.contiguous().view(as_rows(x.shape()));
   Tensor out_rows = out.view(as_rows(x.shape()));
   x.device().kernels().quantize(src, out_rows);
   return out;
@@ -43,8 +44,9 @@ Tensor dequantize(const Tensor& q) {
   check_defined("dequantize", "q", q);
   RBEE_CHECK(is_quantized(q.dtype()), "dequantize: q must have a block dtype, got {}", dtype_name(q.dtype()));
   check_supported("dequantize", q.device(), OpKind::Dequantize, {q.dtype(), DType::F32});
-  const Tensor src = q.contiguous().view(as_rows(q.shape()));
   Tensor out = Tensor::empty(q.shape(), DType::F32, q.device());
+  if (q.numel() == 0) return out;
+  const Tensor src = q.contiguous().view(as_rows(q.shape()));
   Tensor out_rows = out.view(as_rows(q.shape()));
   q.device().kernels().dequantize(src, out_rows);
   return out;
@@ -68,6 +70,8 @@ Tensor qmatmul(const Tensor& x, const Tensor& w) {
 
   Shape out_shape = x.shape();
   out_shape[out_shape.rank() - 1] = w.dim(0);
+  // Empty products: nothing to read; K = 0 sums nothing, so the result is zeros.
+  if (x.numel() == 0 || w.numel() == 0) return zeros(out_shape, DType::F32, device);
   const Tensor xr = x.contiguous().view(as_rows(x.shape()));
   const Tensor wc = w.contiguous();
   Tensor out = Tensor::empty(out_shape, DType::F32, device);
