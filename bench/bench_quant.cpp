@@ -5,17 +5,21 @@
 //   BM_QMatmulPrompt/<type>/<M>/<N>/<K>: prompt-sized qmatmul, in GFLOP/s (2 M N K per call).
 //   BM_SgemmOpenBLAS/<M>/<N>/<K>: OpenBLAS sgemm on f32 weights of the same shape, the dense peer for the prompt
 //     case (same flops, 4-8x the weight bytes).
+//   BM_QDotKernelL2/<type>/<rows>: one core, the row kernel alone on 48 weight rows of K = 4096 that stay in L2:
+//     the compute ceiling of a core ("GB/s" of weights), to set against its share of memory bandwidth.
 // Weights: 64 distinct quantized rows of N(0, 1) data repeated to N rows (bytes stream from memory all the same;
 // the kernels' speed does not depend on the values).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <random>
 #include <tuple>
 
+#include "backends/cpu/quant/quant.h"
 #include "rbee/backend/device.h"
 #include "rbee/ops.h"
 
@@ -92,6 +96,30 @@ void BM_SgemmOpenBLAS(benchmark::State& state) {
       benchmark::Counter(2.0 * (double)(m * n * k) * (double)state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+void BM_QDotKernelL2(benchmark::State& state, DType type) {
+  namespace q = rbee::cpu::quant;
+  const int64_t n = 48, k = 4096;
+  const int rows = (int)state.range(0);
+  const Tensor& w = weights(type, n, k);
+  const int64_t w_row = rbee::dtype_row_bytes(type, k);
+  const int64_t x_row = (q::activation_row_bytes(type, k) + 63) / 64 * 64;
+  std::vector<unsigned char> xq((size_t)(rows * x_row + 64));
+  unsigned char* xb = xq.data() + (64 - reinterpret_cast<uintptr_t>(xq.data()) % 64) % 64;
+  const auto xf = normal_values(rows * k, 3);
+  for (int r = 0; r < rows; ++r) q::quantize_activation_row(type, xf.data() + r * k, xb + r * x_row, k);
+  const q::RowDotFn dot = q::row_dot_kernel(type);
+  std::vector<float> out((size_t)(rows * n));
+  const char* wp = static_cast<const char*>(w.data());
+  for (auto _ : state) {
+    for (int64_t j = 0; j < n; ++j) dot(k, wp + j * w_row, xb, (size_t)x_row, rows, out.data() + j, n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter((double)(n * w_row) * (double)state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * (double)(rows * n * k) * (double)state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 const DType kBenchTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
 // With --benchmark_repetitions=N, "max" reports the best rate of the N runs (times in that row are the worst;
@@ -114,6 +142,14 @@ int register_benchmarks() {
         ->Args({128, 4096, 4096})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
+        ->ComputeStatistics("max", max_of);
+  }
+  for (DType t : kBenchTypes) {
+    const std::string name(rbee::dtype_name(t));
+    benchmark::RegisterBenchmark(("BM_QDotKernelL2/" + name).c_str(), BM_QDotKernelL2, t)
+        ->Arg(1)
+        ->Arg(4)
+        ->Unit(benchmark::kMicrosecond)
         ->ComputeStatistics("max", max_of);
   }
   benchmark::RegisterBenchmark("BM_SgemmOpenBLAS", BM_SgemmOpenBLAS)
