@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/cpu/gemm.h"
 
@@ -27,5 +28,10 @@ float* scratch(Scratch slot, size_t floats);
 
 // Runs the problem on the best SIMD target of this CPU (defined in gemm_kernels.cpp).
 void dispatch(const GemmArgs& args);
+
+// For tests: the SIMD targets compiled in that this CPU can run (Highway target bits), and a switch that makes
+// every Highway dispatch in the process use only `target` (0 restores the normal choice).
+std::vector<int64_t> runnable_targets();
+void force_target_for_testing(int64_t target);
 
 }  // namespace rbee::cpu::gemm_detail

@@ -27,11 +27,13 @@
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::gemm_detail::HWY_NAMESPACE {
 
-// Cache blocking. KC: a B micro-panel (KC x NR f32, 16 KiB on AVX2) stays in L1 while the A block streams
-// past it. MC: the A block (MC x KC, 144 KiB) stays in L2. NC: the packed B block (KC x NC) sits in L3.
+// Cache blocking. KC: a B micro-panel (KC x NR f32, 16 KiB on AVX2) stays in L1 while a task's A block
+// streams past it. MC: a task's A block (about MC x KC, 144 KiB) stays in L2. The packed B block (K x at most NC
+// columns, at most kPackedBFloats) sits in L3.
 inline constexpr size_t kKC = 256;
 inline constexpr size_t kMC = 24 * kMR;
 inline constexpr size_t kNC = 4096;
+inline constexpr size_t kPackedBFloats = size_t{1} << 20;  // 4 MiB
 
 inline size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t RoundUp(size_t a, size_t b) { return CeilDiv(a, b) * b; }
@@ -62,101 +64,114 @@ void ForEachCType(DType t, const Fn& fn) {
 
 // ------------------------------------------------------------------------------------------ packed path
 
+// Packs A rows [r0, r1) x steps [p0, p0 + kc) into MR-row panels at apack (panel i at apack + i * MR * kc).
+template <class TA>
+HWY_INLINE void PackA(const GemmArgs& g, const TA* A, size_t r0, size_t r1, size_t p0, size_t kc, float* apack) {
+  for (size_t i = r0; i < r1; i += kMR) {
+    PackPanel<kMR>(A + (int64_t)i * g.a.row_stride + (int64_t)p0 * g.a.col_stride, g.a.row_stride, g.a.col_stride,
+                   std::min(kMR, r1 - i), kc, apack + (i - r0) * kc);
+  }
+}
+
+// C[r0:r1, c0:c1] (+)= packed A rows x packed B columns over kc steps. B micro-panels (L1) outside, A
+// micro-panels (L2) inside; c points at C[r0, c0].
+HWY_INLINE void MacroKernel(size_t rows, size_t cols, size_t kc, const float* apack, const float* bpack, float* c,
+                            int64_t ldc, bool accumulate) {
+  for (size_t jr = 0; jr < cols; jr += kNR) {
+    const size_t nr = std::min(kNR, cols - jr);
+    const float* bp = bpack + jr * kc;
+    for (size_t ir = 0; ir < rows; ir += kMR) {
+      const size_t mr = std::min(kMR, rows - ir);
+      float* ct = c + (int64_t)ir * ldc + (int64_t)jr;
+      if (mr == kMR && nr == kNR) {
+        MicroKernel(kc, apack + ir * kc, bp, ct, ldc, accumulate);
+      } else {
+        MicroKernelEdge(kc, apack + ir * kc, bp, ct, ldc, accumulate, mr, nr);
+      }
+    }
+  }
+}
+
 template <class TA, class TB>
 HWY_NOINLINE void GemmPacked(const GemmArgs& g) {
   const size_t M = (size_t)g.m, N = (size_t)g.n, K = (size_t)g.k;
   const TA* A = static_cast<const TA*>(g.a.data);
   const TB* B = static_cast<const TB*>(g.b.data);
   const int threads = g.threads;
+  const size_t T = (size_t)threads;
 
-  // K and N in equal blocks (no thin last block): kc <= kKC, nc <= kNC and a multiple of kNR.
+  // K in equal blocks of at most kKC steps. N in equal blocks (multiples of NR) whose packed B, all of K deep,
+  // stays within kPackedBFloats: B is packed once per block, then every task walks all K blocks on its own.
   const size_t n_pc = CeilDiv(K, kKC), kc_max = CeilDiv(K, n_pc);
-  const size_t n_jc = CeilDiv(N, kNC), nc_max = RoundUp(CeilDiv(N, n_jc), kNR);
+  const size_t nc_limit = std::max(kNR, std::min(kNC, kPackedBFloats / K / kNR * kNR));
+  const size_t n_jc = CeilDiv(N, nc_limit), nc_max = RoundUp(CeilDiv(N, n_jc), kNR);
 
-  // Tasks of one (jc, pc) step: tm ranges of rows (whole MR tiles) x tn ranges of columns (whole NR panels).
-  // Enough tasks for every thread to take several, so a thread slowed by other work on the machine does not
-  // hold the others up; row ranges of at most about MC rows keep each task's A block in L2.
+  // Tasks: tm ranges of rows (whole MR tiles, about MC rows so a task's A block stays in L2) x tn ranges of
+  // columns (whole NR panels). With threads, at least two tasks per thread, so that a thread slowed down by
+  // other work on the machine hands its share to the others.
   const size_t m_tiles = CeilDiv(M, kMR);
-  size_t tm = 1, tn = 1;
-  if (threads > 1) {
-    const size_t want = 2 * (size_t)threads;
-    tm = std::min(m_tiles, RoundUp(CeilDiv(M, kMC), (size_t)threads));
-    if (tm < want) tn = std::min(CeilDiv(nc_max, kNR), CeilDiv(want, tm));
+  size_t tm = std::min(m_tiles, CeilDiv(M, kMC)), tn = 1;
+  if (T > 1) {
+    tm = std::min(m_tiles, RoundUp(tm, T));
+    if (tm < 2 * T) tn = std::min(CeilDiv(nc_max, kNR), CeilDiv(2 * T, tm));
   }
+  const size_t task_rows_max = CeilDiv(m_tiles, tm) * kMR;
 
   // A 16-bit C is summed in an f32 workspace of M x nc_max.
   const bool c_f32 = g.c_dtype == DType::F32;
-  float* ws = nullptr;
   const size_t ldw = nc_max;
-  if (!c_f32) ws = scratch(Scratch::Workspace, M * ldw);
-  float* bpack = scratch(Scratch::PackB, kc_max * nc_max);
+  float* ws = c_f32 ? nullptr : scratch(Scratch::Workspace, M * ldw);
+  // Packed B: K block q at bpack + q * kc_max * nc_max, NR panel t of it at + t * NR * kc.
+  float* bpack = scratch(Scratch::PackB, n_pc * kc_max * nc_max);
 
   for (size_t j0 = 0; j0 < N; j0 += nc_max) {
     const size_t nc = std::min(nc_max, N - j0);
     const size_t n_tiles = CeilDiv(nc, kNR);
+
+    // 1. B[:, j0 : j0 + nc] -> panels, split over the threads by (K block, panel).
+    ForRanges(threads, n_pc * n_tiles, 2 * T, [&](size_t u0, size_t u1) {
+      for (size_t u = u0; u < u1; ++u) {
+        const size_t q = u / n_tiles, t = u % n_tiles;
+        const size_t p0 = q * kc_max, kc = std::min(kc_max, K - p0), col = t * kNR;
+        PackPanel<kNR>(B + (int64_t)p0 * g.b.row_stride + (int64_t)(j0 + col) * g.b.col_stride, g.b.col_stride,
+                       g.b.row_stride, std::min(kNR, nc - col), kc, bpack + q * kc_max * nc_max + col * kc);
+      }
+    });
+
+    // 2. Each task: C[rows, cols] (+)= A[rows, :] * packed B[:, cols], K block by K block.
     float* cblk = c_f32 ? static_cast<float*>(g.c) + j0 : ws;
     const int64_t ldc = c_f32 ? g.c_rs : (int64_t)ldw;
-
-    for (size_t p0 = 0; p0 < K; p0 += kc_max) {
-      const size_t kc = std::min(kc_max, K - p0);
-      const bool first = p0 == 0, last = p0 + kc == K;
-
-      // 1. B[p0 : p0 + kc, j0 : j0 + nc] -> NR-wide panels, panel t at bpack + t * NR * kc.
-      ForRanges(threads, n_tiles, 2 * (size_t)threads, [&](size_t t0, size_t t1) {
-        for (size_t t = t0; t < t1; ++t) {
-          const size_t col = t * kNR;
-          PackPanel<kNR>(B + (int64_t)p0 * g.b.row_stride + (int64_t)(j0 + col) * g.b.col_stride, g.b.col_stride,
-                         g.b.row_stride, std::min(kNR, nc - col), kc, bpack + col * kc);
-        }
-      });
-
-      // 2. C[rows, cols] (+)= A[rows, p0 : p0 + kc] * packed B, one task per rectangle.
-      const bool kernel_accumulates = !first || g.accumulate;
-      auto task = [&](size_t task_begin, size_t task_end) {
-        float* apack = scratch(Scratch::PackA, kMC * kc_max);
-        for (size_t t = task_begin; t < task_end; ++t) {
-          const size_t ti = t / tn, tj = t % tn;
-          const size_t r0 = ti * m_tiles / tm * kMR, r1 = std::min(M, (ti + 1) * m_tiles / tm * kMR);
-          const size_t c0 = tj * n_tiles / tn * kNR, c1 = std::min(nc, (tj + 1) * n_tiles / tn * kNR);
-          if (r0 >= r1 || c0 >= c1) continue;
-          if (!c_f32 && first && g.accumulate) {
-            ForEachCType(g.c_dtype, [&](auto tag) {
-              using TC = decltype(tag);
-              const TC* c = static_cast<const TC*>(g.c);
-              for (size_t i = r0; i < r1; ++i) ConvertRowToF32(c + (int64_t)i * g.c_rs + (j0 + c0), c1 - c0, ws + i * ldw + c0);
-            });
-          }
-          for (size_t i0 = r0; i0 < r1; i0 += kMC) {
-            const size_t mc = std::min(kMC, r1 - i0);
-            for (size_t ir = 0; ir < mc; ir += kMR) {
-              PackPanel<kMR>(A + (int64_t)(i0 + ir) * g.a.row_stride + (int64_t)p0 * g.a.col_stride, g.a.row_stride,
-                             g.a.col_stride, std::min(kMR, mc - ir), kc, apack + ir * kc);
+    ForRanges(threads, tm * tn, tm * tn, [&](size_t task_begin, size_t task_end) {
+      float* apack = scratch(Scratch::PackA, task_rows_max * kc_max);
+      for (size_t t = task_begin; t < task_end; ++t) {
+        const size_t ti = t / tn, tj = t % tn;
+        const size_t r0 = ti * m_tiles / tm * kMR, r1 = std::min(M, (ti + 1) * m_tiles / tm * kMR);
+        const size_t c0 = tj * n_tiles / tn * kNR, c1 = std::min(nc, (tj + 1) * n_tiles / tn * kNR);
+        if (r0 >= r1 || c0 >= c1) continue;
+        if (!c_f32 && g.accumulate) {
+          ForEachCType(g.c_dtype, [&](auto tag) {
+            const auto* c = static_cast<const decltype(tag)*>(g.c);
+            for (size_t i = r0; i < r1; ++i) {
+              ConvertRowToF32(c + (int64_t)i * g.c_rs + (int64_t)(j0 + c0), c1 - c0, ws + i * ldw + c0);
             }
-            for (size_t jr = c0; jr < c1; jr += kNR) {
-              const size_t nr = std::min(kNR, c1 - jr);
-              const float* bp = bpack + jr * kc;
-              for (size_t ir = 0; ir < mc; ir += kMR) {
-                const size_t mr = std::min(kMR, mc - ir);
-                float* c = cblk + (int64_t)(i0 + ir) * ldc + (int64_t)jr;
-                if (mr == kMR && nr == kNR) {
-                  MicroKernel(kc, apack + ir * kc, bp, c, ldc, kernel_accumulates);
-                } else {
-                  MicroKernelEdge(kc, apack + ir * kc, bp, c, ldc, kernel_accumulates, mr, nr);
-                }
-              }
-            }
-          }
-          if (!c_f32 && last) {
-            ForEachCType(g.c_dtype, [&](auto tag) {
-              using TC = decltype(tag);
-              TC* c = static_cast<TC*>(g.c);
-              for (size_t i = r0; i < r1; ++i) StoreRowFromF32(ws + i * ldw + c0, c1 - c0, c + (int64_t)i * g.c_rs + (j0 + c0), false);
-            });
-          }
+          });
         }
-      };
-      ForRanges(threads, tm * tn, tm * tn, task);
-    }
+        for (size_t q = 0; q < n_pc; ++q) {
+          const size_t p0 = q * kc_max, kc = std::min(kc_max, K - p0);
+          PackA(g, A, r0, r1, p0, kc, apack);
+          MacroKernel(r1 - r0, c1 - c0, kc, apack, bpack + q * kc_max * nc_max + c0 * kc,
+                      cblk + (int64_t)r0 * ldc + (int64_t)c0, ldc, q > 0 || g.accumulate);
+        }
+        if (!c_f32) {
+          ForEachCType(g.c_dtype, [&](auto tag) {
+            auto* c = static_cast<decltype(tag)*>(g.c);
+            for (size_t i = r0; i < r1; ++i) {
+              StoreRowFromF32(ws + i * ldw + c0, c1 - c0, c + (int64_t)i * g.c_rs + (int64_t)(j0 + c0), false);
+            }
+          });
+        }
+      }
+    });
   }
 }
 
@@ -272,6 +287,8 @@ HWY_EXPORT(Gemm);
 HWY_EXPORT(TargetName);
 void dispatch(const GemmArgs& args) { HWY_DYNAMIC_DISPATCH(Gemm)(args); }
 const char* target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+std::vector<int64_t> runnable_targets() { return hwy::SupportedAndGeneratedTargets(); }
+void force_target_for_testing(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
 }  // namespace gemm_detail
 
 const char* gemm_target_name() { return gemm_detail::target_name(); }

@@ -27,7 +27,7 @@ inline constexpr size_t kNR = kNV * kLanes;
 //   a: packed A panel, a[p * MR + r];  b: packed B panel, b[p * NR + j] (aligned to a vector);
 //   c: row r at c + r * ldc.
 // The k loop is unrolled by 4; the accumulators stay in registers for the whole loop.
-HWY_INLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
                             float* HWY_RESTRICT c, int64_t ldc, bool accumulate) {
   const DF df;
   VF acc[kMR][kNV];
@@ -61,7 +61,7 @@ HWY_INLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT a, const float*
 }
 
 // An edge tile: only rows < mr and columns < nr of C exist. The full tile is computed into a buffer first.
-HWY_INLINE void MicroKernelEdge(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+HWY_NOINLINE void MicroKernelEdge(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
                                 float* HWY_RESTRICT c, int64_t ldc, bool accumulate, size_t mr, size_t nr) {
   HWY_ALIGN float tile[kMR * kNR];
   MicroKernel(kc, a, b, tile, kNR, false);
