@@ -74,8 +74,11 @@ struct RopeScaling {
   float beta_fast = 32.0f, beta_slow = 1.0f;  // Yarn
 };
 // inv_freq[i] for i < rotary_dim / 2 (F32 on host), theta_base^(-2i/rotary_dim) with scaling applied.
+// Yarn also scales attention: pass RopeParams.mscale = the model's attention_factor, or when it declares none
+// 0.1 * ln(factor) + 1 for factor > 1 (1 otherwise), as Hugging Face's YaRN does.
 std::vector<float> rope_inv_freq(int rotary_dim, float theta_base, const RopeScaling& scaling);
-// x [N, H, D] (or [..., N, H, D] flattened to N), positions [N] I32.
+// x [N, H, D] (or [..., N, H, D] flattened to N), positions [N] I32 (or the leading dims' shape).
+// params.rotary_dim = 0 rotates the whole head.
 Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params);
 // q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, Hq, Tq, Dv]
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
@@ -108,5 +111,14 @@ Tensor gather(const Tensor& x, const Tensor& ids, int axis);
 Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
 Tensor scatter(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
 Tensor scatter_add(const Tensor& x, const Tensor& ids, const Tensor& src, int axis);
+
+// ---- paged KV cache (LLM serving; contracts in rbee/backend/kernels.h) ----
+// Writes k, v [N, Hkv, D] into the caches [num_blocks, block_size, Hkv, D] at slots [N] (I32).
+void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
+                    const Tensor& v_cache);
+// q [Nq, Hq, D] F32; seq_info I32 [B, 3] (q_start, q_len, ctx_len); block_tables I32 [B, max_blocks].
+// Returns [Nq, Hq, D] F32 (rows outside every sequence are zero).
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
+                       const Tensor& block_tables, const AttentionParams& params);
 
 }  // namespace rbee::ops

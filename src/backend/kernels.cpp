@@ -58,4 +58,12 @@ void Kernels::index_add(const Tensor&, const Tensor&, int, Tensor&) { unsupporte
 void Kernels::scatter(const Tensor&, const Tensor&, int, Tensor&) { unsupported(OpKind::Scatter); }
 void Kernels::scatter_add(const Tensor&, const Tensor&, int, Tensor&) { unsupported(OpKind::ScatterAdd); }
 
+void Kernels::kv_cache_write(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported(OpKind::KvCacheWrite);
+}
+void Kernels::paged_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const AttentionParams&, Tensor&) {
+  unsupported(OpKind::PagedAttention);
+}
+
 }  // namespace rbee

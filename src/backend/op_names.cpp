@@ -9,7 +9,8 @@ const char* op_kind_name(OpKind op) {
       "rms_norm", "layer_norm", "group_norm", "rope", "attention", "swiglu", "add_rms_norm",
       "matmul", "quantize", "dequantize", "qmatmul",
       "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "im2col", "pool2d", "upsample_nearest2d",
-      "index_select", "gather", "index_add", "scatter", "scatter_add"};
+      "index_select", "gather", "index_add", "scatter", "scatter_add",
+      "kv_cache_write", "paged_attention"};
   const int i = (int)op;
   return i >= 0 && i < kOpKindCount ? kNames[i] : "unknown";
 }

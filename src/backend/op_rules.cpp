@@ -53,6 +53,13 @@ bool op_dtypes_valid(OpKind op, std::span<const DType> d) {
       return is_quantized(x) && second(DType::F32) == DType::F32;
     case OpKind::QMatmul:
       return x == DType::F32 && (is_quantized(second(DType::F32)) || matmul_float(second(DType::F32)));
+    case OpKind::KvCacheWrite:    // k/v rows (F32/F16/BF16) into an F16/F32/BF16 cache
+      return (x == DType::F32 || x == DType::F16 || x == DType::BF16) &&
+             (second(DType::F16) == DType::F16 || second(DType::F16) == DType::F32 ||
+              second(DType::F16) == DType::BF16);
+    case OpKind::PagedAttention:  // q (F32), cache dtype
+      return x == DType::F32 && (second(DType::F16) == DType::F16 || second(DType::F16) == DType::F32 ||
+                                 second(DType::F16) == DType::BF16);
     case OpKind::IndexSelect:
     case OpKind::Gather:
     case OpKind::IndexAdd:

@@ -118,6 +118,23 @@ class Kernels {
   // like scatter but adds
   virtual void scatter_add(const Tensor& ids, const Tensor& src, int axis, Tensor& out);
 
+  // ---- paged KV cache (LLM serving) ----
+  // Caches are [num_blocks, block_size, Hkv, D] contiguous (F16, BF16 or F32); a slot is
+  // block * block_size + offset. Writes row n of k [N, Hkv, D] and v (last axis contiguous, any other strides)
+  // to slot slots[n] (I32 [N], each in range, checked by the front-end), converting to the cache dtype.
+  virtual void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+                              Tensor& v_cache);
+  // Attention of a batch of sequences over their paged caches (prefill and decode alike).
+  // q [Nq, Hq, D] F32 (last axis contiguous): the new tokens of all sequences, concatenated.
+  // seq_info I32 [B, 3] = (q_start, q_len, ctx_len) per sequence: queries q_start .. q_start+q_len-1 belong to
+  // it and its cache holds ctx_len positions (the new ones included); query i sits at position
+  // ctx_len - q_len + i and is causal (plus params.window / params.softcap). block_tables I32 [B, max_blocks]:
+  // the cache block holding positions [j*block_size, (j+1)*block_size) of the sequence. GQA as in attention().
+  // out [Nq, Hq, D] F32; rows of q that belong to no sequence are left untouched.
+  virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
+                               Tensor& out);
+
   const std::string& backend_name() const { return backend_name_; }
 
  protected:

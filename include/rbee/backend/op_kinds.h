@@ -19,8 +19,10 @@ enum class OpKind : uint8_t {
   Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Im2col, Pool2d, UpsampleNearest2d,
   // indexing
   IndexSelect, Gather, IndexAdd, Scatter, ScatterAdd,
+  // LLM serving: paged KV cache
+  KvCacheWrite, PagedAttention,
 };
-inline constexpr int kOpKindCount = (int)OpKind::ScatterAdd + 1;
+inline constexpr int kOpKindCount = (int)OpKind::PagedAttention + 1;
 const char* op_kind_name(OpKind op);
 
 // out = f(x). Elu takes alpha and Powf the exponent through the op's scalar parameter.

@@ -55,6 +55,11 @@ class CpuKernels final : public Kernels {
   void index_add(const Tensor& ids, const Tensor& src, int axis, Tensor& out) override;
   void scatter(const Tensor& ids, const Tensor& src, int axis, Tensor& out) override;
   void scatter_add(const Tensor& ids, const Tensor& src, int axis, Tensor& out) override;
+
+  void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+                      Tensor& v_cache) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
+                       const Tensor& block_tables, const AttentionParams& params, Tensor& out) override;
 };
 
 }  // namespace rbee::cpu

@@ -1,0 +1,159 @@
+// Sampler and stop-sequence matching, checked against hand-computed distributions and a naive reference.
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "rbee/core/error.h"
+#include "rbee/llm/sampler.h"
+
+namespace rbee::llm {
+namespace {
+
+std::vector<float> logits_from_probs(const std::vector<double>& p) {
+  std::vector<float> l;
+  for (double x : p) l.push_back((float)std::log(x));
+  return l;
+}
+
+// Empirical frequencies of `draws` samples.
+std::map<TokenId, double> frequencies(Sampler& s, const std::vector<float>& logits, int draws) {
+  std::map<TokenId, double> f;
+  for (int i = 0; i < draws; ++i) f[s.sample(logits, {}, {})] += 1.0 / draws;
+  return f;
+}
+
+TEST(Sampler, GreedyPicksTheLargestLogitLowestIdOnTies) {
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  EXPECT_EQ(s.sample(std::vector<float>{0.1f, 2.0f, -1.0f, 2.0f}, {}, {}), 1);
+}
+
+TEST(Sampler, LogitBiasCanBanAndPromote) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias[1] = -INFINITY;
+  p.logit_bias[2] = 10.0f;
+  Sampler s(p);
+  EXPECT_EQ(s.sample(std::vector<float>{0.0f, 5.0f, 0.0f}, {}, {}), 2);
+}
+
+TEST(Sampler, PenaltiesFollowTheirDefinitions) {
+  const std::vector<float> logits{2.0f, 1.9f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 1.1f;  // 2.0 / 1.1 = 1.818 < 1.9
+  EXPECT_EQ(Sampler(p).sample(logits, std::vector<TokenId>{0}, {}), 1);
+  p.repetition_penalty = 1.0f;
+  p.frequency_penalty = 0.06f;  // token 0 seen twice: 2.0 - 0.12 = 1.88 < 1.9
+  EXPECT_EQ(Sampler(p).sample(logits, {}, std::vector<TokenId>{0, 0}), 1);
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = 0.05f;  // once regardless of count: 1.95 > 1.9
+  EXPECT_EQ(Sampler(p).sample(logits, {}, std::vector<TokenId>{0, 0}), 0);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestPrefixAndRenormalizes) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.75f;  // 0.5 + 0.3 >= 0.75: keep tokens 0 and 1
+  p.seed = 7;
+  p.has_seed = true;
+  Sampler s(p);
+  const auto f = frequencies(s, logits_from_probs({0.5, 0.3, 0.15, 0.05}), 20000);
+  EXPECT_EQ(f.count(2) + f.count(3), 0u);
+  EXPECT_NEAR(f.at(0), 0.5 / 0.8, 0.015);
+  EXPECT_NEAR(f.at(1), 0.3 / 0.8, 0.015);
+}
+
+TEST(Sampler, TemperatureAndTopKAndMinP) {
+  SamplingParams p;
+  p.seed = 3;
+  p.has_seed = true;
+  p.temperature = 0.5f;  // probabilities squared then renormalized
+  {
+    Sampler s(p);
+    const auto f = frequencies(s, logits_from_probs({0.6, 0.3, 0.1}), 20000);
+    const double z = 0.36 + 0.09 + 0.01;
+    EXPECT_NEAR(f.at(0), 0.36 / z, 0.015);
+    EXPECT_NEAR(f.at(1), 0.09 / z, 0.015);
+  }
+  p.temperature = 1.0f;
+  p.top_k = 2;
+  {
+    Sampler s(p);
+    const auto f = frequencies(s, logits_from_probs({0.1, 0.6, 0.3}), 5000);
+    EXPECT_EQ(f.count(0), 0u);
+  }
+  p.top_k = 0;
+  p.min_p = 0.4f;  // keep p >= 0.4 * 0.6 = 0.24
+  {
+    Sampler s(p);
+    const auto f = frequencies(s, logits_from_probs({0.6, 0.3, 0.1}), 5000);
+    EXPECT_EQ(f.count(2), 0u);
+    EXPECT_NEAR(f.at(0), 0.6 / 0.9, 0.03);
+  }
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 1234;
+  p.has_seed = true;
+  const auto logits = logits_from_probs({0.2, 0.2, 0.2, 0.2, 0.2});
+  Sampler a(p), b(p);
+  std::vector<TokenId> ta, tb;
+  for (int i = 0; i < 50; ++i) {
+    ta.push_back(a.sample(logits, {}, {}));
+    tb.push_back(b.sample(logits, {}, {}));
+  }
+  EXPECT_EQ(ta, tb);
+  p.seed = 1235;
+  Sampler c(p);
+  std::vector<TokenId> tc;
+  for (int i = 0; i < 50; ++i) tc.push_back(c.sample(logits, {}, {}));
+  EXPECT_NE(ta, tc);
+}
+
+TEST(Sampler, ValidationNamesTheField) {
+  SamplingParams p;
+  p.top_p = 0;
+  try {
+    validate(p, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos);
+  }
+  p = {};
+  p.temperature = -1;
+  EXPECT_THROW(validate(p, 10), Error);
+  p = {};
+  p.logit_bias[10] = 1;
+  EXPECT_THROW(validate(p, 10), Error);
+}
+
+TEST(StopMatcher, MatchesAcrossTokenBoundariesAndHoldsBackPrefixes) {
+  StopMatcher m({"</s>", "\n\nUser:"});
+  std::string out;
+  out += m.feed("Hello <");
+  EXPECT_EQ(out, "Hello ");  // "<" might start "</s>"
+  out += m.feed("b>");       // not a stop after all
+  EXPECT_EQ(out, "Hello <b>");
+  out += m.feed(" done\n");
+  out += m.feed("\nUse");
+  EXPECT_FALSE(m.stopped());
+  out += m.feed("r: more");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.matched(), "\n\nUser:");
+  EXPECT_EQ(out, "Hello <b> done");
+  EXPECT_EQ(m.feed("ignored"), "");
+}
+
+TEST(StopMatcher, FlushReturnsHeldText) {
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.feed("abcST"), "abc");
+  EXPECT_EQ(m.flush(), "ST");
+}
+
+}  // namespace
+}  // namespace rbee::llm
