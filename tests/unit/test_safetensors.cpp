@@ -274,6 +274,8 @@ TEST(SafetensorsCrafted, HeaderLength) {
 TEST(SafetensorsCrafted, JsonErrors) {
   expect_io_error([] { parse(make_file(R"({"a": {"dtype": "F32",})", 0)); }, {"invalid JSON"});
   expect_io_error([] { parse(make_file("{\"a\xff\": 1}", 0)); }, {"invalid JSON"});  // not UTF-8
+  // A number too large for a double: nlohmann throws out_of_range, not parse_error (found by fuzz_safetensors).
+  expect_io_error([] { parse(make_file(R"({"__metadata__": {"a": 1e999999}})", 0)); }, {"byte 8", "invalid JSON"});
   expect_io_error(
       [] { parse(make_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4)); },
       {"byte 8", "key 'w' appears twice"});
