@@ -31,7 +31,8 @@ json parse_json_strict(std::string_view text, const std::string& source, uint64_
       case json::parse_event_t::key:
         if (!open_objects.empty() && parsed.is_string() &&
             !open_objects.back().insert(parsed.get<std::string>()).second) {
-          problem = fmt::format("JSON key '{}' appears twice in one object", parsed.get<std::string>());
+          const std::string& key = parsed.get_ref<const std::string&>();
+          problem = fmt::format("JSON key '{}' appears twice in one object", key.substr(0, 64));
           return false;
         }
         return true;
