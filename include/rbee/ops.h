@@ -74,8 +74,11 @@ struct RopeScaling {
   float beta_fast = 32.0f, beta_slow = 1.0f;  // Yarn
 };
 // inv_freq[i] for i < rotary_dim / 2 (F32 on host), theta_base^(-2i/rotary_dim) with scaling applied.
+// Yarn also scales attention: pass RopeParams.mscale = the model's attention_factor, or when it declares none
+// 0.1 * ln(factor) + 1 for factor > 1 (1 otherwise), as Hugging Face's YaRN does.
 std::vector<float> rope_inv_freq(int rotary_dim, float theta_base, const RopeScaling& scaling);
-// x [N, H, D] (or [..., N, H, D] flattened to N), positions [N] I32.
+// x [N, H, D] (or [..., N, H, D] flattened to N), positions [N] I32 (or the leading dims' shape).
+// params.rotary_dim = 0 rotates the whole head.
 Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params);
 // q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, Hq, Tq, Dv]
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);

@@ -10,8 +10,8 @@
 #include <numeric>
 
 #include "formats/byte_reader.h"
+#include "formats/mapped_tensor.h"
 #include "formats/mmap_file.h"
-#include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 
 namespace rbee::gguf {
@@ -61,13 +61,6 @@ uint64_t scalar_size(ValueType t) {
 }
 
 bool valid_value_type(uint32_t t) { return t <= (uint32_t)ValueType::F64; }
-
-// Alignment that element/block reads need from the data address (ggml block structs start with f16 scales,
-// Q8_K with an f32).
-uint64_t required_address_alignment(DType t) {
-  if (!is_quantized(t)) return (uint64_t)dtype_type_size(t);
-  return t == DType::Q8_K ? 4 : 2;
-}
 
 }  // namespace
 
@@ -169,16 +162,24 @@ class Parser {
       if (n_dims > (uint32_t)kMaxDims)
         r_.fail(dims_at, fmt::format("{} dimensions; at most {} are allowed", n_dims, kMaxDims));
       uint64_t ne[kMaxDims] = {1, 1, 1, 1};  // innermost first, as stored
-      uint64_t numel = 1;
+      // The product of the non-zero dims must fit in int64 even when another dim is 0: shape code multiplies
+      // dims in any order.
+      uint64_t nonzero_product = 1;
+      bool any_zero = false;
       for (uint32_t d = 0; d < n_dims; ++d) {
         const uint64_t at = r_.offset();
         ne[d] = r_.read<uint64_t>("dimension");
         if (ne[d] > (uint64_t)std::numeric_limits<int64_t>::max())
           r_.fail(at, fmt::format("dimension {} is {}, larger than int64", d, ne[d]));
-        if (ne[d] != 0 && numel > (uint64_t)std::numeric_limits<int64_t>::max() / ne[d])
+        if (ne[d] == 0) {
+          any_zero = true;
+          continue;
+        }
+        if (nonzero_product > (uint64_t)std::numeric_limits<int64_t>::max() / ne[d])
           r_.fail(at, fmt::format("element count overflows int64 at dimension {} ({})", d, ne[d]));
-        numel *= ne[d];
+        nonzero_product *= ne[d];
       }
+      const uint64_t numel = any_zero ? 0 : nonzero_product;
       const uint64_t type_at = r_.offset();
       const uint32_t ggml_type = r_.read<uint32_t>("ggml type");
       const std::optional<DType> dtype = dtype_from_ggml_type(ggml_type);
@@ -454,18 +455,8 @@ std::span<const uint8_t> File::tensor_bytes(const TensorInfo& info) const {
 }
 
 Tensor File::tensor(const TensorInfo& info, Device& cpu) const {
-  RBEE_CHECK(cpu.host_accessible(), "gguf tensor '{}': a mapped tensor needs a host device, got {}", info.name,
-             cpu.id());
-  std::span<const uint8_t> bytes = tensor_bytes(info);
-  const uint64_t need = required_address_alignment(info.dtype);
-  const auto address = reinterpret_cast<uintptr_t>(bytes.data());
-  RBEE_CHECK_CODE(bytes.empty() || address % need == 0, ErrorCode::Io,
-                  "{}: byte {}: tensor '{}': {} data is not aligned to {} bytes in memory (general.alignment {})",
-                  impl_->path, impl_->data_offset + info.offset, info.name, dtype_name(info.dtype), need,
-                  impl_->alignment);
-  // The mapping is read-only; the const_cast only satisfies Tensor::wrap's signature.
-  void* data = const_cast<uint8_t*>(bytes.data());
-  return Tensor::wrap(data, info.shape, info.dtype, cpu, std::shared_ptr<const void>(impl_));
+  return formats::view_mapped_tensor(tensor_bytes(info), info.shape, info.dtype, cpu, impl_, impl_->path,
+                                     impl_->data_offset + info.offset, info.name);
 }
 
 Tensor File::tensor(std::string_view name, Device& cpu) const {

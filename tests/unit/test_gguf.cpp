@@ -498,6 +498,10 @@ TEST(GgufCrafted, TensorInfoErrors) {
   overflow.header(3, 1, 0).tensor("t", {uint64_t{1} << 40, uint64_t{1} << 40}, kF32, 0).pad(32).zeros(64);
   expect_io_error([&] { parse(overflow); }, {"tensor 't'", "overflows"});
 
+  Builder zero_hides_overflow;  // 0 elements, but shape code multiplying the other dims would overflow
+  zero_hides_overflow.header(3, 1, 0).tensor("t", {0, uint64_t{1} << 40, uint64_t{1} << 40}, kF32, 0).pad(32);
+  expect_io_error([&] { parse(zero_hides_overflow); }, {"tensor 't'", "overflows"});
+
   Builder bytes_overflow;  // numel fits in int64, bytes do not
   bytes_overflow.header(3, 1, 0).tensor("t", {uint64_t{1} << 62}, kF32, 0).pad(32).zeros(64);
   expect_io_error([&] { parse(bytes_overflow); }, {"tensor 't'", "overflows"});

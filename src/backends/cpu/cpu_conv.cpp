@@ -1,12 +1,128 @@
-// CPU convolution family. (Placeholder bodies until the op family lands.)
+// CPU convolutions: conv1d, conv2d and the im2col op.
+//
+// A convolution is, per (image, group) and per tile of output positions, a column packing of the input
+// (conv_columns.h) followed by one GEMM (conv_gemm.h):
+//   out[g] [Cout/g, tile] = w[g] [Cout/g, Cin/g * KH * KW] . col [Cin/g * KH * KW, tile]
+// Tiles of all images and groups run in parallel on the global ThreadPool. F16/BF16 inputs are widened to f32
+// once up front and results rounded once when stored; F32 and F64 run in their own precision.
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/conv_columns.h"
+#include "backends/cpu/conv_gemm.h"
+#include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 
 namespace rbee::cpu {
-void CpuKernels::conv1d(const Tensor&, const Tensor&, const Conv1dParams&, Tensor&) { unsupported(OpKind::Conv1d); }
-void CpuKernels::conv2d(const Tensor&, const Tensor&, const Conv2dParams&, Tensor&) { unsupported(OpKind::Conv2d); }
-void CpuKernels::conv_transpose1d(const Tensor&, const Tensor&, const Conv1dParams&, Tensor&) { unsupported(OpKind::ConvTranspose1d); }
-void CpuKernels::conv_transpose2d(const Tensor&, const Tensor&, const Conv2dParams&, Tensor&) { unsupported(OpKind::ConvTranspose2d); }
-void CpuKernels::im2col(const Tensor&, int, int, const Conv2dParams&, Tensor&) { unsupported(OpKind::Im2col); }
-void CpuKernels::pool2d(PoolOp, const Tensor&, const Pool2dParams&, Tensor&) { unsupported(OpKind::Pool2d); }
-void CpuKernels::upsample_nearest2d(const Tensor&, Tensor&) { unsupported(OpKind::UpsampleNearest2d); }
+
+namespace {
+
+using conv::ConvGeometry;
+using conv::Tap;
+
+// x [n, cin, h, w], w [cout, cin / groups, kh, kw] -> out [n, cout, ho, wo], all contiguous.
+template <class T>
+void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
+  using C = compute_t<T>;
+  constexpr bool kNative = std::is_same_v<T, C>;  // F32/F64: the GEMM writes into out directly
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
+  const int64_t depth = cin_g * g.kh * g.kw, positions = g.ho * g.wo, plane = g.h * g.w;
+
+  std::vector<Tap> taps;
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    for (int64_t kx = 0; kx < g.kw; ++kx) taps.push_back({ky * g.dh - g.ph, kx * g.dw - g.pw});
+  }
+  // Weights as stored: row co of group gi is wc + (gi * cout_g + co) * depth, columns (ci, ky, kx).
+  const conv::Widened<T> xw(x, g.n * g.cin * plane), ww(w, g.cout * depth);
+  const C* xc = xw.data();
+  const C* wc = ww.data();
+  // A 1x1 kernel with unit stride and no padding reads x itself as the column matrix.
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+
+  const int64_t tile = conv::column_tile(positions, depth, g.n * g.groups);
+  const int64_t tiles = (positions + tile - 1) / tile;
+  ThreadPool::global().parallel_for(g.n * g.groups * tiles, 1, [&](int64_t begin, int64_t end) {
+    std::unique_ptr<C[]> col(pointwise ? nullptr : new C[(size_t)(depth * tile)]);
+    std::unique_ptr<C[]> acc(kNative ? nullptr : new C[(size_t)(cout_g * tile)]);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t img = task / (g.groups * tiles), gi = task / tiles % g.groups;
+      const int64_t q0 = task % tiles * tile, count = std::min(tile, positions - q0);
+      const C* xg = xc + (img * g.cin + gi * cin_g) * plane;
+      T* og = out + (img * g.cout + gi * cout_g) * positions;
+      const C* b = xg + q0;
+      int64_t ldb = plane;
+      if (!pointwise) {
+        conv::pack_columns(conv::ColumnSource<C>{xg, cin_g, g.h, g.w, g.sh, g.sw, g.wo, taps}, q0, count, col.get());
+        b = col.get(), ldb = count;
+      }
+      const C* a = wc + gi * cout_g * depth;
+      if constexpr (kNative) {
+        conv_gemm(cout_g, count, depth, a, depth, b, ldb, og + q0, positions);
+      } else {
+        conv_gemm(cout_g, count, depth, a, depth, b, ldb, acc.get(), count);
+        for (int64_t co = 0; co < cout_g; ++co) {
+          const C* r = acc.get() + co * count;
+          T* o = og + co * positions + q0;
+          for (int64_t j = 0; j < count; ++j) o[j] = store<T>(r[j]);
+        }
+      }
+    }
+  });
+}
+
+// x [n, c, h, w] -> out [n, ho * wo, c * kh * kw]: row (oy, ox), column (ci, ky, kx) holds
+// x[ci, oy * sh - ph + ky * dh, ox * sw - pw + kx * dw], zero outside the image.
+template <class T>
+void im2col_forward(const T* x, const ConvGeometry& g, T* out) {
+  const int64_t row_len = g.cin * g.kh * g.kw;
+  const int64_t rows = g.n * g.ho * g.wo;
+  const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(row_len, 1));
+  ThreadPool::global().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t img = r / (g.ho * g.wo), oy = r / g.wo % g.ho, ox = r % g.wo;
+      T* dst = out + r * row_len;
+      for (int64_t c = 0; c < g.cin; ++c) {
+        const T* plane = x + (img * g.cin + c) * g.h * g.w;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+          for (int64_t kx = 0; kx < g.kw; ++kx, ++dst) {
+            const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
+            *dst = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? plane[iy * g.w + ix] : T(0.0f);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuKernels::conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p, Tensor& out) {
+  const ConvGeometry g = conv::geometry_1d(x, w, out, p);
+  visit_float_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void CpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, Tensor& out) {
+  const ConvGeometry g = conv::geometry_2d(x, w, out, p);
+  visit_float_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void CpuKernels::im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p, Tensor& out) {
+  const int64_t ho = (x.dim(2) + 2 * p.pad_h - (int64_t)p.dilation_h * (kernel_h - 1) - 1) / p.stride_h + 1;
+  const int64_t wo = (x.dim(3) + 2 * p.pad_w - (int64_t)p.dilation_w * (kernel_w - 1) - 1) / p.stride_w + 1;
+  const ConvGeometry g{x.dim(0),   x.dim(1),   x.dim(2), x.dim(3), x.dim(1),     kernel_h,     kernel_w, ho, wo,
+                       p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.dilation_h, p.dilation_w, 1};
+  visit_float_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    im2col_forward(static_cast<const T*>(x.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
 }  // namespace rbee::cpu

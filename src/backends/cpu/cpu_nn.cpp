@@ -1,12 +1,79 @@
-// CPU norms, rope, attention, swiglu. (Placeholder bodies until the op family lands.)
-#include "backends/cpu/cpu_kernels.h"
+// CPU fused SwiGLU: out = silu(gate) * up, elementwise over contiguous tensors.
+//
+// The other neural-network kernels live in cpu_norm.cpp (rms/layer/group norm, add_rms_norm), cpu_rope.cpp and
+// cpu_attention.cpp (+ cpu_attention_blocks.cpp).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/cpu_nn.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_nn_util.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rbee::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// out = g / (1 + exp(-g)) * u. -g is clamped at 88 (exp stays finite; silu(-88) is -0 in f32 anyway).
+void SwigluF32(const float* g, const float* u, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = (int64_t)hn::Lanes(d);
+  const auto one = hn::Set(d, 1.0f), limit = hn::Set(d, 88.0f);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto vg = hn::LoadU(d, g + i);
+    const auto e = hn::Exp(d, hn::Min(hn::Neg(vg), limit));
+    hn::StoreU(hn::Mul(hn::Div(vg, hn::Add(one, e)), hn::LoadU(d, u + i)), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(std::min(-g[i], 88.0f))) * u[i];
+}
+
+}  // namespace rbee::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace rbee::cpu {
-void CpuKernels::rms_norm(const Tensor&, const Tensor*, float, Tensor&) { unsupported(OpKind::RmsNorm); }
-void CpuKernels::layer_norm(const Tensor&, const Tensor*, const Tensor*, float, Tensor&) { unsupported(OpKind::LayerNorm); }
-void CpuKernels::group_norm(const Tensor&, int, const Tensor*, const Tensor*, float, Tensor&) { unsupported(OpKind::GroupNorm); }
-void CpuKernels::rope(const Tensor&, const Tensor&, const Tensor&, const RopeParams&, Tensor&) { unsupported(OpKind::Rope); }
-void CpuKernels::attention(const Tensor&, const Tensor&, const Tensor&, const AttentionParams&, Tensor&) { unsupported(OpKind::Attention); }
-void CpuKernels::swiglu(const Tensor&, const Tensor&, Tensor&) { unsupported(OpKind::Swiglu); }
-void CpuKernels::add_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&) { unsupported(OpKind::AddRmsNorm); }
+HWY_EXPORT(SwigluF32);
+
+namespace {
+
+constexpr int64_t kSwigluChunk = 4096;  // elements a task widens and computes at once (16-bit inputs)
+
+template <class T>
+void swiglu_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const int64_t n = gate.numel();
+  const T* pg = static_cast<const T*>(gate.data());
+  const T* pu = static_cast<const T*>(up.data());
+  T* po = static_cast<T*>(out.data());
+  const int64_t chunks = (n + kSwigluChunk - 1) / kSwigluChunk;
+  parallel_rows(chunks, kSwigluChunk, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t begin = c * kSwigluChunk, len = std::min(kSwigluChunk, n - begin);
+      if constexpr (std::is_same_v<T, double>) {
+        for (int64_t i = begin; i < begin + len; ++i) po[i] = pg[i] / (1.0 + std::exp(-pg[i])) * pu[i];
+      } else if constexpr (std::is_same_v<T, float>) {
+        HWY_DYNAMIC_DISPATCH(SwigluF32)(pg + begin, pu + begin, po + begin, len);
+      } else {
+        float* g = scratch<float>(0, kSwigluChunk);
+        float* u = scratch<float>(1, kSwigluChunk);
+        load_row(pg + begin, g, len);
+        load_row(pu + begin, u, len);
+        HWY_DYNAMIC_DISPATCH(SwigluF32)(g, u, g, len);
+        store_row(g, po + begin, len);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuKernels::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  visit_float_dtype(gate.dtype(), [&](auto tag) { swiglu_impl<decltype(tag)>(gate, up, out); });
+}
+
 }  // namespace rbee::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,51 @@
+// Row-level quantization kernels of the CPU backend: dequantize, quantize, and dot products that run on the
+// packed blocks. cpu_quant.cpp drives them over tensors and threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rbee/core/dtype.h"
+
+namespace rbee::cpu::quant {
+
+// dst[0..n) = the values of n elements packed as `type` at src. n is a multiple of the block size.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// Packs src[0..n) into n / block_size blocks of `type` at dst. Legacy types round to nearest as ggml's
+// reference quantizers do (bit-exact with them); K-quants search scales and mins per sub-block the way ggml's
+// reference quantizers do (quantize_k.cpp). n is a multiple of the block size.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+// The format activations are quantized to before a dot product with weights of `weight` type, as ggml pairs
+// them: Q4_0/Q5_0/Q8_0/Q8_1 -> Q8_0, Q4_1/Q5_1 -> Q8_1, K-quants -> Q8_K; F32 for F32/F16/BF16 weights
+// (their products run in f32).
+DType activation_dtype(DType weight);
+
+// An activation row as the dot kernels take it (activation_row_bytes(weight, k) bytes): the k values quantized to
+// activation_dtype(weight), and for Q8_0 / Q8_1 rows their block scales again as f32 at byte offset
+// activation_scales_offset(k): d[k / 32] (then Q8_1's s[k / 32]), so kernels that revisit the row for every
+// weight row read a float instead of converting an f16. F32 activations are the k floats themselves.
+int64_t activation_row_bytes(DType weight, int64_t k);
+int64_t activation_scales_offset(DType weight, int64_t k);
+void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k);
+
+// Dot products of one weight row with up to kMaxRows activation rows:
+//   out[r * out_stride] = sum_k w[k] * x_r[k] for r < rows,
+// w: one row of k elements of the weight type; x_r = (const char*)x + r * x_stride, an activation row (above).
+// k is a multiple of the weight's block size. Each weight block is unpacked once and used for every activation
+// row, so a tile of rows costs one pass over the weights.
+inline constexpr int kMaxRows = 4;
+using RowDotFn = void (*)(int64_t k, const void* w, const void* x, size_t x_stride, int rows, float* out,
+                          int64_t out_stride);
+
+// The kernel for `weight` on the best SIMD target of this CPU (Highway dynamic dispatch; resolved per call
+// so tests can switch targets). Legacy and K-quant types, and F32/F16/BF16.
+RowDotFn row_dot_kernel(DType weight);
+
+// Per-family selectors behind row_dot_kernel (one Highway translation unit each); nullptr for other types.
+RowDotFn legacy_row_dot(DType weight);
+RowDotFn kquant_row_dot(DType weight);
+RowDotFn float_row_dot(DType weight);
+
+}  // namespace rbee::cpu::quant

@@ -1,0 +1,95 @@
+// CUDA's side of the GPU platform layer: the only place the shared kernel source meets CUDA headers.
+// Everything is re-exported under rbee::gpu names by backends/gpu/platform.h.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#define RBEE_GPU_VENDOR "NVIDIA"
+#define RBEE_GPU_BACKEND_NAME "cuda"
+// Warp width of the code being compiled (device passes) and of every NVIDIA GPU.
+#define RBEE_DEVICE_WARP_SIZE 32
+
+namespace rbee::gpu {
+
+using Stream = cudaStream_t;
+using Event = cudaEvent_t;
+using Status = cudaError_t;
+using Graph = cudaGraph_t;
+using GraphExec = cudaGraphExec_t;
+using half = __half;
+inline constexpr Status kSuccess = cudaSuccess;
+
+inline const char* status_string(Status s) { return cudaGetErrorString(s); }
+inline Status get_last_error() { return cudaGetLastError(); }
+inline Status device_count(int* n) { return cudaGetDeviceCount(n); }
+inline Status set_device(int d) { return cudaSetDevice(d); }
+inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) { return cudaMemGetInfo(free_bytes, total_bytes); }
+inline Status device_malloc(void** p, size_t n) { return cudaMalloc(p, n); }
+inline Status device_free(void* p) { return cudaFree(p); }
+inline Status host_malloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
+inline Status host_free_pinned(void* p) { return cudaFreeHost(p); }
+inline Status memcpy_async(void* dst, const void* src, size_t n, Stream s) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
+}
+inline Status memset_async(void* dst, int value, size_t n, Stream s) { return cudaMemsetAsync(dst, value, n, s); }
+inline Status stream_create(Stream* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline Status stream_destroy(Stream s) { return cudaStreamDestroy(s); }
+inline Status stream_synchronize(Stream s) { return cudaStreamSynchronize(s); }
+inline Status event_create(Event* e) { return cudaEventCreate(e); }
+inline Status event_destroy(Event e) { return cudaEventDestroy(e); }
+inline Status event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
+inline Status event_synchronize(Event e) { return cudaEventSynchronize(e); }
+inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
+inline Status stream_begin_capture(Stream s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline Status stream_end_capture(Stream s, Graph* g) { return cudaStreamEndCapture(s, g); }
+inline Status graph_instantiate(GraphExec* e, Graph g) { return cudaGraphInstantiate(e, g, 0); }
+inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
+inline Status graph_destroy(Graph g) { return cudaGraphDestroy(g); }
+inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); }
+
+// Facts read from the device, vendor-neutral.
+struct DeviceProps {
+  char name[256];
+  char arch[32];  // "sm_90"
+  int warp_size;
+  int multiprocessors;
+  int max_threads_per_block;
+  size_t shared_mem_per_block;
+  size_t total_memory;
+};
+inline Status device_props(int d, DeviceProps* out) {
+  cudaDeviceProp p;
+  const Status s = cudaGetDeviceProperties(&p, d);
+  if (s != cudaSuccess) return s;
+  snprintf(out->name, sizeof(out->name), "%s", p.name);
+  snprintf(out->arch, sizeof(out->arch), "sm_%d%d", p.major, p.minor);
+  out->warp_size = p.warpSize;
+  out->multiprocessors = p.multiProcessorCount;
+  out->max_threads_per_block = p.maxThreadsPerBlock;
+  out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->total_memory = p.totalGlobalMem;
+  return s;
+}
+
+}  // namespace rbee::gpu
+
+// ---- device-side names ----
+#if defined(__CUDACC__)
+namespace rbee::gpu {
+__device__ __forceinline__ float shfl_xor(float v, int mask, int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+__device__ __forceinline__ int shfl_xor(int v, int mask, int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+__device__ __forceinline__ float shfl(float v, int lane, int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_sync(0xffffffffu, v, lane, width);
+}
+__device__ __forceinline__ float half_to_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ __half float_to_half(float f) { return __float2half_rn(f); }
+// 4 x int8 dot product accumulate (dp4a).
+__device__ __forceinline__ int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
+}  // namespace rbee::gpu
+#endif

@@ -1,0 +1,29 @@
+// Vendor BLAS behind one small interface: cuBLAS on CUDA, rocBLAS (opened at run time when installed) on
+// ROCm. When no vendor library can do a product, gemm() returns false and the caller uses our own kernel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/gpu/platform.h"
+#include "rbee/core/dtype.h"
+
+namespace rbee::gpu {
+
+class Blas {
+ public:
+  virtual ~Blas() = default;
+  virtual const char* name() const = 0;
+  // Row-major batched product C[i] = op(A[i]) . op(B[i]) for i < batch, f32 accumulation, dtype F32, F16 or
+  // BF16 for A, B and C alike. A[i] starts at a + i * stride_a (elements); lda/ldb/ldc are row strides.
+  // op(A) is A^T when trans_a (A stored [k, m]). Returns false when this library cannot do it.
+  virtual bool gemm(DType dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
+                    int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
+                    int64_t stride_c, int batch, Stream stream) = 0;
+};
+
+// The vendor library of this build (cuBLAS / rocBLAS) for the current device, or nullptr when absent.
+// `why` receives a sentence for the logs.
+std::unique_ptr<Blas> make_vendor_blas(std::string* why);
+
+}  // namespace rbee::gpu

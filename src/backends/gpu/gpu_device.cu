@@ -1,0 +1,153 @@
+#include "backends/gpu/gpu_device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/gpu/gpu_kernels.h"
+#include "rbee/core/tensor.h"
+#include "rbee/core/log.h"
+
+namespace rbee::gpu {
+
+namespace {
+constexpr size_t kStagingBytes = 8u << 20;  // copies larger than this go straight from pageable memory
+}
+
+GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_GPU_BACKEND_NAME, index)) {
+  RBEE_GPU_CHECK(set_device(index));
+  RBEE_GPU_CHECK(device_props(index, &props_));
+  RBEE_GPU_CHECK(stream_create(&stream_));
+  allocator_ = std::make_unique<CachingAllocator>(
+      id_,
+      [this](size_t bytes) -> void* {
+        activate();
+        void* p = nullptr;
+        if (device_malloc(&p, bytes) != kSuccess) {
+          get_last_error();  // clear the sticky-free error so later calls are not blamed
+          return nullptr;
+        }
+        return p;
+      },
+      [this](void* p) {
+        activate();
+        device_free(p);
+      });
+  blas_ = make_vendor_blas(&blas_note_);
+  log::debug("{}: {}", id_, blas_note_);
+  kernels_ = std::make_unique<GpuKernels>(*this);
+  if (host_malloc_pinned(&staging_, kStagingBytes) == kSuccess) staging_bytes_ = kStagingBytes;
+  else get_last_error();
+}
+
+GpuDevice::~GpuDevice() {
+  // The process may be exiting with the driver already torn down: ignore errors here.
+  kernels_.reset();
+  allocator_.reset();
+  if (staging_) host_free_pinned(staging_);
+  if (stream_) stream_destroy(stream_);
+}
+
+void GpuDevice::activate() const { RBEE_GPU_CHECK(set_device(index_)); }
+
+DeviceInfo GpuDevice::info() const {
+  activate();
+  DeviceInfo d;
+  d.backend = RBEE_GPU_BACKEND_NAME;
+  d.index = index_;
+  d.name = props_.name;
+  d.vendor = RBEE_GPU_VENDOR;
+  d.arch = props_.arch;
+  d.warp_size = props_.warp_size;
+  d.compute_units = props_.multiprocessors;
+  size_t free_bytes = 0, total_bytes = 0;
+  RBEE_GPU_CHECK(mem_get_info(&free_bytes, &total_bytes));
+  d.memory_total = (int64_t)total_bytes;
+  d.memory_free = (int64_t)free_bytes;
+  d.extra.emplace_back("blas", blas_ ? blas_->name() : "none (rbee kernels)");
+  const AllocatorStats s = allocator_->stats();
+  d.extra.emplace_back("rbee allocator", fmt::format("{:.1f} MiB in use, {:.1f} MiB cached",
+                                                     (double)s.in_use_bytes / (1 << 20),
+                                                     (double)s.cached_bytes / (1 << 20)));
+  return d;
+}
+
+std::shared_ptr<Buffer> GpuDevice::allocate(size_t bytes) {
+  size_t rounded = 0;
+  void* p = allocator_->allocate(bytes, &rounded);
+  return std::make_shared<Buffer>(*this, p, rounded, allocator_.get());
+}
+
+void GpuDevice::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  activate();
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  if (bytes <= staging_bytes_) {
+    // The staging buffer may still feed an earlier copy: wait for the stream before reusing it.
+    RBEE_GPU_CHECK(stream_synchronize(stream_));
+    std::memcpy(staging_, host_src, bytes);
+    RBEE_GPU_CHECK(memcpy_async(dst, staging_, bytes, stream_));
+  } else {
+    RBEE_GPU_CHECK(memcpy_async(dst, host_src, bytes, stream_));
+    RBEE_GPU_CHECK(stream_synchronize(stream_));
+  }
+}
+
+void GpuDevice::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  activate();
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  if (bytes <= staging_bytes_) {
+    RBEE_GPU_CHECK(memcpy_async(staging_, src, bytes, stream_));
+    RBEE_GPU_CHECK(stream_synchronize(stream_));
+    std::memcpy(host_dst, staging_, bytes);
+  } else {
+    RBEE_GPU_CHECK(memcpy_async(host_dst, src, bytes, stream_));
+    RBEE_GPU_CHECK(stream_synchronize(stream_));
+  }
+}
+
+void GpuDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
+  activate();
+  RBEE_GPU_CHECK(memcpy_async(dst, src, bytes, stream_));
+}
+
+void GpuDevice::synchronize() {
+  activate();
+  RBEE_GPU_CHECK(stream_synchronize(stream_));
+}
+
+Kernels& GpuDevice::kernels() { return *kernels_; }
+
+GpuBackend::GpuBackend() {
+  int n = 0;
+  if (::rbee::gpu::device_count(&n) != kSuccess) {
+    get_last_error();
+    n = 0;
+  }
+  for (int i = 0; i < n; ++i) devices_.push_back(std::make_unique<GpuDevice>(i));
+}
+
+Device& GpuBackend::device(int index) {
+  RBEE_CHECK_CODE(index >= 0 && index < (int)devices_.size(), ErrorCode::NotFound,
+                  "the {} backend has {} device(s), not {}", RBEE_GPU_BACKEND_NAME, devices_.size(), index);
+  return *devices_[(size_t)index];
+}
+
+GpuDevice& gpu_device_of(const Tensor& t) { return static_cast<GpuDevice&>(t.device()); }
+
+}  // namespace rbee::gpu
+
+// Plug-in entry point (see rbee/backend/device.h).
+extern "C" __attribute__((visibility("default"))) const char* rbee_register_backend(rbee::Registry& registry) {
+  static std::string report;
+  int n = 0;
+  const rbee::gpu::Status s = rbee::gpu::device_count(&n);
+  if (s != rbee::gpu::kSuccess || n == 0) {
+    rbee::gpu::get_last_error();
+    report = fmt::format("{} runtime present but no usable device ({})", RBEE_GPU_BACKEND_NAME,
+                         s != rbee::gpu::kSuccess ? rbee::gpu::status_string(s) : "0 devices");
+    return report.c_str();
+  }
+  auto backend = std::make_unique<rbee::gpu::GpuBackend>();
+  report = fmt::format("registered {} with {} device(s)", RBEE_GPU_BACKEND_NAME, backend->device_count());
+  registry.add(std::move(backend));
+  return report.c_str();
+}

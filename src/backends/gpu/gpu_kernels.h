@@ -1,0 +1,32 @@
+// GpuKernels: the GPU implementation of the op set, one source for CUDA and HIP. Each op family lives in
+// backends/gpu/kernels/<family>.cu; this class ties them together. Ops not overridden here fall back to
+// Kernels' defaults (Unsupported), and supports() says so.
+#pragma once
+
+#include "rbee/backend/kernels.h"
+
+namespace rbee::gpu {
+
+class GpuDevice;
+
+class GpuKernels final : public Kernels {
+ public:
+  explicit GpuKernels(GpuDevice& device);
+  bool supports(OpKind op, std::span<const DType> dtypes) const override;
+  GpuDevice& device() const { return device_; }
+
+  // elementwise (kernels/elementwise.cu)
+  void unary(UnaryOp op, double param, const Tensor& x, Tensor& out) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void affine(const Tensor& x, double mul, double add, Tensor& out) override;
+  void cast(const Tensor& x, Tensor& out) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& dst, double value) override;
+  void arange(Tensor& out, double start, double step) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
+
+ private:
+  GpuDevice& device_;
+};
+
+}  // namespace rbee::gpu

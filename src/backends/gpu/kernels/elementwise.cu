@@ -1,0 +1,321 @@
+// GPU elementwise ops: unary, binary, affine, cast, copy, fill, arange, where. Grid-stride loops over the
+// output's row-major index; inputs are read through their strides (broadcasts have stride 0).
+#include <limits>
+
+#include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/common.cuh"
+#include "rbee/core/half.h"
+
+namespace rbee::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class C>
+__device__ C unary_value(UnaryOp op, C x, C p) {
+  if constexpr (std::is_integral_v<C>) {
+    switch (op) {
+      case UnaryOp::Neg: return (C)-x;
+      case UnaryOp::Abs: return x < 0 ? (C)-x : x;
+      case UnaryOp::Sqr: return (C)(x * x);
+      case UnaryOp::Sign: return (C)((x > 0) - (x < 0));
+      case UnaryOp::Relu: return x > 0 ? x : C(0);
+      default: return x;
+    }
+  } else {
+    const C half = C(0.5), one = C(1);
+    switch (op) {
+      case UnaryOp::Neg: return -x;
+      case UnaryOp::Recip: return one / x;
+      case UnaryOp::Exp: return exp(x);
+      case UnaryOp::Log: return log(x);
+      case UnaryOp::Sin: return sin(x);
+      case UnaryOp::Cos: return cos(x);
+      case UnaryOp::Tanh: return tanh(x);
+      case UnaryOp::Erf: return erf(x);
+      case UnaryOp::Ceil: return ceil(x);
+      case UnaryOp::Floor: return floor(x);
+      case UnaryOp::Round: return round(x);
+      case UnaryOp::Abs: return fabs(x);
+      case UnaryOp::Sqr: return x * x;
+      case UnaryOp::Sqrt: return sqrt(x);
+      case UnaryOp::GeluTanh:
+        return half * x * (one + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));
+      case UnaryOp::GeluErf: return half * x * (one + erf(x * C(0.7071067811865476)));
+      case UnaryOp::Relu: return x > C(0) ? x : C(0);
+      case UnaryOp::Elu: return x > C(0) ? x : p * (exp(x) - one);
+      case UnaryOp::Silu: return x / (one + exp(-x));
+      case UnaryOp::Sigmoid: return one / (one + exp(-x));
+      case UnaryOp::Sign: return C((x > C(0)) - (x < C(0)));
+      case UnaryOp::Powf: return pow(x, p);
+      case UnaryOp::NormCdf: return half * erfc(-x * C(0.7071067811865476));
+    }
+    return x;
+  }
+}
+
+template <class C>
+__device__ C binary_value(BinaryOp op, C a, C b) {
+  switch (op) {
+    case BinaryOp::Add: return (C)(a + b);
+    case BinaryOp::Sub: return (C)(a - b);
+    case BinaryOp::Mul: return (C)(a * b);
+    case BinaryOp::Div:
+      if constexpr (std::is_integral_v<C>) {
+        if (b == 0) return C(0);
+        if constexpr (std::is_signed_v<C>) {
+          if (b == C(-1)) return (C)(C(0) - a);
+        }
+      }
+      return (C)(a / b);
+    case BinaryOp::Min: return b < a ? b : a;
+    case BinaryOp::Max: return b > a ? b : a;
+    case BinaryOp::Eq: return a == b;
+    case BinaryOp::Ne: return a != b;
+    case BinaryOp::Lt: return a < b;
+    case BinaryOp::Le: return a <= b;
+    case BinaryOp::Gt: return a > b;
+    case BinaryOp::Ge: return a >= b;
+  }
+  return a;
+}
+
+template <class To, class From>
+__device__ To convert_value(From v) {
+  if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    const double d = (double)v;
+    if (d != d) return To(0);
+    if (d <= (double)std::numeric_limits<To>::min()) return std::numeric_limits<To>::min();
+    if (d >= (double)std::numeric_limits<To>::max()) return std::numeric_limits<To>::max();
+    return (To)d;
+  } else {
+    return (To)v;
+  }
+}
+
+template <class T>
+__global__ void unary_kernel(UnaryOp op, compute_t<T> param, const T* x, Layout xl, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    store(out + i, unary_value<compute_t<T>>(op, load(x + strided_offset(xl, i)), param));
+  }
+}
+
+template <class T, class O>
+__global__ void binary_kernel(BinaryOp op, const T* a, Layout al, const T* b, Layout bl, O* out, int64_t n) {
+  using C = compute_t<T>;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const C r = binary_value<C>(op, load(a + strided_offset(al, i)), load(b + strided_offset(bl, i)));
+    if constexpr (std::is_same_v<O, uint8_t> && !std::is_same_v<T, uint8_t>) out[i] = (uint8_t)(r != C(0));
+    else store(out + i, (compute_t<O>)r);
+  }
+}
+
+template <class T>
+__global__ void affine_kernel(const T* x, Layout xl, compute_t<T> mul, compute_t<T> add, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    store(out + i, load(x + strided_offset(xl, i)) * mul + add);
+  }
+}
+
+template <class I, class O>
+__global__ void cast_kernel(const I* x, Layout xl, O* out, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const auto v = load(x + strided_offset(xl, i));
+    if constexpr (std::is_same_v<O, f16_t> || std::is_same_v<O, bf16_t>) store(out + i, (float)v);
+    else out[i] = convert_value<O>(v);
+  }
+}
+
+template <class T>
+__global__ void copy_kernel(const T* src, Layout sl, T* dst, Layout dl, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    dst[strided_offset(dl, i)] = src[strided_offset(sl, i)];
+  }
+}
+
+// Quantized rows: copies `row_bytes` bytes for each row (row offsets in bytes already computed).
+__global__ void copy_rows_kernel(const char* src, Layout sl, char* dst, Layout dl, int64_t rows, int64_t row_bytes,
+                                 int block_size, int type_size) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t so = strided_offset(sl, r) / block_size * type_size;
+    const int64_t dof = strided_offset(dl, r) / block_size * type_size;
+    for (int64_t j = threadIdx.x; j < row_bytes; j += blockDim.x) dst[dof + j] = src[so + j];
+  }
+}
+
+template <class T>
+__global__ void fill_kernel(T* dst, Layout dl, T value, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    dst[strided_offset(dl, i)] = value;
+  }
+}
+
+template <class T>
+__global__ void arange_kernel(T* out, double start, double step, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const double v = start + (double)i * step;
+    if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) store(out + i, (float)v);
+    else out[i] = convert_value<T>(v);
+  }
+}
+
+template <class T>
+__global__ void where_kernel(const uint8_t* c, Layout cl, const T* a, Layout al, const T* b, Layout bl, T* out,
+                             int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    out[i] = c[strided_offset(cl, i)] ? a[strided_offset(al, i)] : b[strided_offset(bl, i)];
+  }
+}
+
+// Host value -> storage element (for fill).
+template <class T>
+T host_element(double v) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    T r;
+    r.bits = f32_to_f16_bits((float)v);
+    return r;
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    T r;
+    r.bits = float_to_bf16((float)v);
+    return r;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v != v) return T(0);
+    if (v <= (double)std::numeric_limits<T>::min()) return std::numeric_limits<T>::min();
+    if (v >= (double)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+    return (T)v;
+  } else {
+    return (T)v;
+  }
+}
+
+}  // namespace
+
+void GpuKernels::unary(UnaryOp op, double param, const Tensor& x, Tensor& out) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_plain_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint8_t>) {
+      RBEE_THROW(ErrorCode::Unsupported, "unary {} is not defined for {}", unary_op_name(op), dtype_name(x.dtype()));
+    } else {
+      unary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+          op, (compute_t<T>)param, static_cast<const T*>(x.data()), layout_of(x), static_cast<T*>(out.data()), n);
+      RBEE_GPU_CHECK_LAUNCH();
+    }
+  });
+}
+
+void GpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_plain_storage(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto launch = [&](auto out_tag) {
+      using O = decltype(out_tag);
+      binary_kernel<T, O><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+          op, static_cast<const T*>(a.data()), layout_of(a), static_cast<const T*>(b.data()), layout_of(b),
+          static_cast<O*>(out.data()), n);
+    };
+    if (is_comparison(op)) launch(uint8_t{});
+    else launch(T{});
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+void GpuKernels::affine(const Tensor& x, double mul, double add, Tensor& out) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    affine_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+        static_cast<const T*>(x.data()), layout_of(x), (compute_t<T>)mul, (compute_t<T>)add,
+        static_cast<T*>(out.data()), n);
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+void GpuKernels::cast(const Tensor& x, Tensor& out) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_plain_storage(x.dtype(), [&](auto in_tag) {
+    using I = decltype(in_tag);
+    visit_plain_storage(out.dtype(), [&](auto out_tag) {
+      using O = decltype(out_tag);
+      cast_kernel<I, O><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+          static_cast<const I*>(x.data()), layout_of(x), static_cast<O*>(out.data()), n);
+      RBEE_GPU_CHECK_LAUNCH();
+    });
+  });
+}
+
+void GpuKernels::copy(const Tensor& src, Tensor& dst) {
+  device_.activate();
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    RBEE_GPU_CHECK(memcpy_async(dst.data(), src.data(), (size_t)src.nbytes(), device_.stream()));
+    return;
+  }
+  if (is_quantized(src.dtype())) {
+    // Rows of packed blocks: iterate the row index space (all dims but the last).
+    Layout sl = layout_of(src), dl = layout_of(dst);
+    sl.rank -= 1;
+    dl.rank -= 1;
+    const int64_t rows = n / src.dim(-1);
+    copy_rows_kernel<<<grid_for(rows, 1), 128, 0, device_.stream()>>>(
+        static_cast<const char*>(src.data()), sl, static_cast<char*>(dst.data()), dl, rows,
+        dtype_row_bytes(src.dtype(), src.dim(-1)), dtype_block_size(src.dtype()), dtype_type_size(src.dtype()));
+    RBEE_GPU_CHECK_LAUNCH();
+    return;
+  }
+  visit_plain_storage(src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+        static_cast<const T*>(src.data()), layout_of(src), static_cast<T*>(dst.data()), layout_of(dst), n);
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+void GpuKernels::fill(Tensor& dst, double value) {
+  device_.activate();
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  visit_plain_storage(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<T*>(dst.data()),
+                                                                             layout_of(dst), host_element<T>(value), n);
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+void GpuKernels::arange(Tensor& out, double start, double step) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_plain_storage(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    arange_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<T*>(out.data()), start,
+                                                                               step, n);
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+void GpuKernels::where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+  device_.activate();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  visit_plain_storage(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    where_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
+        static_cast<const uint8_t*>(cond.data()), layout_of(cond), static_cast<const T*>(a.data()), layout_of(a),
+        static_cast<const T*>(b.data()), layout_of(b), static_cast<T*>(out.data()), n);
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace rbee::gpu

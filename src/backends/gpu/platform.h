@@ -1,0 +1,32 @@
+// The GPU platform layer: our own names (rbee::gpu::Stream, memcpy_async, shfl_xor, dot4_i8, ...) over CUDA
+// or HIP. The shared kernels in backends/gpu/ include only this header; the vendor headers stay in
+// backends/cuda/ and backends/rocm/. RBEE_GPU_HIP selects HIP (set by the rocm build).
+#pragma once
+
+#include <cstdint>
+
+#if defined(RBEE_GPU_HIP)
+#include "backends/rocm/hip_platform.h"
+#else
+#include "backends/cuda/cuda_platform.h"
+#endif
+
+#include "rbee/core/error.h"
+
+// Checks a runtime call and throws rbee::Error(Backend) with the vendor's message.
+#define RBEE_GPU_CHECK(call)                                                                                   \
+  do {                                                                                                         \
+    const ::rbee::gpu::Status rbee_status_ = (call);                                                           \
+    if (rbee_status_ != ::rbee::gpu::kSuccess)                                                                 \
+      RBEE_THROW(::rbee::ErrorCode::Backend, "{} failed: {} ({}:{})", #call,                                   \
+                 ::rbee::gpu::status_string(rbee_status_), __FILE__, __LINE__);                                \
+  } while (0)
+
+// Checks the launch just issued.
+#define RBEE_GPU_CHECK_LAUNCH() RBEE_GPU_CHECK(::rbee::gpu::get_last_error())
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define RBEE_HOST_DEVICE __host__ __device__
+#else
+#define RBEE_HOST_DEVICE
+#endif

@@ -1,0 +1,432 @@
+// Conformance: quantize, dequantize and qmatmul for every GGUF block type on every backend.
+//
+// (a) dequantize of random packed blocks equals gguf-py's dequantization bit for bit
+//     (goldens: tools/goldens/make_quant_goldens.py -> tests/data/quant/dequant_<type>.bin);
+// (b) legacy quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) equals gguf-py's quantize byte for byte;
+// (c) round-trip error bounds per type, on Gaussian data and on ggml's own synthetic test data;
+// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 64,
+//     strided x with batch dims;
+// (e) bad arguments raise InvalidArgument naming the op and the argument.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/harness.h"
+#include "rbee/core/half.h"
+#include "rbee/ops.h"
+
+namespace rbee::test {
+namespace {
+
+const std::vector<DType> kBlockTypes = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                        DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K,
+                                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+const std::vector<DType> kLegacyQuantizeTypes = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+
+std::vector<unsigned char> read_file(const std::string& name) {
+  const std::string path = std::string(RBEE_SOURCE_DIR) + "/tests/data/quant/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open golden file " + path);
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+}
+uint32_t read_u32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+std::vector<float> read_floats(const unsigned char* p, size_t n) {
+  std::vector<float> v(n);
+  std::memcpy(v.data(), p, n * 4);
+  return v;
+}
+std::vector<unsigned char> host_bytes(const Tensor& t) {
+  std::vector<unsigned char> bytes((size_t)t.nbytes());
+  t.copy_to_host(bytes.data(), bytes.size());
+  return bytes;
+}
+std::vector<double> as_doubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+using TypeParam = std::tuple<std::string, DType>;
+std::string type_param_name(const ::testing::TestParamInfo<TypeParam>& info) {
+  return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+}
+
+// ------------------------------------------------------------------------------- (a) dequantize goldens
+class DequantizeGolden : public ::testing::TestWithParam<TypeParam> {};
+
+TEST_P(DequantizeGolden, MatchesGgufPyExactly) {
+  const auto& [backend, type] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const auto file = read_file("dequant_" + std::string(dtype_name(type)) + ".bin");
+  const int64_t blocks = read_u32(file.data());
+  const int bs = dtype_block_size(type), ts = dtype_type_size(type);
+  ASSERT_EQ(file.size(), 4 + (size_t)blocks * ts + (size_t)blocks * bs * 4);
+  const unsigned char* packed = file.data() + 4;
+  const auto want = as_doubles(read_floats(packed + blocks * ts, (size_t)(blocks * bs)));
+
+  // As [rows, K] (K = 4 blocks): every row is dequantized from its own bytes.
+  const int64_t k = 4 * bs, rows = blocks / 4;
+  const Tensor q = Tensor::from_host(packed, (size_t)(blocks * ts), {rows, k}, type, *device);
+  poison_allocations(*device, (size_t)(blocks * bs * 4));
+  const Tensor out = ops::dequantize(q);
+  ASSERT_EQ(out.shape(), (Shape{rows, k}));
+  ASSERT_EQ(out.dtype(), DType::F32);
+  EXPECT_TRUE(all_close(to_doubles(out), want, {0, 0}));
+
+  // A view of every other row (row stride 2K) reads the right blocks.
+  const Tensor odd = q.slice(0, 1, rows, 2);
+  const auto got = to_doubles(ops::dequantize(odd));
+  std::vector<double> want_odd;
+  for (int64_t r = 1; r < rows; r += 2) want_odd.insert(want_odd.end(), want.begin() + r * k, want.begin() + (r + 1) * k);
+  EXPECT_TRUE(all_close(got, want_odd, {0, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, DequantizeGolden,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kBlockTypes)),
+                         type_param_name);
+
+// --------------------------------------------------------------------------------- (b) quantize goldens
+class QuantizeGolden : public ::testing::TestWithParam<TypeParam> {};
+
+TEST_P(QuantizeGolden, MatchesGgufPyBytes) {
+  const auto& [backend, type] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const auto file = read_file("quantize_" + std::string(dtype_name(type)) + ".bin");
+  const int64_t n = read_u32(file.data());
+  const int bs = dtype_block_size(type), ts = dtype_type_size(type);
+  const int64_t blocks = n / bs;
+  ASSERT_EQ(file.size(), 4 + (size_t)n * 4 + (size_t)blocks * ts);
+  const auto x = read_floats(file.data() + 4, (size_t)n);
+  const unsigned char* want = file.data() + 4 + n * 4;
+
+  const Tensor xt = Tensor::from_vector(x, {2, n / 2}, *device);
+  poison_allocations(*device, (size_t)(blocks * ts));
+  const Tensor q = ops::quantize(xt, type);
+  ASSERT_EQ(q.dtype(), type);
+  ASSERT_EQ(q.shape(), (Shape{2, n / 2}));
+  const auto got = host_bytes(q);
+  ASSERT_EQ(got.size(), (size_t)(blocks * ts));
+  int bad = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (std::memcmp(got.data() + b * ts, want + b * ts, (size_t)ts) != 0 && bad++ < 3) {
+      ADD_FAILURE() << "block " << b << " differs from gguf-py";
+    }
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << blocks << " blocks differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QuantizeGolden,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kLegacyQuantizeTypes)),
+                         type_param_name);
+
+// ------------------------------------------------------------------------------------ (c) round trips
+// Relative RMS error sqrt(mean((deq(q(x)) - x)^2) / mean(x^2)) on N(0, 1) data, rows of 1024 each scaled by a
+// different power of ten. Bounds sit ~15% above what our quantizers give (measured values beside each bound);
+// the uniform-step estimate step / sqrt(12) / sigma agrees, e.g. Q8_0: step = max|x_32| / 127 ~ 2.1 sigma / 127
+// gives 0.0047; Q8_K (max over 256, ~2.9 sigma) 0.0066; Q4_0: step ~ 2.1 sigma / 8 gives 0.075 before clipping.
+double rmse_bound(DType type) {
+  switch (type) {
+    case DType::Q4_0: return 0.104;  // measured max over rows 0.090
+    case DType::Q4_1: return 0.092;  // 0.080
+    case DType::Q5_0: return 0.052;  // 0.045
+    case DType::Q5_1: return 0.045;  // 0.039
+    case DType::Q8_0:
+    case DType::Q8_1: return 0.0065;  // 0.0056
+    case DType::Q2_K: return 0.35;   // 0.305
+    case DType::Q3_K: return 0.18;   // 0.156
+    case DType::Q4_K: return 0.085;  // 0.073
+    case DType::Q5_K: return 0.045;  // 0.039
+    case DType::Q6_K: return 0.022;  // 0.0185
+    case DType::Q8_K: return 0.0092;  // 0.0080
+    default: return 0;
+  }
+}
+
+class RoundTrip : public ::testing::TestWithParam<TypeParam> {};
+
+TEST_P(RoundTrip, RelativeRmseWithinBound) {
+  const auto& [backend, type] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t rows = 8, k = 1024;
+  std::mt19937_64 rng(42 + (int)type);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x((size_t)(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale = std::pow(10.f, (float)(r % 5) - 2.f);
+    for (int64_t i = 0; i < k; ++i) x[(size_t)(r * k + i)] = normal(rng) * scale;
+  }
+  const Tensor xt = Tensor::from_vector(x, {rows, k}, *device);
+  const auto back = to_doubles(ops::dequantize(ops::quantize(xt, type)));
+  for (int64_t r = 0; r < rows; ++r) {
+    double err2 = 0, ref2 = 0;
+    for (int64_t i = r * k; i < (r + 1) * k; ++i) {
+      err2 += (back[i] - x[i]) * (back[i] - x[i]);
+      ref2 += (double)x[i] * x[i];
+    }
+    const double rel = std::sqrt(err2 / ref2);
+    EXPECT_LE(rel, rmse_bound(type)) << "row " << r;
+    EXPECT_GT(rel, 0.0) << "row " << r << ": a lossy format reproduced Gaussian data exactly";
+  }
+}
+
+// ggml's test-quantize-fns data (0.1 + 2 cos(i + offset), 4096 values) and its error measure
+// sqrt(sum err^2) / n, against ggml's thresholds for the reference quantizers: 0.0075 (2-bit), 0.004 (3-bit),
+// 0.002 (every other type).
+TEST_P(RoundTrip, WithinGgmlThresholdsOnGgmlData) {
+  const auto& [backend, type] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t n = 32 * 128;
+  std::vector<float> x((size_t)n);
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.1f + 2.f * std::cos((float)i + 0.0f);
+  const auto back = to_doubles(ops::dequantize(ops::quantize(Tensor::from_vector(x, {n}, *device), type)));
+  double err2 = 0;
+  for (int64_t i = 0; i < n; ++i) err2 += (back[i] - x[i]) * (back[i] - x[i]);
+  const double total = std::sqrt(err2) / (double)n;
+  const double threshold = type == DType::Q2_K ? 0.0075 : type == DType::Q3_K ? 0.0040 : 0.002;
+  EXPECT_LT(total, threshold);
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, RoundTrip,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kBlockTypes)),
+                         type_param_name);
+
+// The activation formats carry sums: Q8_1's s = d * sum(qs) (rounded to f16 with d before d's own rounding),
+// Q8_K's bsums[i] = sum of qs[16i .. 16i + 15] exactly, with every quant in [-127, 127] and 127 reached.
+TEST(QuantActivationFormats, CarryTheirSums) {
+  Device& device = cpu_device();
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<float> x(1024);
+  for (auto& v : x) v = normal(rng);
+  const Tensor xt = Tensor::from_vector(x, {1024}, device);
+  const auto q81 = host_bytes(ops::quantize(xt, DType::Q8_1));
+  for (int b = 0; b < 1024 / 32; ++b) {
+    const unsigned char* blk = q81.data() + b * 36;
+    uint16_t d, s;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&s, blk + 2, 2);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += (int8_t)blk[4 + j];
+    const double want = (double)sum * f16_bits_to_f32(d);
+    EXPECT_NEAR(f16_bits_to_f32(s), want, std::fabs(want) * 2e-3 + 1e-6) << "block " << b;
+  }
+  const auto q8k = host_bytes(ops::quantize(xt, DType::Q8_K));
+  for (int b = 0; b < 1024 / 256; ++b) {
+    const unsigned char* blk = q8k.data() + b * 292;
+    int max_abs = 0;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) {
+        const int q = (int8_t)blk[4 + 16 * g + j];
+        sum += q;
+        max_abs = std::max(max_abs, std::abs(q));
+      }
+      int16_t bsum;
+      std::memcpy(&bsum, blk + 260 + 2 * g, 2);
+      EXPECT_EQ(bsum, sum) << "block " << b << " group " << g;
+    }
+    EXPECT_EQ(max_abs, 127) << "block " << b;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ (d) qmatmul
+// x [..., K] f32 times w [N, K]^T. Two references in double:
+//  - tight: sum_k w^[n, k] * x^[m, k], with w^ = dequantize(w) and x^ = dequantize(quantize(x, activation type))
+//    (the activations the kernel really multiplies: Q8_0 for Q4_0/Q5_0/Q8_0/Q8_1, Q8_1 for Q4_1/Q5_1, Q8_K for
+//    K-quants, x itself for f32/f16/bf16). The kernel's integer sums are exact, so only f32 scaling and
+//    accumulation remain: 2e-5 * sum |w^ x^|. For Q4_1/Q5_1 the activation block sum s enters as f16, adding up
+//    to 2^-10 * |m_w * sum_block x^| per block.
+//  - exact x: sum_k w^[n, k] * x[m, k]; activation quantization moves each x by at most half a step
+//    (d = max|x_block| / 127) plus d's f16 rounding: |x^ - x| <= 0.57 * max|x_block| / 127.
+struct QMatmulCase {
+  const char* name;
+  Shape x_shape;  // [..., K]
+  Layout layout;
+};
+const int64_t kK = 512, kN = 37;
+const std::vector<QMatmulCase> kQMatmulCases = {
+    {"m1", {1, kK}, Layout::Contiguous},
+    {"m7", {7, kK}, Layout::Contiguous},
+    {"m64", {64, kK}, Layout::Contiguous},
+    {"batch2x3_strided", {2, 3, kK}, Layout::Strided},
+    {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
+    {"vector", {kK}, Layout::Contiguous},
+};
+
+DType activation_type(DType w) {
+  switch (w) {
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K: return DType::Q8_K;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return DType::F32;
+    default: return DType::Q8_0;
+  }
+}
+
+using QMatmulParam = std::tuple<std::string, DType, int>;
+class QMatmulConformance : public ::testing::TestWithParam<QMatmulParam> {};
+
+TEST_P(QMatmulConformance, MatchesDoubleReference) {
+  const auto& [backend, wtype, case_index] = GetParam();
+  const QMatmulCase& c = kQMatmulCases[(size_t)case_index];
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t m = c.x_shape.numel() / kK;
+
+  // Weights: N(0, 1) rows with varied scales, quantized (or rounded) to wtype; w^ = what w holds.
+  std::mt19937_64 rng(1234 + (int)wtype);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> wf((size_t)(kN * kK));
+  for (int64_t n = 0; n < kN; ++n) {
+    const float scale = 0.05f * (float)(1 + n % 7);
+    for (int64_t k = 0; k < kK; ++k) wf[(size_t)(n * kK + k)] = normal(rng) * scale + (n % 3 == 0 ? 0.02f : 0.f);
+  }
+  Tensor w = Tensor::from_vector(wf, {kN, kK}, *device);
+  if (is_quantized(wtype)) w = ops::quantize(w, wtype);
+  else if (wtype != DType::F32) w = ops::cast(w, wtype);
+  const auto w_hat = to_doubles(is_quantized(wtype) ? ops::dequantize(w) : ops::cast(w, DType::F32));
+
+  // Activations: mixed magnitudes, with an outlier per row as real hidden states have.
+  std::vector<double> xv((size_t)(m * kK));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t k = 0; k < kK; ++k) xv[(size_t)(r * kK + k)] = (double)normal(rng) * (1.0 + (double)(r % 4));
+    xv[(size_t)(r * kK + (r * 37) % kK)] = 12.0;
+  }
+  const Tensor x = make_tensor(xv, c.x_shape, DType::F32, *device, c.layout);
+  const DType atype = activation_type(wtype);
+  const Tensor x_flat = make_tensor(xv, {m, kK}, DType::F32, *device);
+  const auto x_hat = atype == DType::F32 ? xv : to_doubles(ops::dequantize(ops::quantize(x_flat, atype)));
+
+  poison_allocations(*device, (size_t)(m * kN * 4));
+  const Tensor out = ops::qmatmul(x, w);
+  Shape want_shape = c.x_shape;
+  want_shape[want_shape.rank() - 1] = kN;
+  ASSERT_EQ(out.shape(), want_shape);
+  ASSERT_EQ(out.dtype(), DType::F32);
+  const auto got = to_doubles(out);
+
+  // Per-block f16 mins of Q4_1 / Q5_1 weights (offset 2 of each block) for the Q8_1 sum term.
+  std::vector<double> mins;
+  if (wtype == DType::Q4_1 || wtype == DType::Q5_1) {
+    const auto bytes = host_bytes(w);
+    const int ts = dtype_type_size(wtype);
+    for (size_t b = 0; b < bytes.size() / ts; ++b) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + b * ts + 2, 2);
+      mins.push_back(f16_bits_to_f32(h));
+    }
+  }
+  const int64_t act_block = atype == DType::F32 ? 1 : dtype_block_size(atype);
+  int64_t bad_tight = 0, bad_loose = 0;
+  std::string first;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t n = 0; n < kN; ++n) {
+      double tight = 0, loose = 0, mag = 0, act_err = 0, sum_term = 0;
+      for (int64_t k0 = 0; k0 < kK; k0 += act_block) {
+        double amax = 0, block_sum = 0;
+        for (int64_t k = k0; k < k0 + act_block; ++k) {
+          amax = std::max(amax, std::fabs(xv[r * kK + k]));
+          block_sum += x_hat[r * kK + k];
+        }
+        for (int64_t k = k0; k < k0 + act_block; ++k) {
+          const double wk = w_hat[n * kK + k];
+          tight += wk * x_hat[r * kK + k];
+          loose += wk * xv[r * kK + k];
+          mag += std::fabs(wk * x_hat[r * kK + k]);
+          if (atype != DType::F32) act_err += std::fabs(wk) * 0.57 * amax / 127.0;
+        }
+        if (!mins.empty()) sum_term += std::fabs(mins[(size_t)((n * kK + k0) / 32)] * block_sum) / 1024.0;
+      }
+      const double g = got[r * kN + n];
+      const double tol_tight = 2e-5 * mag + sum_term + 1e-6;
+      if (!(std::fabs(g - tight) <= tol_tight)) {
+        if (bad_tight++ < 3) first += fmt::format("\n  [{}, {}] got {} want {} (tol {})", r, n, g, tight, tol_tight);
+      }
+      if (!(std::fabs(g - loose) <= tol_tight + act_err)) ++bad_loose;
+    }
+  }
+  EXPECT_EQ(bad_tight, 0) << bad_tight << " outputs off the quantized-activation reference" << first;
+  EXPECT_EQ(bad_loose, 0) << bad_loose << " outputs off the exact-x reference by more than activation rounding";
+}
+
+std::vector<DType> qmatmul_weight_types() {
+  std::vector<DType> t = kBlockTypes;
+  t.push_back(DType::F32);
+  t.push_back(DType::F16);
+  t.push_back(DType::BF16);
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QMatmulConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(qmatmul_weight_types()),
+                                            ::testing::Range(0, (int)kQMatmulCases.size())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+                                  "_" + kQMatmulCases[(size_t)std::get<2>(info.param)].name;
+                         });
+
+// ---------------------------------------------------------------------------------------- (e) bad input
+// The call must throw rbee::Error with category InvalidArgument and a message containing `needle`.
+template <class F>
+void expect_invalid(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+class QuantArguments : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantArguments, BadArgumentsAreInvalidArgument) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  const Tensor x100 = ops::ones({3, 100}, DType::F32, *device);
+  const Tensor x128 = ops::ones({2, 128}, DType::F32, *device);
+  const Tensor x64 = ops::ones({2, 64}, DType::F32, *device);
+  // K not a multiple of the block size.
+  expect_invalid([&] { ops::quantize(x100, DType::Q4_0); }, "multiple of the q4_0 block size 32");
+  expect_invalid([&] { ops::quantize(x128, DType::Q4_K); }, "multiple of the q4_k block size 256");
+  // Wrong dtypes.
+  expect_invalid([&] { ops::quantize(ops::ones({2, 64}, DType::F16, *device), DType::Q8_0); }, "x must be f32");
+  expect_invalid([&] { ops::quantize(x64, DType::F16); }, "not a block type");
+  expect_invalid([&] { ops::dequantize(x64); }, "q must have a block dtype");
+  const Tensor w = ops::quantize(x64, DType::Q8_0);  // [2, 64]
+  expect_invalid([&] { ops::qmatmul(ops::ones({1, 64}, DType::F16, *device), w); }, "x must be f32");
+  expect_invalid([&] { ops::qmatmul(x64, ops::ones({2, 64}, DType::I32, *device)); }, "w must be a block dtype");
+  // Shapes.
+  expect_invalid([&] { ops::qmatmul(ops::ones({1, 96}, DType::F32, *device), w); }, "w expects K = 64");
+  expect_invalid([&] { ops::qmatmul(x64, ops::ones({1, 2, 64}, DType::F32, *device)); }, "w must be [N, K]");
+  expect_invalid([&] { ops::qmatmul(Tensor(), w); }, "'x' is an undefined tensor");
+}
+
+// Empty products: K = 0 gives zeros, M = 0 or N = 0 gives an empty result of the right shape.
+TEST_P(QuantArguments, EmptyShapes) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  poison_allocations(*device, 3 * 4 * 4);
+  const Tensor zero_k = ops::qmatmul(ops::ones({3, 0}, DType::F32, *device), ops::ones({4, 0}, DType::F16, *device));
+  ASSERT_EQ(zero_k.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(all_close(to_doubles(zero_k), std::vector<double>(12, 0.0), {0, 0}));
+  const Tensor w = ops::quantize(ops::ones({5, 64}, DType::F32, *device), DType::Q8_0);
+  EXPECT_EQ(ops::qmatmul(ops::ones({0, 64}, DType::F32, *device), w).shape(), (Shape{0, 5}));
+  EXPECT_EQ(ops::dequantize(ops::quantize(ops::ones({0, 64}, DType::F32, *device), DType::Q4_0)).shape(),
+            (Shape{0, 64}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QuantArguments, ::testing::ValuesIn(conformance_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace rbee::test
