@@ -407,7 +407,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json_text(std::string_view tokenize
     if (const TokenId id = id_of("bos_token"); id >= 0) spec.bos_id = id;
     if (const TokenId id = id_of("eos_token"); id >= 0) spec.eos_id = id;
     if (const TokenId id = id_of("pad_token"); id >= 0) spec.pad_id = id;
-    if (const TokenId id = id_of("unk_token"); id >= 0 && spec.unk_id < 0) spec.unk_id = id;
+    // unk_token is not read: it only names a token for transformers, while the model's own unk_token (above)
+    // decides what BPE emits for characters outside the vocabulary (HF tokenizers drops them when there is none).
     // Explicit flags win over the post-processor, as transformers' Llama tokenizers rebuild it from them.
     spec.add_bos = cr.boolean(cfg, "add_bos_token", spec.add_bos);
     spec.add_eos = cr.boolean(cfg, "add_eos_token", spec.add_eos);

@@ -39,6 +39,7 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;  // Bpe only, in priority order
   BpeOptions bpe;
   TokenId unk_id = -1;
+  bool bpe_drop_unknown = false;  // Bpe: characters outside the vocabulary are dropped even when unk_id is set
   Normalizer normalizer;
   PreTokenizer pre_tokenizer;
   DecoderSpec decoder;
