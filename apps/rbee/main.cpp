@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, rbee::cli::Command> commands;
   auto add = [&](rbee::cli::Command cmd) { commands[app.get_subcommands({}).back()] = std::move(cmd); };
   add(rbee::cli::add_devices_command(app));
+  add(rbee::cli::add_run_command(app));
+  add(rbee::cli::add_chat_command(app));
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto& [sub, run] : commands) {

@@ -56,7 +56,7 @@ int64_t activation_row_bytes(DType weight, int64_t k) {
   const DType a = activation_dtype(weight);
   if (a == DType::F32) return k * (int64_t)sizeof(float);
   if (a == DType::Q8_K) return dtype_row_bytes(a, k);
-  const int64_t scales = (a == DType::Q8_1 ? 2 : 1) * (k / kQK) * (int64_t)sizeof(float);
+  const int64_t scales = 2 * (k / kQK) * (int64_t)sizeof(float);
   return activation_scales_offset(weight, k) + scales;
 }
 
@@ -72,7 +72,12 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k)
   float* side = reinterpret_cast<float*>(static_cast<char*>(dst) + activation_scales_offset(weight, k));
   if (a == DType::Q8_0) {
     const auto* b = static_cast<const BlockQ8_0*>(dst);
-    for (int64_t i = 0; i < nb; ++i) side[i] = f16_to_f32(b[i].d);
+    for (int64_t i = 0; i < nb; ++i) {
+      int sum = 0;
+      for (int j = 0; j < kQK; ++j) sum += b[i].qs[j];
+      side[i] = f16_to_f32(b[i].d);
+      side[nb + i] = side[i] * (float)sum;
+    }
   } else {
     const auto* b = static_cast<const BlockQ8_1*>(dst);
     for (int64_t i = 0; i < nb; ++i) {

@@ -121,51 +121,65 @@ struct Portable {
 
 #if RBEE_QUANT_AVX2
 // ---- AVX2: weight quants unpacked to 32 bytes in a register, then vpmaddubsw against each activation row.
-// Signed weights (_0 types) use |q_w| * (q_x with q_w's sign), the usual way to feed signed bytes to vpmaddubsw;
-// |q_w| <= 128 and |q_x| <= 127 keep the pairwise int16 sums below 2^15.
+// Q4_0 / Q5_0 keep their unsigned levels u = q + offset and subtract offset * d_w * (d_x * sum q_x) per block,
+// taking d_x * sum q_x from the activation row's side data (quant.h). Q8_0 / Q8_1 weights are signed: they use
+// |q_w| * (q_x with q_w's sign), the usual way to feed signed bytes to vpmaddubsw; |q_w| <= 128 and
+// |q_x| <= 127 keep the pairwise int16 sums below 2^15.
 struct AQ4_0 : LQ4_0 {
-  static constexpr bool kSigned = true;
-  static __m256i Load(const W& b) { return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8)); }
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 8;
+  static __m256i Load(const W& b) { return Nibbles(b.qs); }
 };
 struct AQ4_1 : LQ4_1 {
   static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
   static __m256i Load(const W& b) { return Nibbles(b.qs); }
 };
 struct AQ5_0 : LQ5_0 {
-  static constexpr bool kSigned = true;
-  static __m256i Load(const W& b) {
-    return _mm256_sub_epi8(_mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)), _mm256_set1_epi8(16));
-  }
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 16;
+  static __m256i Load(const W& b) { return _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)); }
 };
 struct AQ5_1 : LQ5_1 {
   static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
   static __m256i Load(const W& b) { return _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)); }
 };
 struct AQ8_0 : LQ8_0 {
   static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
   static __m256i Load(const W& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
 };
 struct AQ8_1 : LQ8_1 {
   static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
   static __m256i Load(const W& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
 };
 
+// The f16 at p (the first field of every legacy block) as f32 in lane 0; reads the 8 bytes at p, all inside the
+// block, so the load folds into vcvtph2ps.
+HWY_INLINE __m128 F16At(const uint16_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
 template <class T>
 struct Avx2 {
-  // Adds block ib of the weights times block ib of each row to acc (float lanes) and macc (min terms).
-  // xd[r]: row r's block scales as f32 (then its block sums s for the _1 types), see quant.h.
+  // Adds block ib of the weights times block ib of each row to acc (float lanes) and macc (the min or offset
+  // terms). xd[r]: row r's block scales d_x as f32, then d_x * sum q_x (Q8_0 rows) or s (Q8_1 rows); quant.h.
   template <int NR>
   static HWY_INLINE void Block(const typename T::W& b, const typename T::X* const* x, const float* const* xd,
                                int64_t nb, int64_t ib, __m256* acc, float* macc) {
     const __m256i q = T::Load(b);
     const __m256i qa = T::kSigned ? _mm256_sign_epi8(q, q) : q;
-    const float dw = F16(b.d);
+    const __m128 dw = F16At(&b.d);
+    const __m256 dwv = _mm256_broadcastss_ps(dw);
+    float mw = 0.f;
+    if constexpr (T::kHasMin) mw = F16(b.m);
+    if constexpr (T::kOffset != 0) mw = -(float)T::kOffset * _mm_cvtss_f32(dw);
     for (int r = 0; r < NR; ++r) {
       __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].qs));
       if (T::kSigned) y = _mm256_sign_epi8(y, q);
       const __m256 sum = _mm256_cvtepi32_ps(DotU8I8(qa, y));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[r][ib]), sum, acc[r]);
-      if constexpr (T::kHasMin) macc[r] += F16(b.m) * xd[r][nb + ib];
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(xd[r] + ib)), sum, acc[r]);
+      if constexpr (T::kHasMin || T::kOffset != 0) macc[r] += mw * xd[r][nb + ib];
     }
   }
   template <int NR>
@@ -181,17 +195,18 @@ struct Avx2 {
         x[r] = reinterpret_cast<const typename T::X*>(row);
         xd[r] = reinterpret_cast<const float*>(row + side);
       }
-      // Two accumulator sets alternate between blocks so consecutive FMAs do not wait on each other.
+      // With one row, two accumulator sets alternate between blocks so consecutive FMAs do not wait on each
+      // other; with more, the rows are independent chains already (and a second set would not fit in registers).
       __m256 acc0[NR], acc1[NR];
-      float macc[NR] = {};
+      float macc0[NR] = {}, macc1[NR] = {};
       for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
       int64_t ib = 0;
       for (; ib + 1 < nb; ib += 2) {
-        Block<NR>(w[ib], x, xd, nb, ib, acc0, macc);
-        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, acc1, macc);
+        Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
+        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, NR == 1 ? acc1 : acc0, NR == 1 ? macc1 : macc0);
       }
-      if (ib < nb) Block<NR>(w[ib], x, xd, nb, ib, acc0, macc);
-      for (int r = 0; r < NR; ++r) out[r * os] = HSum(_mm256_add_ps(acc0[r], acc1[r])) + macc[r];
+      if (ib < nb) Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
+      for (int r = 0; r < NR; ++r) out[r * os] = HSum(_mm256_add_ps(acc0[r], acc1[r])) + (macc0[r] + macc1[r]);
     }
   };
   static void Dot(int64_t k, const void* w, const void* x, size_t xs, int rows, float* out, int64_t os) {

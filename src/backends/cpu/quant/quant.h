@@ -23,9 +23,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 DType activation_dtype(DType weight);
 
 // An activation row as the dot kernels take it (activation_row_bytes(weight, k) bytes): the k values quantized to
-// activation_dtype(weight), and for Q8_0 / Q8_1 rows their block scales again as f32 at byte offset
-// activation_scales_offset(k): d[k / 32] (then Q8_1's s[k / 32]), so kernels that revisit the row for every
-// weight row read a float instead of converting an f16. F32 activations are the k floats themselves.
+// activation_dtype(weight), and for Q8_0 / Q8_1 rows two f32 arrays of k / 32 at byte offset
+// activation_scales_offset(k): the block scales d, then d * sum(qs) (Q8_0 rows, exact in f32 up to its
+// rounding) or the block's own f16 s (Q8_1 rows). Kernels that revisit the row for every weight row read
+// floats instead of converting f16s, and fold weight offsets and mins in with them. F32 activations are the k
+// floats themselves.
 int64_t activation_row_bytes(DType weight, int64_t k);
 int64_t activation_scales_offset(DType weight, int64_t k);
 void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k);

@@ -1,0 +1,58 @@
+// Model: a loaded decoder-only transformer (weights on one device, its tokenizer and chat template) that runs
+// batches of sequences of different lengths through a paged KV cache.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rbee/core/tensor.h"
+#include "rbee/llm/kv_cache.h"
+#include "rbee/llm/model_config.h"
+#include "rbee/llm/tokenizer.h"
+
+namespace rbee {
+class Device;
+}
+
+namespace rbee::llm {
+
+struct LoadOptions {
+  Device* device = nullptr;                     // where weights live and kernels run (nullptr: the CPU)
+  std::function<void(float)> progress;          // called with 0..1 while tensors load
+};
+
+// One sequence's part of a forward batch.
+struct SequenceChunk {
+  const SequenceKv* kv = nullptr;  // its cache blocks; they must cover ctx_len positions
+  int q_len = 0;                   // new tokens of this sequence in the batch
+  int ctx_len = 0;                 // positions in the cache once this batch is done (old + new)
+  bool all_logits = false;         // logits for every new token (scoring, tests), not just the last
+};
+
+struct ForwardBatch {
+  std::vector<TokenId> tokens;        // the new tokens of every sequence, sequence after sequence
+  std::vector<SequenceChunk> seqs;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // A .gguf file, or a directory with config.json, *.safetensors (or an index) and tokenizer.json.
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual Device& device() const = 0;
+  // Bytes of weights held on the device.
+  virtual int64_t weight_bytes() const = 0;
+
+  // Runs the batch: writes the new tokens' keys and values into `cache` and returns logits F32
+  // [rows, vocab] on the model's device, rows in sequence order: each sequence's last new token, or all of
+  // its new tokens when all_logits is set.
+  virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
+};
+
+}  // namespace rbee::llm

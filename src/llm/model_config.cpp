@@ -1,0 +1,227 @@
+// ModelConfig from GGUF metadata (llama.cpp's key names) and from Hugging Face config.json.
+#include "rbee/llm/model_config.h"
+
+#include <cmath>
+
+#include "rbee/core/error.h"
+#include "rbee/formats/gguf.h"
+
+namespace rbee::llm {
+
+namespace {
+
+// Which layers use the sliding window, per architecture.
+std::vector<bool> local_layer_pattern(const std::string& arch, int n_layers, int sliding_window, int pattern) {
+  std::vector<bool> local((size_t)n_layers, false);
+  if (sliding_window <= 0) return local;
+  for (int i = 0; i < n_layers; ++i) {
+    if (arch == "gemma2") local[(size_t)i] = i % 2 == 0;                          // even layers are local
+    else if (arch == "gemma3") local[(size_t)i] = (i + 1) % std::max(pattern, 1) != 0;  // every pattern-th is global
+    else local[(size_t)i] = true;                                                 // Mistral, Phi-3, Qwen2
+  }
+  return local;
+}
+
+void apply_arch_defaults(ModelConfig& c) {
+  if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
+    c.activation = Activation::GeluTanh;
+    c.embedding_scale = std::sqrt((float)c.hidden_size);
+    c.tie_embeddings = true;
+    c.rope_mode = RopeMode::Neox;
+  }
+  if (c.arch == "gemma2" || c.arch == "gemma3") c.post_norms = true;
+  if (c.arch == "gemma3") c.qk_norm = true;
+  if (c.arch == "qwen2") c.qkv_bias = true;
+  if (c.arch == "phi3") {
+    c.fused_qkv = true;
+    c.fused_gate_up = true;
+  }
+  if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
+  if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  RBEE_CHECK(!arch.empty(), "model config: architecture is missing");
+  RBEE_CHECK(vocab_size > 0, "model config: vocab_size must be positive, got {}", vocab_size);
+  RBEE_CHECK(hidden_size > 0 && n_layers > 0 && intermediate_size > 0,
+             "model config: hidden_size {}, n_layers {}, intermediate_size {} must be positive", hidden_size, n_layers,
+             intermediate_size);
+  RBEE_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+             "model config: {} attention heads are not a multiple of {} kv heads", n_heads, n_kv_heads);
+  RBEE_CHECK(head_dim > 0 && head_dim % 2 == 0, "model config: head_dim {} must be positive and even", head_dim);
+  RBEE_CHECK(rotary_dim > 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0,
+             "model config: rotary_dim {} must be even and within head_dim {}", rotary_dim, head_dim);
+  RBEE_CHECK((int)layer_is_local.size() == n_layers, "model config: layer pattern has {} entries for {} layers",
+             layer_is_local.size(), n_layers);
+  RBEE_CHECK(n_layers <= 4096 && hidden_size <= (1 << 20) && n_heads <= 4096 && vocab_size <= (1 << 24),
+             "model config: implausible sizes (layers {}, hidden {}, heads {}, vocab {})", n_layers, hidden_size,
+             n_heads, vocab_size);
+}
+
+std::string ModelConfig::summary() const {
+  return fmt::format("{} '{}': {} layers, hidden {}, ffn {}, heads {}/{} x {}, vocab {}, ctx {}, rope {} theta {}{}",
+                     arch, name, n_layers, hidden_size, intermediate_size, n_heads, n_kv_heads, head_dim, vocab_size,
+                     max_positions, rope_mode == RopeMode::Neox ? "neox" : "normal", rope_theta,
+                     sliding_window ? fmt::format(", window {}", sliding_window) : "");
+}
+
+ModelConfig config_from_gguf(const gguf::File& f) {
+  ModelConfig c;
+  const auto arch = f.get_string("general.architecture");
+  RBEE_CHECK_CODE(arch.has_value(), ErrorCode::Io, "{}: general.architecture is missing", f.path());
+  c.arch = *arch;
+  RBEE_CHECK_CODE(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "phi3" ||
+                      c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3",
+                  ErrorCode::Unsupported, "{}: architecture '{}' is not supported (llama, mistral, qwen2, phi3, "
+                  "gemma, gemma2, gemma3)", f.path(), c.arch);
+  c.name = f.get_string("general.name").value_or(c.arch);
+  const std::string a = c.arch + ".";
+  auto need_int = [&](const std::string& key) {
+    const auto v = f.get_int(key);
+    RBEE_CHECK_CODE(v.has_value(), ErrorCode::Io, "{}: metadata key {} is missing", f.path(), key);
+    return (int)*v;
+  };
+  c.hidden_size = need_int(a + "embedding_length");
+  c.n_layers = need_int(a + "block_count");
+  c.intermediate_size = need_int(a + "feed_forward_length");
+  c.n_heads = need_int(a + "attention.head_count");
+  c.n_kv_heads = (int)f.get_int(a + "attention.head_count_kv").value_or(c.n_heads);
+  c.max_positions = (int)f.get_int(a + "context_length").value_or(4096);
+  c.head_dim = (int)f.get_int(a + "attention.key_length").value_or(c.n_heads ? c.hidden_size / c.n_heads : 0);
+  c.norm_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5);
+  c.rope_theta = (float)f.get_float(a + "rope.freq_base").value_or(10000.0);
+  c.rotary_dim = (int)f.get_int(a + "rope.dimension_count").value_or(c.head_dim);
+  // llama.cpp permutes Llama/Mistral q and k weights so that rotation pairs are adjacent ("normal" mode);
+  // the other families keep the Hugging Face (neox) layout.
+  c.rope_mode = (c.arch == "llama" || c.arch == "mistral") ? RopeMode::Normal : RopeMode::Neox;
+  if (const auto type = f.get_string(a + "rope.scaling.type")) {
+    const float factor = (float)f.get_float(a + "rope.scaling.factor").value_or(1.0);
+    if (*type == "linear") {
+      c.rope_scaling.kind = ops::RopeScaling::Kind::Linear;
+      c.rope_scaling.factor = factor;
+    } else if (*type == "yarn") {
+      c.rope_scaling.kind = ops::RopeScaling::Kind::Yarn;
+      c.rope_scaling.factor = factor;
+      c.rope_scaling.original_max_position =
+          (int)f.get_int(a + "rope.scaling.original_context_length").value_or(c.max_positions);
+      c.rope_attn_factor = 0.1f * std::log(factor) + 1.0f;
+    } else if (*type != "none") {
+      RBEE_THROW(ErrorCode::Unsupported, "{}: rope scaling '{}' is not supported", f.path(), *type);
+    }
+  }
+  c.sliding_window = (int)f.get_int(a + "attention.sliding_window").value_or(0);
+  c.attn_softcap = (float)f.get_float(a + "attn_logit_softcapping").value_or(0.0);
+  c.final_softcap = (float)f.get_float(a + "final_logit_softcapping").value_or(0.0);
+  if (c.arch == "gemma3") c.rope_theta_local = 10000.0f;
+  // Vocabulary: the metadata value, else the token list, else the embedding's rows.
+  if (const auto v = f.get_int(a + "vocab_size")) c.vocab_size = (int)*v;
+  else if (const auto* tok = f.find("tokenizer.ggml.tokens")) c.vocab_size = (int)tok->array_size();
+  else if (const auto* t = f.find_tensor("token_embd.weight")) c.vocab_size = (int)t->shape[0];
+  c.tie_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.chat_template = f.get_string("tokenizer.chat_template").value_or("");
+  apply_arch_defaults(c);
+  if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
+    c.norm_weight_plus_one = false;  // llama.cpp's converter already stored 1 + w
+  }
+  c.layer_is_local = local_layer_pattern(c.arch, c.n_layers, c.sliding_window, 6);
+  c.validate();
+  return c;
+}
+
+ModelConfig config_from_hf(const nlohmann::json& j) {
+  auto get_int = [&](const char* key, int fallback) {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? fallback : it->get<int>();
+  };
+  auto get_float = [&](const char* key, double fallback) {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? fallback : it->get<double>();
+  };
+  ModelConfig c;
+  try {
+    RBEE_CHECK(j.contains("model_type"), "config.json: model_type is missing");
+    const std::string type = j.at("model_type").get<std::string>();
+    if (type == "llama") c.arch = "llama";
+    else if (type == "mistral") c.arch = "mistral";
+    else if (type == "qwen2") c.arch = "qwen2";
+    else if (type == "phi3") c.arch = "phi3";
+    else if (type == "gemma") c.arch = "gemma";
+    else if (type == "gemma2") c.arch = "gemma2";
+    else if (type == "gemma3_text" || type == "gemma3") c.arch = "gemma3";
+    else RBEE_THROW(ErrorCode::Unsupported, "config.json: model_type '{}' is not supported", type);
+    const nlohmann::json& t = (type == "gemma3" && j.contains("text_config")) ? j.at("text_config") : j;
+    if (&t != &j) return config_from_hf([&] {
+        nlohmann::json merged = t;
+        merged["model_type"] = "gemma3_text";
+        return merged;
+      }());
+    c.name = j.value("_name_or_path", c.arch);
+    c.vocab_size = get_int("vocab_size", 0);
+    c.hidden_size = get_int("hidden_size", 0);
+    c.intermediate_size = get_int("intermediate_size", 0);
+    c.n_layers = get_int("num_hidden_layers", 0);
+    c.n_heads = get_int("num_attention_heads", 0);
+    c.n_kv_heads = get_int("num_key_value_heads", c.n_heads);
+    c.head_dim = get_int("head_dim", c.n_heads ? c.hidden_size / c.n_heads : 0);
+    c.max_positions = get_int("max_position_embeddings", 4096);
+    c.norm_eps = (float)get_float("rms_norm_eps", 1e-5);
+    c.rope_theta = (float)get_float("rope_theta", 10000.0);
+    c.rope_mode = RopeMode::Neox;  // Hugging Face layout
+    c.rotary_dim = (int)std::lround(c.head_dim * get_float("partial_rotary_factor", 1.0));
+    c.rotary_dim -= c.rotary_dim % 2;
+    c.tie_embeddings = j.value("tie_word_embeddings", c.arch.rfind("gemma", 0) == 0);
+    if (c.arch == "mistral" || c.arch == "phi3" || (c.arch == "qwen2" && j.value("use_sliding_window", false)) ||
+        c.arch == "gemma2" || c.arch == "gemma3") {
+      c.sliding_window = get_int("sliding_window", 0);
+    }
+    c.attn_softcap = (float)get_float("attn_logit_softcapping", 0.0);
+    c.final_softcap = (float)get_float("final_logit_softcapping", 0.0);
+    if (j.contains("query_pre_attn_scalar") && !j["query_pre_attn_scalar"].is_null()) {
+      c.attn_scale = 1.0f / std::sqrt((float)get_float("query_pre_attn_scalar", c.head_dim));
+    }
+    if (c.arch == "gemma3") c.rope_theta_local = (float)get_float("rope_local_base_freq", 10000.0);
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const auto& rs = j["rope_scaling"];
+      const std::string kind = rs.value("rope_type", rs.value("type", std::string("default")));
+      const float factor = rs.value("factor", 1.0f);
+      if (kind == "linear") {
+        c.rope_scaling.kind = ops::RopeScaling::Kind::Linear;
+        c.rope_scaling.factor = factor;
+      } else if (kind == "llama3") {
+        c.rope_scaling.kind = ops::RopeScaling::Kind::Llama3;
+        c.rope_scaling.factor = factor;
+        c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0f);
+        c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0f);
+        c.rope_scaling.original_max_position = rs.value("original_max_position_embeddings", 8192);
+      } else if (kind == "yarn") {
+        c.rope_scaling.kind = ops::RopeScaling::Kind::Yarn;
+        c.rope_scaling.factor = factor;
+        c.rope_scaling.original_max_position = rs.value("original_max_position_embeddings", c.max_positions);
+        c.rope_scaling.beta_fast = rs.value("beta_fast", 32.0f);
+        c.rope_scaling.beta_slow = rs.value("beta_slow", 1.0f);
+        c.rope_attn_factor = rs.contains("attention_factor") ? rs["attention_factor"].get<float>()
+                                                             : 0.1f * std::log(factor) + 1.0f;
+      } else if (kind != "default") {
+        RBEE_THROW(ErrorCode::Unsupported, "config.json: rope_scaling type '{}' is not supported", kind);
+      }
+    }
+    apply_arch_defaults(c);
+    if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") c.norm_weight_plus_one = true;
+    if (j.contains("attention_bias")) c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
+    const int pattern = get_int("sliding_window_pattern", 6);
+    c.layer_is_local = local_layer_pattern(c.arch, c.n_layers, c.sliding_window, pattern);
+    if (j.contains("layer_types") && j["layer_types"].is_array() && (int)j["layer_types"].size() == c.n_layers) {
+      for (int i = 0; i < c.n_layers; ++i) {
+        c.layer_is_local[(size_t)i] = c.sliding_window > 0 && j["layer_types"][i] == "sliding_attention";
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    RBEE_THROW(ErrorCode::InvalidArgument, "config.json: {}", e.what());
+  }
+  c.validate();
+  return c;
+}
+
+}  // namespace rbee::llm

@@ -1,0 +1,18 @@
+// The building blocks decoder layers are made of. Shapes: N new tokens, hidden size H, heads Hq / Hkv of
+// size D, MLP width I. All activations are F32 on the model's device.
+#pragma once
+
+#include "llm/models/architecture.h"
+
+namespace rbee::llm {
+
+// y = x . w^T (+ bias): x [N, in], w [out, in] -> [N, out]
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+// RMS norm over the last axis with weight w (already 1 + w for Gemma).
+Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w);
+// Self-attention over the paged cache: h [N, H] -> [N, H].
+Tensor attention_block(const StepContext& step, const LayerWeights& w, int layer, const Tensor& h);
+// Gated MLP: down(act(gate(h)) * up(h)): h [N, H] -> [N, H].
+Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h);
+
+}  // namespace rbee::llm

@@ -1,0 +1,187 @@
+#include "llm/models/transformer.h"
+
+#include <cmath>
+
+#include "rbee/backend/device.h"
+#include "rbee/core/log.h"
+#include "rbee/ops.h"
+
+namespace rbee::llm {
+
+namespace {
+
+std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
+  std::vector<float> f =
+      ops::rope_inv_freq(c.rotary_dim, theta, apply_scaling ? c.rope_scaling : ops::RopeScaling{});
+  if (apply_scaling && rope_freqs.defined()) {
+    const auto divisors = rope_freqs.to(DType::F32).to_vector<float>();
+    RBEE_CHECK_CODE(divisors.size() == f.size(), ErrorCode::Io, "rope_freqs has {} entries, expected {}",
+                    divisors.size(), f.size());
+    for (size_t i = 0; i < f.size(); ++i) f[i] /= divisors[i];
+  }
+  return f;
+}
+
+}  // namespace
+
+Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer, Device& device,
+                         const TensorLookup& lookup, const std::function<void(float)>& progress,
+                         std::shared_ptr<const void> file_keepalive)
+    : config_(std::move(config)),
+      tokenizer_(std::move(tokenizer)),
+      device_(device),
+      arch_(architecture(config_.arch)),
+      file_keepalive_(std::move(file_keepalive)) {
+  const ModelConfig& c = config_;
+  const int total = 3 + c.n_layers;
+  int done = 0;
+  auto report = [&] {
+    if (progress) progress((float)++done / (float)total);
+  };
+  // Moves a weight to the device; 1-D tensors (norms, biases) become F32, norms optionally 1 + w.
+  auto place = [&](Tensor t, const std::string& name, bool is_norm) -> Tensor {
+    if (!t.defined()) return t;
+    if (t.rank() == 1) {
+      RBEE_CHECK_CODE(!is_quantized(t.dtype()), ErrorCode::Io, "tensor {} is 1-D but quantized ({})", name,
+                      dtype_name(t.dtype()));
+      t = t.to(DType::F32);
+      if (is_norm && c.norm_weight_plus_one) t = ops::affine(t, 1.0, 1.0);
+    }
+    Tensor placed = t.to(device_);
+    weight_bytes_ += placed.nbytes();
+    return placed;
+  };
+  auto need = [&](const std::string& name, bool is_norm = false) {
+    Tensor t = lookup(name);
+    RBEE_CHECK_CODE(t.defined(), ErrorCode::Io, "model file has no tensor '{}' (architecture {})", name, c.arch);
+    return place(t, name, is_norm);
+  };
+  auto maybe = [&](const std::string& name, bool is_norm = false) { return place(lookup(name), name, is_norm); };
+
+  weights_.token_embd = need("token_embd.weight");
+  RBEE_CHECK_CODE(weights_.token_embd.rank() == 2 && weights_.token_embd.dim(1) == c.hidden_size, ErrorCode::Io,
+                  "token_embd.weight has shape {}, expected [vocab, {}]", weights_.token_embd.shape().to_string(),
+                  c.hidden_size);
+  report();
+  weights_.output_norm = need("output_norm.weight", true);
+  weights_.output = c.tie_embeddings ? weights_.token_embd : maybe("output.weight");
+  if (!weights_.output.defined()) weights_.output = weights_.token_embd;
+  weights_.rope_freqs = lookup("rope_freqs.weight");
+  report();
+  weights_.layers.resize((size_t)c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights& w = weights_.layers[(size_t)l];
+    RBEE_WITH_CONTEXT(fmt::format("loading layer {}", l), {
+      w.attn_norm = need(p + "attn_norm.weight", true);
+      if (c.fused_qkv) {
+        w.attn_qkv = need(p + "attn_qkv.weight");
+      } else {
+        w.attn_q = need(p + "attn_q.weight");
+        w.attn_k = need(p + "attn_k.weight");
+        w.attn_v = need(p + "attn_v.weight");
+      }
+      w.attn_q_bias = maybe(p + "attn_q.bias");
+      w.attn_k_bias = maybe(p + "attn_k.bias");
+      w.attn_v_bias = maybe(p + "attn_v.bias");
+      w.attn_output = need(p + "attn_output.weight");
+      if (c.qk_norm) {
+        w.attn_q_norm = need(p + "attn_q_norm.weight", true);
+        w.attn_k_norm = need(p + "attn_k_norm.weight", true);
+      }
+      w.ffn_norm = need(p + "ffn_norm.weight", true);
+      if (c.post_norms) {
+        w.post_attention_norm = need(p + "post_attention_norm.weight", true);
+        w.post_ffw_norm = need(p + "post_ffw_norm.weight", true);
+      }
+      if (!c.fused_gate_up) w.ffn_gate = need(p + "ffn_gate.weight");
+      w.ffn_up = need(p + "ffn_up.weight");
+      w.ffn_down = need(p + "ffn_down.weight");
+    });
+    report();
+  }
+  const float local_theta = c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta;
+  // Gemma 3 scales only its global layers' frequencies; everyone else scales every layer.
+  const bool scale_local = c.rope_theta_local <= 0;
+  const auto global = inv_freq_table(c, c.rope_theta, true, weights_.rope_freqs);
+  const auto local = inv_freq_table(c, local_theta, scale_local, weights_.rope_freqs);
+  inv_freq_global_ = Tensor::from_vector(global, {(int64_t)global.size()}, device_);
+  inv_freq_local_ = Tensor::from_vector(local, {(int64_t)local.size()}, device_);
+  report();
+}
+
+Tensor Transformer::embed(const std::vector<TokenId>& tokens) const {
+  const Tensor& table = weights_.token_embd;
+  const int64_t n = (int64_t)tokens.size(), vocab = table.dim(0);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    RBEE_CHECK(tokens[i] >= 0 && tokens[i] < vocab, "token id {} at position {} is outside the vocabulary [0, {})",
+               tokens[i], i, vocab);
+  }
+  Tensor x;
+  if (is_quantized(table.dtype())) {
+    x = Tensor::empty({n, (int64_t)config_.hidden_size}, DType::F32, device_);
+    for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, tokens[(size_t)i], 1)));
+  } else {
+    const Tensor ids = Tensor::from_vector(tokens, {n}, device_);
+    x = ops::index_select(table, ids, 0);
+    if (x.dtype() != DType::F32) x = ops::cast(x, DType::F32);
+  }
+  if (config_.embedding_scale != 1.0f) x = ops::affine(x, config_.embedding_scale, 0.0);
+  return x;
+}
+
+Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
+  const ModelConfig& c = config_;
+  const int64_t n = (int64_t)batch.tokens.size();
+  RBEE_CHECK(n > 0 && !batch.seqs.empty(), "forward: empty batch");
+  const int bs = cache.block_size();
+  int max_blocks = 1;
+  int64_t total_q = 0;
+  for (const auto& s : batch.seqs) {
+    RBEE_CHECK(s.kv != nullptr && s.q_len >= 0 && s.q_len <= s.ctx_len, "forward: bad sequence chunk (q_len {}, ctx {})",
+               s.q_len, s.ctx_len);
+    RBEE_CHECK((int64_t)s.kv->blocks().size() * bs >= s.ctx_len,
+               "forward: a sequence has {} cache blocks for {} positions", s.kv->blocks().size(), s.ctx_len);
+    max_blocks = std::max(max_blocks, (s.ctx_len + bs - 1) / bs);
+    total_q += s.q_len;
+  }
+  RBEE_CHECK(total_q == n, "forward: sequences claim {} tokens, batch has {}", total_q, n);
+  const int64_t b = (int64_t)batch.seqs.size();
+  std::vector<int32_t> positions((size_t)n), slots((size_t)n), info((size_t)b * 3), tables((size_t)(b * max_blocks), 0);
+  std::vector<int64_t> logit_rows;
+  int64_t t = 0;
+  for (int64_t s = 0; s < b; ++s) {
+    const SequenceChunk& chunk = batch.seqs[(size_t)s];
+    const auto& blocks = chunk.kv->blocks();
+    info[(size_t)s * 3] = (int32_t)t;
+    info[(size_t)s * 3 + 1] = chunk.q_len;
+    info[(size_t)s * 3 + 2] = chunk.ctx_len;
+    for (int j = 0; j < (chunk.ctx_len + bs - 1) / bs; ++j) tables[(size_t)(s * max_blocks + j)] = blocks[(size_t)j];
+    for (int i = 0; i < chunk.q_len; ++i, ++t) {
+      const int pos = chunk.ctx_len - chunk.q_len + i;
+      positions[(size_t)t] = pos;
+      slots[(size_t)t] = blocks[(size_t)(pos / bs)] * bs + pos % bs;
+      if (chunk.all_logits || i == chunk.q_len - 1) logit_rows.push_back(t);
+    }
+  }
+  StepContext step{c,
+                   cache,
+                   Tensor::from_vector(positions, {n}, device_),
+                   Tensor::from_vector(slots, {n}, device_),
+                   Tensor::from_vector(info, {b, 3}, device_),
+                   Tensor::from_vector(tables, {b, (int64_t)max_blocks}, device_),
+                   inv_freq_global_,
+                   inv_freq_local_};
+  Tensor x = embed(batch.tokens);
+  for (int l = 0; l < c.n_layers; ++l) x = arch_.layer(step, weights_.layers[(size_t)l], l, x);
+  if ((int64_t)logit_rows.size() != n) {
+    x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, device_), 0);
+  }
+  Tensor logits = ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
+  if (c.final_softcap > 0) {
+    logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
+  }
+  return logits;
+}
+
+}  // namespace rbee::llm
