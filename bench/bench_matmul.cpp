@@ -78,6 +78,21 @@ void stats(benchmark::internal::Benchmark* b) {
       ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
       ->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
 }
+// OpenBLAS sgemv for the decode shape (M = 1): y[N] = B^T x with B [K, N] row-major, OpenBLAS's best routine
+// for one row.
+void BM_OpenBlasSgemv(benchmark::State& state) {
+  const int64_t k = state.range(1), n = state.range(2);
+  openblas_set_num_threads(ThreadPool::global().size());
+  const auto x = random_floats(k, 1), b = random_floats(k * n, 2);
+  std::vector<float> y((size_t)n);
+  for (auto _ : state) {
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1.0f, b.data(), (int)n, x.data(), 1, 0.0f, y.data(), 1);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_flops(state, 1.0, (double)n, (double)k);
+  state.SetLabel(openblas_get_corename());
+}
+
 void square(benchmark::internal::Benchmark* b) {
   b->Args({1024, 1024, 1024})->Unit(benchmark::kMillisecond);
   stats(b);
@@ -93,9 +108,11 @@ BENCHMARK_CAPTURE(BM_Matmul, f16, DType::F16, false)->Apply(square);
 BENCHMARK_CAPTURE(BM_Matmul, bf16, DType::BF16, false)->Apply(square);
 BENCHMARK_CAPTURE(BM_Matmul, f32_decode, DType::F32, false)->Apply(decode);
 BENCHMARK_CAPTURE(BM_Matmul, f32_decode_bt, DType::F32, true)->Apply(decode);
+BENCHMARK_CAPTURE(BM_Matmul, f16_decode, DType::F16, false)->Apply(decode);
 BENCHMARK_CAPTURE(BM_Matmul, f16_decode_bt, DType::F16, true)->Apply(decode);
 BENCHMARK_CAPTURE(BM_Matmul, bf16_decode_bt, DType::BF16, true)->Apply(decode);
 BENCHMARK(BM_OpenBlasSgemm)->Apply(decode);
+BENCHMARK(BM_OpenBlasSgemv)->Apply(decode);
 
 }  // namespace
 }  // namespace rbee

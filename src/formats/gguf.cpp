@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <map>
 #include <numeric>
 
@@ -36,15 +37,17 @@ constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;
 // Smallest encodings, used to refuse counts the remaining bytes cannot possibly hold before allocating.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;          // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // empty name, n_dims = 0, type, offset
+constexpr uint64_t kReserveLimit = 4096;  // most entries reserved up front from a count read from the file
 
 // Names of the ggml tensor types, for messages about the ones we refuse.
 const char* ggml_type_name(uint32_t t) {
   static constexpr const char* kNames[] = {
-      "f32",     "f16",     "q4_0",    "q4_1",   "q4_2 (removed)", "q4_3 (removed)", "q5_0",  "q5_1",
-      "q8_0",    "q8_1",    "q2_k",    "q3_k",   "q4_k",           "q5_k",           "q6_k",  "q8_k",
-      "iq2_xxs", "iq2_xs",  "iq3_xxs", "iq1_s",  "iq4_nl",         "iq3_s",          "iq2_s", "iq4_xs",
-      "i8",      "i16",     "i32",     "i64",    "f64",            "iq1_m",          "bf16",  "q4_0_4_4",
-      "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0",  "iq4_nl_4_4",     "iq4_nl_4_8",     "iq4_nl_8_8", "mxfp4",
+      "f32",      "f16",      "q4_0",       "q4_1",       "q4_2 (removed)", "q4_3 (removed)", "q5_0",    "q5_1",
+      "q8_0",     "q8_1",     "q2_k",       "q3_k",       "q4_k",           "q5_k",           "q6_k",    "q8_k",
+      "iq2_xxs",  "iq2_xs",   "iq3_xxs",    "iq1_s",      "iq4_nl",         "iq3_s",          "iq2_s",   "iq4_xs",
+      "i8",       "i16",      "i32",        "i64",        "f64",            "iq1_m",          "bf16",    "q4_0_4_4",
+      "q4_0_4_8", "q4_0_8_8", "tq1_0",      "tq2_0",      "iq4_nl_4_4",     "iq4_nl_4_8",     "iq4_nl_8_8", "mxfp4",
+      "nvfp4",    "q1_0",
   };
   return t < std::size(kNames) ? kNames[t] : "unknown";
 }
@@ -75,6 +78,18 @@ class Parser {
     read_alignment(out);
     read_tensor_infos(out);
     place_data(out);
+  }
+
+  // Parses impl.bytes into impl. Every count is checked against the bytes present, but a huge file can still
+  // hold more metadata than memory takes (array elements are stored widened): that is an OutOfMemory error,
+  // not a crash.
+  static void parse_checked(File::Impl& impl) {
+    try {
+      Parser(impl.bytes, impl.path).parse(impl);
+    } catch (const std::bad_alloc&) {
+      RBEE_THROW(ErrorCode::OutOfMemory, "{}: not enough memory for the metadata of this {}-byte file", impl.path,
+                 impl.bytes.size());
+    }
   }
 
  private:
@@ -114,8 +129,9 @@ class Parser {
   }
 
   void read_metadata(File::Impl& out) {
-    out.metadata.reserve(kv_count_);
-    kv_offsets_.reserve(kv_count_);
+    // Counts are only bounded by the file size here: reserve a little and let real entries grow the vectors.
+    out.metadata.reserve(std::min<uint64_t>(kv_count_, kReserveLimit));
+    kv_offsets_.reserve(std::min<uint64_t>(kv_count_, kReserveLimit));
     for (uint64_t i = 0; i < kv_count_; ++i) {
       const uint64_t kv_at = r_.offset();
       r_.set_context(fmt::format("metadata pair #{}", i));
@@ -147,8 +163,8 @@ class Parser {
   }
 
   void read_tensor_infos(File::Impl& out) {
-    out.tensors.reserve(tensor_count_);
-    sites_.reserve(tensor_count_);
+    out.tensors.reserve(std::min<uint64_t>(tensor_count_, kReserveLimit));
+    sites_.reserve(std::min<uint64_t>(tensor_count_, kReserveLimit));
     for (uint64_t i = 0; i < tensor_count_; ++i) {
       TensorSite site{r_.offset(), 0};
       r_.set_context(fmt::format("tensor info #{}", i));
@@ -355,13 +371,14 @@ class Parser {
 
 // ---- File ----------------------------------------------------------------------------------------
 
+
 File File::open(const std::string& path) {
   auto mapping = formats::MappedFile::open(path);
   auto impl = std::make_shared<Impl>();
   impl->mapping = mapping;
   impl->bytes = mapping->bytes();
   impl->path = path;
-  Parser(impl->bytes, path).parse(*impl);
+  Parser::parse_checked(*impl);
   File f;
   f.impl_ = std::move(impl);
   return f;
@@ -371,7 +388,7 @@ File File::parse(std::span<const uint8_t> bytes, std::string name) {
   auto impl = std::make_shared<Impl>();
   impl->bytes = bytes;
   impl->path = std::move(name);
-  Parser(impl->bytes, impl->path).parse(*impl);
+  Parser::parse_checked(*impl);
   File f;
   f.impl_ = std::move(impl);
   return f;

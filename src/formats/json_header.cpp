@@ -31,7 +31,8 @@ json parse_json_strict(std::string_view text, const std::string& source, uint64_
       case json::parse_event_t::key:
         if (!open_objects.empty() && parsed.is_string() &&
             !open_objects.back().insert(parsed.get<std::string>()).second) {
-          problem = fmt::format("JSON key '{}' appears twice in one object", parsed.get<std::string>());
+          const std::string& key = parsed.get_ref<const std::string&>();
+          problem = fmt::format("JSON key '{}' appears twice in one object", key.substr(0, 64));
           return false;
         }
         return true;
@@ -46,6 +47,9 @@ json parse_json_strict(std::string_view text, const std::string& source, uint64_
     // e.byte is 1-based and may point one past the end for truncated input.
     const uint64_t at = base_offset + (e.byte > 0 ? e.byte - 1 : 0);
     RBEE_THROW(ErrorCode::Io, "{}: byte {}: invalid JSON: {}", source, at, e.what());
+  } catch (const json::exception& e) {
+    // Other parser failures (a number too large for a double throws out_of_range) carry no position.
+    RBEE_THROW(ErrorCode::Io, "{}: byte {}: invalid JSON: {}", source, base_offset, e.what());
   }
   if (!problem.empty()) RBEE_THROW(ErrorCode::Io, "{}: byte {}: {}", source, base_offset, problem);
   if (!result.is_object())

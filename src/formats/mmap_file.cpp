@@ -37,7 +37,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   void* addr = nullptr;
   if (size > 0) {
     addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) RBEE_THROW(ErrorCode::Io, "cannot map '{}' ({} bytes): {}", path, size, std::strerror(errno));
+    if (addr == MAP_FAILED)
+      RBEE_THROW(ErrorCode::Io, "cannot map '{}' ({} bytes): {}", path, size, std::strerror(errno));
   }
   return std::shared_ptr<const MappedFile>(new MappedFile(path, addr, size));
 }

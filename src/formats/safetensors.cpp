@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <set>
 
 #include "formats/byte_reader.h"
@@ -42,6 +43,13 @@ namespace {
 
 constexpr uint64_t kLengthBytes = 8;
 
+// Text from the file quoted in a message, cut short so a hostile header cannot make a huge message.
+std::string clip(std::string text) {
+  constexpr size_t kShown = 64;
+  if (text.size() > kShown) text = text.substr(0, kShown) + fmt::format("... ({} bytes)", text.size());
+  return text;
+}
+
 // Reads one tensor entry of the header. `r` only formats errors here (at the header's offset).
 TensorInfo read_entry(const formats::ByteReader& r, const std::string& name, const json& entry, uint64_t data_offset,
                       uint64_t data_size) {
@@ -54,7 +62,7 @@ TensorInfo read_entry(const formats::ByteReader& r, const std::string& name, con
   if (dtype_it == entry.end() || !dtype_it->is_string()) r.fail(at, "\"dtype\" is missing or not a string");
   info.file_dtype = dtype_it->get<std::string>();
   const std::optional<DType> dtype = dtype_from_safetensors(info.file_dtype);
-  if (!dtype) r.fail(at, fmt::format("unsupported dtype '{}'", info.file_dtype));
+  if (!dtype) r.fail(at, fmt::format("unsupported dtype '{}'", clip(info.file_dtype)));
   info.dtype = *dtype;
 
   auto shape_it = entry.find("shape");
@@ -66,9 +74,10 @@ TensorInfo read_entry(const formats::ByteReader& r, const std::string& name, con
   uint64_t nonzero_product = 1;
   bool any_zero = false;
   for (const json& d : *shape_it) {
-    if (!d.is_number_unsigned()) r.fail(at, fmt::format("shape dimension {} is not a non-negative integer", d.dump()));
+    if (!d.is_number_unsigned()) r.fail(at, fmt::format("shape dimension {} is not a non-negative integer", clip(d.dump())));
     const uint64_t v = d.get<uint64_t>();
-    if (v > (uint64_t)std::numeric_limits<int64_t>::max()) r.fail(at, fmt::format("shape dimension {} is too large", v));
+    if (v > (uint64_t)std::numeric_limits<int64_t>::max())
+      r.fail(at, fmt::format("shape dimension {} is too large", v));
     info.shape.push_back((int64_t)v);
     if (v == 0) {
       any_zero = true;
@@ -96,7 +105,7 @@ TensorInfo read_entry(const formats::ByteReader& r, const std::string& name, con
            fmt::format("data_offsets [{}, {}] run past the end of the data section ({} bytes)", begin, end, data_size));
   if (end - begin != expected)
     r.fail(at, fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {}", begin, end, end - begin,
-                           shape_it->dump(), info.file_dtype, expected));
+                           shape_it->dump(), clip(info.file_dtype), expected));
   info.offset = begin;
   info.bytes = end - begin;
   return info;
@@ -106,7 +115,8 @@ void read_metadata(const formats::ByteReader& r, const json& meta, std::map<std:
   if (!meta.is_object()) r.fail(kLengthBytes, fmt::format("__metadata__ is {}, not an object", meta.type_name()));
   for (auto it = meta.begin(); it != meta.end(); ++it) {
     if (!it->is_string())
-      r.fail(kLengthBytes, fmt::format("__metadata__ value of '{}' is {}, not a string", it.key(), it->type_name()));
+      r.fail(kLengthBytes,
+             fmt::format("__metadata__ value of '{}' is {}, not a string", clip(it.key()), it->type_name()));
     out.emplace(it.key(), it->get<std::string>());
   }
 }
@@ -133,7 +143,7 @@ void parse_into(File::Impl& impl) {
       read_metadata(r, *it, impl.metadata);
       continue;
     }
-    r.set_context(fmt::format("tensor '{}'", it.key()));
+    r.set_context(fmt::format("tensor '{}'", clip(it.key())));
     impl.tensors.push_back(read_entry(r, it.key(), *it, impl.data_offset, data_size));
   }
 
@@ -145,7 +155,7 @@ void parse_into(File::Impl& impl) {
   for (const TensorInfo& t : impl.tensors) {
     if (t.bytes == 0) continue;
     if (furthest && t.offset < furthest_end) {
-      r.set_context(fmt::format("tensor '{}'", t.name));
+      r.set_context(fmt::format("tensor '{}'", clip(t.name)));
       r.fail(impl.data_offset + t.offset, fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", t.offset,
                                                       t.offset + t.bytes, furthest->name, furthest->offset,
                                                       furthest_end));
@@ -158,6 +168,15 @@ void parse_into(File::Impl& impl) {
   for (size_t i = 0; i < impl.tensors.size(); ++i) impl.index.emplace(impl.tensors[i].name, i);
 }
 
+// A header of up to kMaxHeaderBytes of JSON may not fit in memory as a DOM: OutOfMemory, not a crash.
+void parse_checked(File::Impl& impl) {
+  try {
+    parse_into(impl);
+  } catch (const std::bad_alloc&) {
+    RBEE_THROW(ErrorCode::OutOfMemory, "{}: not enough memory to parse the header", impl.path);
+  }
+}
+
 }  // namespace
 
 File File::open(const std::string& path) {
@@ -166,7 +185,7 @@ File File::open(const std::string& path) {
   impl->mapping = mapping;
   impl->bytes = mapping->bytes();
   impl->path = path;
-  parse_into(*impl);
+  parse_checked(*impl);
   File f;
   f.impl_ = std::move(impl);
   return f;
@@ -176,7 +195,7 @@ File File::parse(std::span<const uint8_t> bytes, std::string name) {
   auto impl = std::make_shared<Impl>();
   impl->bytes = bytes;
   impl->path = std::move(name);
-  parse_into(*impl);
+  parse_checked(*impl);
   File f;
   f.impl_ = std::move(impl);
   return f;

@@ -160,7 +160,7 @@ void check_case(const Case& tc, uint64_t seed) {
 }
 
 // Shapes that reach each path: M <= 8 (decode forms), N <= 8 (transposed decode forms), packed with edge tiles,
-// several K blocks (K > 256) and a second N block.
+// several K blocks (K > 512) and a second N block.
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   const DType f32 = DType::F32, f16 = DType::F16, bf16 = DType::BF16;
@@ -169,7 +169,7 @@ std::vector<Case> all_cases() {
     int64_t m, n, k;
   };
   const Size sizes[] = {{1, 37, 29}, {5, 70, 300}, {8, 9, 17}, {40, 3, 45}, {13, 1, 64},
-                        {31, 45, 270}, {100, 70, 33}, {20, 4150, 6}};
+                        {31, 45, 600}, {100, 70, 33}, {20, 4150, 6}};
   for (const Size& s : sizes) {
     for (Storage sa : kStorages) {
       for (Storage sb : kStorages) {

@@ -482,17 +482,21 @@ TEST(GgufCrafted, OverlappingTensors) {
 }
 
 TEST(GgufCrafted, TensorInfoErrors) {
+  // Field offsets inside a tensor info of name "t": n_dims at +9, dims from +13, type 12 bytes before the end.
+  constexpr size_t kInfoStart = 24;  // right after a header with no metadata
   Builder unknown;
   unknown.header(3, 1, 0).tensor("t", {4}, 200, 0).pad(32).zeros(64);
-  expect_io_error([&] { parse(unknown); }, {"tensor 't'", "unsupported ggml type 200"});
+  expect_io_error([&] { parse(unknown); }, {"byte " + std::to_string(unknown.last_offset_field - 4), "tensor 't'",
+                                            "unsupported ggml type 200"});
 
   Builder dims5;
   dims5.header(3, 1, 0).tensor("t", {1, 1, 1, 1, 1}, kF32, 0).pad(32).zeros(64);
-  expect_io_error([&] { parse(dims5); }, {"tensor 't'", "5 dimensions"});
+  expect_io_error([&] { parse(dims5); }, {"byte " + std::to_string(kInfoStart + 9), "tensor 't'", "5 dimensions"});
 
   Builder absurd;
-  absurd.header(3, 1, 0).tensor("t", {uint64_t{1} << 63, 1}, kF32, 0).pad(32).zeros(64);
-  expect_io_error([&] { parse(absurd); }, {"tensor 't'", "larger than int64"});
+  absurd.header(3, 1, 0).tensor("t", {1, uint64_t{1} << 63}, kF32, 0).pad(32).zeros(64);
+  expect_io_error([&] { parse(absurd); },
+                  {"byte " + std::to_string(kInfoStart + 13 + 8), "tensor 't'", "dimension 1 is 9223372036854775808"});
 
   Builder overflow;
   overflow.header(3, 1, 0).tensor("t", {uint64_t{1} << 40, uint64_t{1} << 40}, kF32, 0).pad(32).zeros(64);

@@ -64,6 +64,8 @@ TEST(GgufTokenizer, SmolLM2Metadata) {
   ASSERT_EQ(ids.size(), 1u);
   EXPECT_EQ(tok.token_text(ids[0]), "\xC4\xA0the");
   EXPECT_EQ(tok.token_bytes(ids[0]), " the");
+  // SmolLM2's vocabulary lacks the GPT-2 character of byte 0x14: HF tokenizers drops it, and so do we.
+  EXPECT_EQ(tok.encode("a\x14" "b", false), std::vector<TokenId>({81, 82}));
 }
 
 TEST(GgufTokenizer, LlamaSpmMatchesLlamaCppPairs) {

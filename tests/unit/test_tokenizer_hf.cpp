@@ -98,6 +98,9 @@ TEST(HfTokenizerSpecials, SmolLM2Metadata) {
   const auto ids = tok->encode("<|im_start|>user\nHi<|im_end|>", false);
   EXPECT_EQ(tok->decode(ids, /*skip_special=*/true), "user\nHi");
   EXPECT_EQ(tok->decode(ids, false), "<|im_start|>user\nHi<|im_end|>");
+  // Byte 0x14 has no token and the model names no unk_token: dropped, as HF tokenizers does (the config's
+  // unk_token "<|endoftext|>" is not used by the model).
+  EXPECT_EQ(tok->encode("a\x14" "b", false), std::vector<TokenId>({81, 82}));
 }
 
 TEST(HfTokenizerSpecials, Llama3AddsBos) {

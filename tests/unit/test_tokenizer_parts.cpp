@@ -260,3 +260,33 @@ TEST(TokenizerAddedTokens, LongestMatchAndSpecialOnlyWhenParsing) {
 
 }  // namespace
 }  // namespace rbee::llm
+
+namespace rbee::llm {
+namespace {
+
+// The GGUF presets (llama.cpp's spelling of the regexes) split every golden text exactly as the pipelines of
+// the HF tokenizer.json files, which the HF goldens verify end to end.
+TEST(TokenizerPreTokenizer, GgufPresetsSplitLikeHfPipelines) {
+  PreTokenizer hf_llama3, hf_qwen2, hf_smollm;
+  hf_llama3.add_split(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+                      SplitBehavior::Isolated);
+  hf_llama3.add_byte_level(false, false);
+  hf_qwen2.add_split(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+                     SplitBehavior::Isolated);
+  hf_qwen2.add_byte_level(false, false);
+  hf_smollm.add_split(R"(\p{N})", SplitBehavior::Isolated);  // HF Digits(individual_digits=true)
+  hf_smollm.add_byte_level(false, true);
+  const std::pair<const char*, const PreTokenizer*> presets[] = {
+      {"llama-bpe", &hf_llama3}, {"qwen2", &hf_qwen2}, {"smollm", &hf_smollm}};
+  for (const auto& [name, hf] : presets) {
+    const PreTokenizer gguf = PreTokenizer::for_gguf_pre(name);
+    for (const char* golden : {"llama-bpe", "smollm2"}) {
+      for (const auto& c : test::load_tokenizer_cases(golden)) {
+        EXPECT_EQ(gguf.run(c.text, true), hf->run(c.text, true)) << name << ": " << test::escaped(c.text);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rbee::llm

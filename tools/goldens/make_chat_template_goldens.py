@@ -17,9 +17,25 @@ import re
 import sys
 from pathlib import Path
 
+import datetime
+
 import jinja2
 import transformers
+from transformers.utils import chat_template_utils
 from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
+
+# strftime_now() formats this local time (Granite and gpt-oss print today's date); the test passes the same time
+# through ChatRenderOptions::now.
+FIXED_NOW = datetime.datetime(2025, 4, 1, 12, 30, 45)
+
+
+class _FixedDatetime(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return FIXED_NOW
+
+
+chat_template_utils.datetime = _FixedDatetime  # what HF's strftime_now calls
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "chat_templates"
@@ -45,7 +61,7 @@ OFFICIAL = {
     "hermes-3": ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}),
     "smollm3": ("HuggingFaceTB-SmolLM3-3B.jinja", {"bos_token": "", "eos_token": "<|im_end|>"}),
     "granite-3.3": ("ibm-granite-granite-3.3-2B-Instruct.jinja", {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>", "date_string": "April 01, 2025"}),
-    "gpt-oss": ("openai-gpt-oss-120b.jinja", {"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "strftime_now_is_not_used": True}),
+    "gpt-oss": ("openai-gpt-oss-120b.jinja", {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"}),
 }
 
 BUILTIN_TOKENS = {
@@ -121,7 +137,7 @@ def read_builtins():
 
 def render(source, messages, add_generation_prompt, tokens, tools=None):
     """Returns (context, expected, error) exactly as transformers renders it."""
-    kwargs = {k: v for k, v in tokens.items() if k != "strftime_now_is_not_used"}
+    kwargs = dict(tokens)
     context = {"messages": messages, "tools": tools, "documents": None,
                "add_generation_prompt": add_generation_prompt, **kwargs}
     try:
@@ -151,7 +167,7 @@ def make_goldens():
             cases.append(case(name, conv, source, messages, gen, BUILTIN_TOKENS[family], apply=True))
     return {"generator": "tools/goldens/make_chat_template_goldens.py",
             "transformers": transformers.__version__, "jinja2": jinja2.__version__,
-            "templates": templates, "cases": cases}
+            "now": FIXED_NOW.isoformat(), "templates": templates, "cases": cases}
 
 
 def case(template, conv, source, messages, gen, tokens, tools=None, apply=False):
@@ -279,6 +295,12 @@ FEATURES = [
     ("f_format", "{{ '%s-%d-%.2f-%5s|%-5s|%x'|format('a', 42, 3.14159, 'r', 'l', 255) }} {{ '%(a)s+%(b)s'|format(a=1, b=2) }}"),
     ("f_attr", "{{ d|attr('items') is defined }} [{{ d|attr('a') }}] {{ (d|attr('keys'))()|list }}"),
     ("f_default_chain", "{{ messages[5]|default('no sixth')  }} {{ (nope or none)|default('x') }} {{ nope|default(none) }} {{ 0|d(5, true) }}"),
+    # Markup (|safe, |e): combining it with plain strings HTML-escapes them, as markupsafe does
+    ("markup_add", "{{ \"Use '\"|safe + \"<x>\" + \"'\"|safe + {'a': \"q'\"}|tojson }} {{ '<'|safe ~ '<' }} {{ ('%s-%s'|safe) % ('<', 1) }} {{ ('<b>'|safe)[1] }}|{{ ('<b>'|safe)[1:]|upper }}"),
+    ("markup_methods", "{{ ('<a>'|safe).upper() }} {{ ('<a>'|safe).replace('a', '&') }} {{ ('a,b'|safe).split(',') }} {{ ('x'|safe).join(['<', 1]) }} {{ ('a{}b'|safe).format('<') }} {{ ('ab'|safe).startswith('a') }} {{ ('<a>'|safe)|replace('a', '&') }} {{ ('<a>'|safe)|title }} {{ ('%s'|safe)|format('<') }}"),
+    ("markup_escape", "{{ ['<'|safe, '<'|e, '<'|forceescape] }} {{ '<'|e|e }} {{ ('<'|safe) is escaped }} {{ '<' is escaped }} {{ ('<b>'|safe)|trim|length }}"),
+    # unknown filters/tests inside if blocks and conditional expressions fail only when evaluated
+    ("soft_unknown_filter", "{% if false %}{{ 1|nosuch }}{% elif false %}{{ x is nosuchtest }}{% endif %}{{ (1|nosuch) if false else 2 }}"),
     # str methods
     ("m_strip_case", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxhixx'.strip('x') }}|{{ s.upper() }}|{{ s.lower() }}|{{ 'hello world'.title() }}|{{ \"they're 2nd\".title() }}|{{ 'hELLO'.capitalize() }}|{{ 'aBc'.swapcase() }}|{{ '\u3000 x \u00a0'.strip() }}|{{ '\\n\\nabc\\n'.lstrip('\\n') }}|{{ 'abc'.strip('') }}"),
     ("m_split", "{{ 'a,b,,c'.split(',') }} {{ '  a  b c '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'a\\nb\\r\\nc\\n'.splitlines() }} {{ '<think>r</think>\\n\\nx'.split('</think>')[-1].lstrip('\\n') }} {{ ' a b '.rsplit(none, 1) }} {{ ''.split() }} {{ ''.split(',') }} {{ 'a b'.split(maxsplit=0) }}"),
@@ -288,6 +310,7 @@ FEATURES = [
     ("tests", "{{ none is none }} {{ 1 is number }} {{ 1.0 is float }} {{ 1 is integer }} {{ true is boolean }} {{ true is integer }} {{ 'a' is string }} {{ d is mapping }} {{ items is sequence }} {{ 'a' is iterable }} {{ d is iterable }} {{ 5 is iterable }} {{ items is mapping }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(2) }} {{ 'x' is eq 'x' }} {{ 2 is gt 1 }} {{ 2 is ge 3 }} {{ 1 is lt 2 }} {{ 2 is in [1, 2] }} {{ 'abc' is lower }} {{ 'ABC' is upper }} {{ none is sameas none }} {{ true is true }} {{ 1 is true }} {{ false is false }} {{ x is not defined }} {{ 'upper' is filter }} {{ 'odd' is test }} {{ range is callable }} {{ t is sameas true }} {{ 5 is string }} {{ none is mapping }} {{ nope is iterable }} {{ 2.0 is number }} {{ 'a' is equalto 'a' }} {{ 1 is ne 2 }} {{ 'x' is not none }} {{ 3 is le 3 }} {{ 'ab' is sequence }} {{ 5 is sequence }}"),
     ("test_precedence", "{{ 'a' if none_val is none else 'b' }} {{ not none_val is none }} {{ items|length is odd }} {{ nope is defined and nope.x }} {{ 1 is number and 'y' }}"),
     # globals
+    ("strftime_now", "{{ strftime_now('%Y-%m-%d %H:%M:%S') }} {{ strftime_now('%d %b %Y') }} {{ strftime_now('%B %d, %Y %A %j') }}"),
     ("globals", "{{ range(3)|list }} {{ range(1, 10, 3)|list }} {{ range(5, 0, -2)|list }} {{ dict(a=1, b='x') }} {{ dict({'z': 0}, y=1) }} {{ namespace(a=1).a }} {{ range(0)|list }} {{ range(3)|length }}"),
     ("chat_style", "{%- for message in messages %}\n    {%- if message['role'] == 'system' %}\n        {{- '<<' + message['content'] | trim + '>>\\n' }}\n    {%- else %}\n        {{- message.role | upper ~ ': ' ~ message.content ~ '\\n' }}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt is defined and add_generation_prompt %}\n    {{- 'ASSISTANT:' }}\n{%- endif %}"),
     # runtime errors (rbee must throw; raise_exception keeps the message)
@@ -315,6 +338,8 @@ FEATURES = [
     ("err_macro_too_many_args", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"),
     ("err_slice_step_zero", "{{ items[::0] }}"),
     ("err_join_non_str", "{{ ', '.join([1, 2]) }}"),
+    ("err_soft_unknown_filter_evaluated", "{% if true %}{{ 1 | nosuch }}{% endif %}"),
+    ("err_markup_plus_int", "{{ '<'|safe + 5 }}"),
     # syntax errors (rbee must throw a syntax error with a position)
     ("syn_if_no_expr", "{% if %}x{% endif %}"),
     ("syn_dangling_op", "{{ 1 + }}"),
@@ -339,6 +364,7 @@ FEATURES = [
     ("syn_assign_to_literal", "{% set true = 1 %}"),
     ("syn_kwarg_before_pos", "{{ range(stop=1, 2) }}"),
     ("syn_extends", "{% extends 'base.html' %}"),
+    ("syn_unknown_filter_in_loop_in_if", "{% if false %}{% for x in [] %}{{ x|nosuch }}{% endfor %}{% endif %}"),
 ]
 
 
@@ -361,7 +387,7 @@ def make_features():
         out.append(item)
     return {"generator": "tools/goldens/make_chat_template_goldens.py",
             "transformers": transformers.__version__, "jinja2": jinja2.__version__,
-            "context": FEATURE_CONTEXT, "features": out}
+            "now": FIXED_NOW.isoformat(), "context": FEATURE_CONTEXT, "features": out}
 
 
 def extract_smollm2(gguf_path):

@@ -19,6 +19,8 @@ Models:
   llama-bpe  Llama 3 (llama.cpp's ggml-vocab-llama-bpe.gguf): Llama 3 regex, ignore_merges, BOS post-processor
   qwen2      Qwen2 (ggml-vocab-qwen2.gguf): NFC normalizer, Qwen2 regex
   llama-spm  Llama 2 (ggml-vocab-llama-spm.gguf): SentencePiece BPE with byte fallback, merges from scores
+Also tests/data/tokenizers/unicode_norm.golden.json: NFC/NFD/NFKC/NFKD of 400 random strings (peer: Python's
+unicodedata; --only-unicode writes just this file).
 The llama.cpp vocab files come from the llama-cpp-python sdist:
   pip download --no-binary :all: --no-deps llama-cpp-python ; tar xzf llama_cpp_python-*.tar.gz
 and ggml-vocab-llama-spm.gguf (with its .inp/.out pairs) is copied to tests/data/tokenizers/ as is.

@@ -90,7 +90,8 @@ struct TensorInfo {
 
 class File {
  public:
-  // Maps and parses the file. Throws Error(NotFound) for a missing file, Error(Io) for a malformed one.
+  // Maps and parses the file. Throws Error(NotFound) for a missing file, Error(Io) for a malformed one,
+  // Error(OutOfMemory) when its metadata does not fit in memory.
   static File open(const std::string& path);
   // Parses a file already in memory (fuzzing, tests). `bytes` must outlive the File and its tensors.
   static File parse(std::span<const uint8_t> bytes, std::string name = "<memory>");

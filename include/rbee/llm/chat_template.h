@@ -6,7 +6,10 @@
 // that fact is logged.
 #pragma once
 
+#include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +27,15 @@ struct ChatMessage {
   std::string content;
 };
 
+struct ChatRenderOptions {
+  // The local date and time that strftime_now() formats; unset means the current local time. Fixing it makes
+  // templates that print today's date (Granite, gpt-oss, Llama 3.2 without date_string) reproducible.
+  std::optional<std::tm> now;
+  // Loop iterations plus calls one render may make before it fails: a bound on the work a hostile template
+  // can cause. Official templates need about (messages + tools) x a few.
+  uint64_t max_steps = 1'000'000;
+};
+
 // A parsed template. Parsing once and rendering many times is cheap; render() is const and may run on several
 // threads at once.
 class ChatTemplate {
@@ -37,8 +49,8 @@ class ChatTemplate {
   // (a template that prints a dict or iterates its items); nlohmann::json sorts keys.
   // Errors are Error(InvalidArgument): raise_exception(msg) in the template gives message() == msg exactly;
   // runtime errors (undefined variable misused, type errors, limits) add the template position as context.
-  std::string render(const nlohmann::json& context) const;
-  std::string render(const nlohmann::ordered_json& context) const;
+  std::string render(const nlohmann::json& context, const ChatRenderOptions& options = {}) const;
+  std::string render(const nlohmann::ordered_json& context, const ChatRenderOptions& options = {}) const;
 
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
@@ -68,6 +80,7 @@ nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& mes
 std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
                                 const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                 const std::string& bos_token, const std::string& eos_token,
-                                const nlohmann::json& extra_context = nlohmann::json::object());
+                                const nlohmann::json& extra_context = nlohmann::json::object(),
+                                const ChatRenderOptions& options = {});
 
 }  // namespace rbee::llm

@@ -8,6 +8,8 @@
 #define RBEE_GEMM_MICRO_INL_H_
 #endif
 
+#include <hwy/cache_control.h>
+
 #include "backends/cpu/gemm_convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -30,6 +32,12 @@ inline constexpr size_t kNR = kNV * kLanes;
 HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
                             float* HWY_RESTRICT c, int64_t ldc, bool accumulate) {
   const DF df;
+  // C is read or written only after the loop: start bringing its rows in now.
+#pragma GCC unroll 32
+  for (size_t r = 0; r < kMR; ++r) {
+    hwy::Prefetch(c + (int64_t)r * ldc);
+    hwy::Prefetch(c + (int64_t)r * ldc + kNR - 1);
+  }
   VF acc[kMR][kNV];
 #pragma GCC unroll 32
   for (size_t r = 0; r < kMR; ++r) {

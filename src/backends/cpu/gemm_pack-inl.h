@@ -127,6 +127,32 @@ HWY_NOINLINE void PackPanel(const T* HWY_RESTRICT src, int64_t rs, int64_t ks, s
   }
 }
 
+// Packs `cols` consecutive rows into ceil(cols / P) panels, panel t at dst + t * P * kc (same element order as
+// PackPanel). Where the P values of a step are adjacent (rs == 1, e.g. a row-major B), the source is walked
+// step by step across all panels: long contiguous reads instead of one short read per page per panel.
+template <size_t P, class T>
+HWY_NOINLINE void PackPanels(const T* HWY_RESTRICT src, int64_t rs, int64_t ks, size_t cols, size_t kc,
+                             float* HWY_RESTRICT dst) {
+  const size_t full = cols / P;
+  if (rs == 1 && full > 1) {
+    for (size_t p = 0; p < kc; ++p) {
+      const T* s = src + (int64_t)p * ks;
+      for (size_t t = 0; t < full; ++t) {
+        if constexpr (kIsF32<T>) {
+          std::memcpy(dst + t * P * kc + p * P, s + t * P, P * sizeof(float));
+        } else {
+          ConvertRowToF32(s + t * P, P, dst + t * P * kc + p * P);
+        }
+      }
+    }
+  } else {
+    for (size_t t = 0; t < full; ++t) PackPanel<P>(src + (int64_t)(t * P) * rs, rs, ks, P, kc, dst + t * P * kc);
+  }
+  if (full * P < cols) {
+    PackPanel<P>(src + (int64_t)(full * P) * rs, rs, ks, cols - full * P, kc, dst + full * P * kc);
+  }
+}
+
 }  // namespace rbee::cpu::gemm_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -3,7 +3,7 @@
 //
 // Packing B would cost as much memory traffic as the whole product, so B is streamed once, in place:
 //   dot form  (B's rows step 1 along K, e.g. the transpose of a [N, K] weight): C[i, j] = dot(A row i, B col j)
-//   axpy form (B's columns adjacent, a row-major [K, N] B): C row i += A[i, p] * B row p, in K blocks
+//   axpy form (B's columns adjacent, a row-major [K, N] B): C row i += A[i, p] * B row p, four B rows a pass
 // A (M x K, small) is read as contiguous f32 rows; the caller converts it first when it is not.
 
 #if defined(RBEE_GEMM_SMALL_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "backends/cpu/gemm_convert-inl.h"
+#include "rbee/core/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::gemm_detail::HWY_NAMESPACE {
@@ -99,66 +100,63 @@ HWY_NOINLINE void DotColumns(const SmallProblem<TB, TC>& q, size_t j0, size_t j1
 
 // ---- axpy form: B row p is contiguous along N at b + p * b_rs ----
 
-// R rows x NV vectors of columns over steps [p0, p1), adding to the f32 partial sums at part (row r at
-// part + r * ldp) unless `first`.
-template <size_t R, size_t NV, class TB, class TC>
-HWY_INLINE void AxpyTile(const SmallProblem<TB, TC>& q, size_t i0, size_t j0, size_t p0, size_t p1,
-                         float* HWY_RESTRICT part, size_t ldp, bool first) {
+// One pass over B rows [p, p + S) (S <= 4) for R rows of A: part[i][j] += sum_s a[i][p + s] * B[p + s][j0 + j]
+// for j < n. B is read as S sequential streams; the partial sums (R x n f32) stay in L1/L2.
+template <size_t R, size_t S, class TB, class TC>
+HWY_INLINE void AxpyStep(const SmallProblem<TB, TC>& q, size_t p, size_t j0, size_t n, float* HWY_RESTRICT part,
+                         size_t ldp) {
   const DF df;
-  VF acc[R][NV];
-  for (size_t r = 0; r < R; ++r) {
-    for (size_t v = 0; v < NV; ++v) acc[r][v] = first ? hn::Zero(df) : hn::LoadU(df, part + r * ldp + v * kLanes);
+  const TB* b[S];
+  for (size_t s = 0; s < S; ++s) b[s] = q.b + (int64_t)(p + s) * q.b_rs + (int64_t)j0;
+  VF av[R][S];
+  for (size_t i = 0; i < R; ++i) {
+    for (size_t s = 0; s < S; ++s) av[i][s] = hn::Set(df, q.a[(int64_t)i * q.lda + (int64_t)(p + s)]);
   }
-  const float* a = q.a + (int64_t)i0 * q.lda;
-  const TB* b = q.b + (int64_t)p0 * q.b_rs + (int64_t)j0;
-  for (size_t p = p0; p < p1; ++p, b += q.b_rs) {
-    VF bv[NV];
-    for (size_t v = 0; v < NV; ++v) bv[v] = LoadF32(df, b + v * kLanes);
-    for (size_t r = 0; r < R; ++r) {
-      const VF av = hn::Set(df, a[r * q.lda + p]);
-      for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+  size_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    VF bv[S];
+    for (size_t s = 0; s < S; ++s) bv[s] = LoadF32(df, b[s] + j);
+    for (size_t i = 0; i < R; ++i) {
+      VF acc = hn::LoadU(df, part + i * ldp + j);
+      for (size_t s = 0; s < S; ++s) acc = hn::MulAdd(av[i][s], bv[s], acc);
+      hn::StoreU(acc, df, part + i * ldp + j);
     }
   }
-  for (size_t r = 0; r < R; ++r) {
-    for (size_t v = 0; v < NV; ++v) hn::StoreU(acc[r][v], df, part + r * ldp + v * kLanes);
-  }
-}
-
-// Rows [i0, i0 + R) x columns [j0, j1) over steps [p0, p1); part holds these rows' sums for columns from j0.
-template <size_t R, size_t NV, class TB, class TC>
-HWY_INLINE void AxpyRows(const SmallProblem<TB, TC>& q, size_t i0, size_t j0, size_t j1, size_t p0, size_t p1,
-                         float* HWY_RESTRICT part, size_t ldp, bool first) {
-  size_t j = j0;
-  for (; j + NV * kLanes <= j1; j += NV * kLanes) AxpyTile<R, NV>(q, i0, j, p0, p1, part + (j - j0), ldp, first);
-  for (; j + kLanes <= j1; j += kLanes) AxpyTile<R, 1>(q, i0, j, p0, p1, part + (j - j0), ldp, first);
-  // fewer than a vector of columns left: scalar
-  for (size_t r = 0; r < R; ++r) {
-    const float* a = q.a + (int64_t)(i0 + r) * q.lda;
-    for (size_t jj = j; jj < j1; ++jj) {
-      float sum = first ? 0.0f : part[r * ldp + (jj - j0)];
-      for (size_t p = p0; p < p1; ++p) sum += a[p] * ToF32(q.b[(int64_t)p * q.b_rs + (int64_t)jj]);
-      part[r * ldp + (jj - j0)] = sum;
+  for (; j < n; ++j) {
+    for (size_t i = 0; i < R; ++i) {
+      float sum = part[i * ldp + j];
+      for (size_t s = 0; s < S; ++s) sum += q.a[(int64_t)i * q.lda + (int64_t)(p + s)] * ToF32(b[s][j]);
+      part[i * ldp + j] = sum;
     }
   }
 }
 
-// Columns [j0, j1) of every row. `part` (m rows of ldp >= j1 - j0 floats) receives the f32 sums; when C is
-// f32 with adjacent columns and is not accumulated into, the caller passes C itself.
+// R rows of C (R <= kSmallM), columns [j0, j0 + n): part[i][j] = sum over all K of a[i][p] * B[p][j0 + j].
+template <size_t R, class TB, class TC>
+HWY_INLINE void AxpyRows(const SmallProblem<TB, TC>& q, size_t j0, size_t n, float* HWY_RESTRICT part, size_t ldp) {
+  for (size_t i = 0; i < R; ++i) std::fill(part + i * ldp, part + i * ldp + n, 0.0f);
+  size_t p = 0;
+  for (; p + 4 <= q.k; p += 4) AxpyStep<R, 4>(q, p, j0, n, part, ldp);
+  for (; p < q.k; ++p) AxpyStep<R, 1>(q, p, j0, n, part, ldp);
+}
+
+// Columns [j0, j1) of every row into `part` (m rows of ldp >= j1 - j0 f32 sums); when C is f32 with adjacent
+// columns and is not accumulated into, the caller passes C itself. All m (<= 8) rows go in one pass, so B is
+// read once.
 template <class TB, class TC>
 HWY_NOINLINE void AxpyColumns(const SmallProblem<TB, TC>& q, size_t j0, size_t j1, float* HWY_RESTRICT part,
                               size_t ldp) {
-  constexpr size_t kBlockK = 256;  // B rows per pass: their pages stay in the TLB across the column strips
-  for (size_t p0 = 0; p0 < q.k; p0 += kBlockK) {
-    const size_t p1 = std::min(q.k, p0 + kBlockK);
-    const bool first = p0 == 0;
-    size_t i = 0;
-    for (; i + 4 <= q.m; i += 4) AxpyRows<4, 3>(q, i, j0, j1, p0, p1, part + i * ldp, ldp, first);
-    switch (q.m - i) {
-      case 3: AxpyRows<3, 4>(q, i, j0, j1, p0, p1, part + i * ldp, ldp, first); break;
-      case 2: AxpyRows<2, 4>(q, i, j0, j1, p0, p1, part + i * ldp, ldp, first); break;
-      case 1: AxpyRows<1, 8>(q, i, j0, j1, p0, p1, part + i * ldp, ldp, first); break;
-      default: break;
-    }
+  const size_t n = j1 - j0;
+  switch (q.m) {
+    case 1: return AxpyRows<1>(q, j0, n, part, ldp);
+    case 2: return AxpyRows<2>(q, j0, n, part, ldp);
+    case 3: return AxpyRows<3>(q, j0, n, part, ldp);
+    case 4: return AxpyRows<4>(q, j0, n, part, ldp);
+    case 5: return AxpyRows<5>(q, j0, n, part, ldp);
+    case 6: return AxpyRows<6>(q, j0, n, part, ldp);
+    case 7: return AxpyRows<7>(q, j0, n, part, ldp);
+    case 8: return AxpyRows<8>(q, j0, n, part, ldp);
+    default: RBEE_ASSERT(false, "gemm small path: {} rows", q.m);
   }
 }
 

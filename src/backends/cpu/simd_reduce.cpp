@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/simd_reduce.h"
 
@@ -123,6 +124,38 @@ double sum_f64(const double* x, int64_t n) {
   return total;
 }
 
+// Rows are taken four at a time so that the accumulators are read and written once per four rows.
+template <class T>
+void add_rows_impl(const T* x, int64_t rows, int64_t stride, int64_t len, double* acc) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;  // as many T as dd has doubles
+  const int64_t lanes = (int64_t)hn::Lanes(dd);
+  const int64_t body = len - len % lanes;
+  auto widen = [&](const T* p) {
+    if constexpr (std::is_same_v<T, float>) return hn::PromoteTo(dd, hn::LoadU(dt, p));
+    else return hn::LoadU(dd, p);
+  };
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T* r0 = x + r * stride;
+    const T* r1 = r0 + stride;
+    const T* r2 = r1 + stride;
+    const T* r3 = r2 + stride;
+    for (int64_t c = 0; c < body; c += lanes) {
+      const auto sum4 = hn::Add(hn::Add(widen(r0 + c), widen(r1 + c)), hn::Add(widen(r2 + c), widen(r3 + c)));
+      hn::StoreU(hn::Add(hn::LoadU(dd, acc + c), sum4), dd, acc + c);
+    }
+    for (int64_t c = body; c < len; ++c) {
+      acc[c] += ((double)r0[c] + (double)r1[c]) + ((double)r2[c] + (double)r3[c]);
+    }
+  }
+  for (; r < rows; ++r) {
+    const T* row = x + r * stride;
+    for (int64_t c = 0; c < body; c += lanes) hn::StoreU(hn::Add(hn::LoadU(dd, acc + c), widen(row + c)), dd, acc + c);
+    for (int64_t c = body; c < len; ++c) acc[c] += (double)row[c];
+  }
+}
+
 }  // namespace
 
 void ReduceSoftmaxRowsF32(const float* x, float* out, int64_t rows, int64_t n) { softmax_rows_impl(x, out, rows, n); }
@@ -136,6 +169,13 @@ void ReduceSumRowsF64(const double* x, int64_t rows, int64_t n, double* out) {
   for (int64_t r = 0; r < rows; ++r) out[r] = sum_f64(x + r * n, n);
 }
 
+void ReduceAddRowsF32(const float* x, int64_t rows, int64_t stride, int64_t len, double* acc) {
+  add_rows_impl(x, rows, stride, len, acc);
+}
+void ReduceAddRowsF64(const double* x, int64_t rows, int64_t stride, int64_t len, double* acc) {
+  add_rows_impl(x, rows, stride, len, acc);
+}
+
 }  // namespace rbee::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -145,6 +185,8 @@ HWY_EXPORT(ReduceSoftmaxRowsF32);
 HWY_EXPORT(ReduceSoftmaxRowsF64);
 HWY_EXPORT(ReduceSumRowsF32);
 HWY_EXPORT(ReduceSumRowsF64);
+HWY_EXPORT(ReduceAddRowsF32);
+HWY_EXPORT(ReduceAddRowsF64);
 
 void softmax_rows(const float* x, float* out, int64_t rows, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ReduceSoftmaxRowsF32)(x, out, rows, n);
@@ -157,6 +199,12 @@ void sum_rows(const float* x, int64_t rows, int64_t n, float* out) {
 }
 void sum_rows(const double* x, int64_t rows, int64_t n, double* out) {
   HWY_DYNAMIC_DISPATCH(ReduceSumRowsF64)(x, rows, n, out);
+}
+void add_rows(const float* x, int64_t rows, int64_t stride, int64_t len, double* acc) {
+  HWY_DYNAMIC_DISPATCH(ReduceAddRowsF32)(x, rows, stride, len, acc);
+}
+void add_rows(const double* x, int64_t rows, int64_t stride, int64_t len, double* acc) {
+  HWY_DYNAMIC_DISPATCH(ReduceAddRowsF64)(x, rows, stride, len, acc);
 }
 }  // namespace rbee::cpu
 #endif

@@ -15,4 +15,9 @@ void softmax_rows(const double* x, double* out, int64_t rows, int64_t n);
 void sum_rows(const float* x, int64_t rows, int64_t n, float* out);
 void sum_rows(const double* x, int64_t rows, int64_t n, double* out);
 
+// acc[c] += x[r * stride + c] for r < rows, c < len: adds rows of a column block into double accumulators (the
+// sum of a non-last axis). Each element is widened exactly before it is added.
+void add_rows(const float* x, int64_t rows, int64_t stride, int64_t len, double* acc);
+void add_rows(const double* x, int64_t rows, int64_t stride, int64_t len, double* acc);
+
 }  // namespace rbee::cpu

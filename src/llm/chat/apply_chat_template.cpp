@@ -32,7 +32,7 @@ nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& mes
 std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
                                 const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                 const std::string& bos_token, const std::string& eos_token,
-                                const nlohmann::json& extra_context) {
+                                const nlohmann::json& extra_context, const ChatRenderOptions& options) {
   const nlohmann::ordered_json ctx =
       chat_template_context(messages, add_generation_prompt, bos_token, eos_token, extra_context);
   std::string model_error;
@@ -41,7 +41,7 @@ std::string apply_chat_template(std::string_view template_source, std::string_vi
     model_error = "the model has no chat template";
   } else {
     try {
-      return ChatTemplate::parse(template_source).render(ctx);
+      return ChatTemplate::parse(template_source).render(ctx, options);
     } catch (const Error& e) {
       if (family_fallback.empty()) throw;
       model_error = e.what();
@@ -49,7 +49,7 @@ std::string apply_chat_template(std::string_view template_source, std::string_vi
   }
   log::warn("chat template: {}; using the built-in '{}' template instead", model_error, family_fallback);
   try {
-    return ChatTemplate::parse(builtin_chat_template(family_fallback)).render(ctx);
+    return ChatTemplate::parse(builtin_chat_template(family_fallback)).render(ctx, options);
   } catch (Error& e) {
     e.add_context(fmt::format("built-in '{}' chat template, used because {}", family_fallback, model_error));
     throw;

@@ -11,7 +11,8 @@
 
 namespace rbee::llm::jinja {
 
-// Filters and tests are resolved while parsing (an unknown name is a syntax error, as in Jinja).
+// Filters and tests are resolved while parsing. As in Jinja, an unknown name is a syntax error, except inside
+// an if block or a conditional expression, where it is an error only when evaluated (fn stays null).
 using FilterFn = Value (*)(Interpreter& interp, const Value& input, CallArgs& args);
 using TestFn = bool (*)(Interpreter& interp, const Value& input, CallArgs& args);
 

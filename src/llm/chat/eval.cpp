@@ -122,12 +122,14 @@ Value Interpreter::eval_inner(const Expr& e) {
     }
     case ExprKind::Filter: {
       const auto& n = static_cast<const FilterExpr&>(e);
+      if (!n.fn) fail(fmt::format("No filter named '{}' found.", n.name));
       Value input = n.input ? eval(*n.input) : Value();
       CallArgs args = eval_args(n.args);
       return n.fn(*this, input, args);
     }
     case ExprKind::Test: {
       const auto& n = static_cast<const TestExpr&>(e);
+      if (!n.fn) fail(fmt::format("No test named '{}' found.", n.name));
       Value input = eval(*n.input);
       CallArgs args = eval_args(n.args);
       return Value::boolean(n.fn(*this, input, args) != n.negated);

@@ -30,6 +30,8 @@ Value center(Interpreter&, const Value&, CallArgs&);
 Value truncate(Interpreter&, const Value&, CallArgs&);
 Value wordcount(Interpreter&, const Value&, CallArgs&);
 Value escape(Interpreter&, const Value&, CallArgs&);
+Value forceescape(Interpreter&, const Value&, CallArgs&);
+Value safe(Interpreter&, const Value&, CallArgs&);
 Value format(Interpreter&, const Value&, CallArgs&);
 Value string(Interpreter&, const Value&, CallArgs&);
 

@@ -179,7 +179,7 @@ Value reverse(Interpreter&, const Value& in, CallArgs& args) {
   if (in.is_string()) {
     std::vector<char32_t> cps = utf8::decode(in.as_string());
     std::reverse(cps.begin(), cps.end());
-    return Value::string(utf8::encode(cps));
+    return same_kind(in, utf8::encode(cps));
   }
   std::vector<Value> items = iterate(in);
   std::reverse(items.begin(), items.end());

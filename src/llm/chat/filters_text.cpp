@@ -1,5 +1,6 @@
 // String filters: trim, upper, lower, capitalize, title, replace, indent, center, truncate, wordcount, escape,
-// format, string. Each converts its input with str() first, as Jinja's soft_str does.
+// format, string, safe. Each converts its input with str() first, as Jinja's soft_str does; those that
+// markupsafe implements as Markup methods keep a Markup input Markup.
 #include "llm/chat/args.h"
 #include "llm/chat/filters_impl.h"
 #include "llm/chat/ops.h"
@@ -13,22 +14,22 @@ Value trim(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("trim", args, {"chars"});
   const Value chars = a.get_or(0, Value::none());
   if (!chars.is_none() && !chars.is_string()) fail("trim() argument 'chars' must be str or None");
-  return Value::string(utf8::strip(to_str(in), chars.is_string() ? &chars.as_string() : nullptr, true, true));
+  return same_kind(in, utf8::strip(to_str(in), chars.is_string() ? &chars.as_string() : nullptr, true, true));
 }
 
 Value upper(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("upper", args, {});
-  return Value::string(utf8::upper(to_str(in)));
+  return same_kind(in, utf8::upper(to_str(in)));
 }
 
 Value lower(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("lower", args, {});
-  return Value::string(utf8::lower(to_str(in)));
+  return same_kind(in, utf8::lower(to_str(in)));
 }
 
 Value capitalize(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("capitalize", args, {});
-  return Value::string(str::capitalize(to_str(in)));
+  return same_kind(in, str::capitalize(to_str(in)));
 }
 
 // Jinja's title: split on runs of [-\s({[<], upper-case the first character of every piece, lower-case the rest.
@@ -90,12 +91,12 @@ Value indent(Interpreter&, const Value& in, CallArgs& args) {
     check_string_size(out.size());
   }
   if (first) out = indention + out;
-  return Value::string(std::move(out));
+  return same_kind(in, std::move(out));
 }
 
 Value center(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("center", args, {"width"});
-  return Value::string(str::center(to_str(in), a.has(0) ? a.integer(0) : 80, ' '));
+  return same_kind(in, str::center(to_str(in), a.has(0) ? a.integer(0) : 80, ' '));
 }
 
 Value truncate(Interpreter&, const Value& in, CallArgs& args) {
@@ -135,18 +136,17 @@ Value wordcount(Interpreter&, const Value& in, CallArgs& args) {
 
 Value escape(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("escape", args, {});
-  std::string out;
-  for (char c : to_str(in)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return Value::string(std::move(out));
+  return escape_markup(in);
+}
+
+Value forceescape(Interpreter&, const Value& in, CallArgs& args) {
+  ArgBinder a("forceescape", args, {});
+  return Value::markup(html_escape(to_str(in)));
+}
+
+Value safe(Interpreter&, const Value& in, CallArgs& args) {
+  ArgBinder a("safe", args, {});
+  return in.is_markup() ? in : Value::markup(to_str(in));
 }
 
 Value format(Interpreter&, const Value& in, CallArgs& args) {
@@ -155,14 +155,14 @@ Value format(Interpreter&, const Value& in, CallArgs& args) {
   if (!args.keyword.empty()) {
     DictData d;
     for (auto& [k, v] : args.keyword) d.set(Value::string(k), v);
-    return Value::string(percent_format(to_str(in), Value::dict(std::move(d))));
+    return binary_op(BinaryOp::Mod, in.is_markup() ? in : Value::string(to_str(in)), Value::dict(std::move(d)));
   }
-  return Value::string(percent_format(to_str(in), Value::tuple(args.positional)));
+  return binary_op(BinaryOp::Mod, in.is_markup() ? in : Value::string(to_str(in)), Value::tuple(args.positional));
 }
 
 Value string(Interpreter&, const Value& in, CallArgs& args) {
   ArgBinder a("string", args, {});
-  return Value::string(to_str(in));
+  return in.is_string() ? in : Value::string(to_str(in));  // soft_str keeps Markup
 }
 
 }  // namespace rbee::llm::jinja::filters

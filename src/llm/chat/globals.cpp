@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "llm/chat/args.h"
+#include "llm/chat/interpreter.h"
 #include "llm/chat/library.h"
 #include "llm/chat/ops.h"
 
@@ -11,13 +12,13 @@ namespace rbee::llm::jinja {
 
 namespace {
 
-using GlobalFn = Value (*)(CallArgs& args);
+using GlobalFn = Value (*)(Interpreter& interp, CallArgs& args);
 
 class GlobalFunction final : public Callable {
  public:
   GlobalFunction(std::string_view name, GlobalFn fn) : name_(name), fn_(fn) {}
   std::string name() const override { return std::string(name_); }
-  Value call(Interpreter&, CallArgs args) const override { return fn_(args); }
+  Value call(Interpreter& interp, CallArgs args) const override { return fn_(interp, args); }
 
  private:
   std::string_view name_;
@@ -26,7 +27,7 @@ class GlobalFunction final : public Callable {
 
 constexpr int64_t kMaxRange = 100000;  // jinja2.sandbox.MAX_RANGE
 
-Value g_range(CallArgs& args) {
+Value g_range(Interpreter&, CallArgs& args) {
   if (!args.keyword.empty()) fail("range() takes no keyword arguments");
   const auto& p = args.positional;
   if (p.empty() || p.size() > 3) fail(fmt::format("range expected 1 to 3 arguments, got {}", p.size()));
@@ -68,9 +69,9 @@ DictData build_dict(const char* name, const CallArgs& args) {
   return d;
 }
 
-Value g_dict(CallArgs& args) { return Value::dict(build_dict("dict", args)); }
+Value g_dict(Interpreter&, CallArgs& args) { return Value::dict(build_dict("dict", args)); }
 
-Value g_namespace(CallArgs& args) {
+Value g_namespace(Interpreter&, CallArgs& args) {
   auto ns = std::make_shared<NamespaceData>();
   const DictData attrs = build_dict("namespace", args);
   for (const auto& [k, v] : attrs.entries()) {
@@ -84,18 +85,16 @@ Value g_namespace(CallArgs& args) {
 }
 
 // The template's own error: the message is exactly the template's text, so callers can show it to users.
-Value g_raise_exception(CallArgs& args) {
+Value g_raise_exception(Interpreter&, CallArgs& args) {
   ArgBinder a("raise_exception", args, {"message"});
   throw Error(ErrorCode::InvalidArgument, to_str(a.required(0)));
 }
 
-Value g_strftime_now(CallArgs& args) {
+Value g_strftime_now(Interpreter& interp, CallArgs& args) {
   ArgBinder a("strftime_now", args, {"format"});
   const std::string& format = a.string(0);
   if (format.size() > 256) fail("strftime_now() format is longer than 256 characters");
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
+  const std::tm local = interp.now();
   std::string buf(1024, '\0');
   const size_t n = std::strftime(buf.data(), buf.size(), format.c_str(), &local);
   if (n == 0 && !format.empty()) fail("strftime_now() result is empty or too long");

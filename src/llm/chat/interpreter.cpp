@@ -107,8 +107,16 @@ std::string Interpreter::render() {
 }
 
 void Interpreter::tick() {
-  if (++steps_ > kMaxSteps)
-    fail(fmt::format("chat template exceeded {} loop iterations and calls", kMaxSteps));
+  if (++steps_ > max_steps_)
+    fail(fmt::format("chat template exceeded {} loop iterations and calls", max_steps_));
+}
+
+std::tm Interpreter::now() const {
+  if (now_) return *now_;
+  const std::time_t t = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&t, &local);
+  return local;
 }
 
 void Interpreter::locate(Error& err, size_t offset) {

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -44,9 +46,14 @@ class Interpreter {
   Value call_macro(const MacroNode& macro, const std::weak_ptr<Frame>& closure, CallArgs args);
   // Counts one unit of work (a loop iteration or a call) against the render budget.
   void tick();
+  // `now`: the local time strftime_now() formats (unset: the current time); `max_steps`: see tick().
+  void set_options(std::optional<std::tm> now, uint64_t max_steps) {
+    now_ = now;
+    max_steps_ = max_steps;
+  }
+  std::tm now() const;
 
-  static constexpr int kMaxDepth = 400;             // nested evaluations incl. macro calls
-  static constexpr uint64_t kMaxSteps = 1'000'000;  // loop iterations + calls per render
+  static constexpr int kMaxDepth = 400;  // nested evaluations incl. macro calls
 
  private:
   struct DepthGuard {
@@ -80,8 +87,10 @@ class Interpreter {
   Flow flow_ = Flow::Normal;
   int depth_ = 0;
   uint64_t steps_ = 0;
+  uint64_t max_steps_ = 1'000'000;
   bool located_ = false;
   std::vector<Value> block_inputs_;  // rendered bodies of the enclosing filter / set blocks
+  std::optional<std::tm> now_;
 };
 
 }  // namespace rbee::llm::jinja

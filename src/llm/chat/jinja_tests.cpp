@@ -41,7 +41,7 @@ bool t_sequence(Interpreter&, const Value& v, Args& a) {
   no_args("sequence", a);
   return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
 }
-bool t_escaped(Interpreter&, const Value&, Args& a) { return no_args("escaped", a), false; }
+bool t_escaped(Interpreter&, const Value& v, Args& a) { return no_args("escaped", a), v.is_markup(); }
 
 bool check_lower_upper(const Value& v, bool want_lower) {
   const std::string s = to_str(v);

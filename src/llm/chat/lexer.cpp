@@ -413,7 +413,11 @@ class Lexer {
       size_t q = p;
       const char32_t cp = utf8::next(src_, q);
       std::string shown;
-      utf8::append(shown, cp);
+      if (cp >= 0x110000 || cp < 0x20) {  // keep the message valid UTF-8 and printable
+        shown = fmt::format("\\x{:02x}", static_cast<unsigned char>(src_[p]));
+      } else {
+        utf8::append(shown, cp);
+      }
       syntax_error(src_, p, fmt::format("unexpected character '{}'", shown));
     }
     if (c == '(' || c == '[' || c == '{') {

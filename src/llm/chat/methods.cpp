@@ -16,11 +16,54 @@ namespace {
 
 using MethodFn = Value (*)(const Value& self, const CallArgs& args);
 
+// How markupsafe's Markup treats a str method: which arguments it escapes and whether the result is Markup.
+enum class MarkupMode { Plain, EscapeArgs, WrapList, Partition, Join };
+
+MarkupMode markup_mode(std::string_view method) {
+  static const std::unordered_map<std::string_view, MarkupMode> kModes = {
+      {"capitalize", MarkupMode::EscapeArgs}, {"title", MarkupMode::EscapeArgs},
+      {"lower", MarkupMode::EscapeArgs},      {"upper", MarkupMode::EscapeArgs},
+      {"replace", MarkupMode::EscapeArgs},    {"ljust", MarkupMode::EscapeArgs},
+      {"rjust", MarkupMode::EscapeArgs},      {"lstrip", MarkupMode::EscapeArgs},
+      {"rstrip", MarkupMode::EscapeArgs},     {"center", MarkupMode::EscapeArgs},
+      {"strip", MarkupMode::EscapeArgs},      {"swapcase", MarkupMode::EscapeArgs},
+      {"zfill", MarkupMode::EscapeArgs},      {"removeprefix", MarkupMode::EscapeArgs},
+      {"removesuffix", MarkupMode::EscapeArgs}, {"format", MarkupMode::EscapeArgs},
+      {"split", MarkupMode::WrapList},        {"rsplit", MarkupMode::WrapList},
+      {"splitlines", MarkupMode::WrapList},   {"partition", MarkupMode::Partition},
+      {"join", MarkupMode::Join},
+  };
+  auto it = kModes.find(method);
+  return it == kModes.end() ? MarkupMode::Plain : it->second;
+}
+
+Value escape_arg(const Value& v) { return v.is_number() || v.is_none() ? v : escape_markup(v); }
+
 class BoundMethod final : public Callable {
  public:
   BoundMethod(Value self, std::string name, MethodFn fn) : self_(std::move(self)), name_(std::move(name)), fn_(fn) {}
   std::string name() const override { return type_name(self_) + "." + name_; }
-  Value call(Interpreter&, CallArgs args) const override { return fn_(self_, args); }
+  Value call(Interpreter&, CallArgs args) const override {
+    if (!self_.is_markup()) return fn_(self_, args);
+    const MarkupMode mode = markup_mode(name_);
+    if (mode == MarkupMode::EscapeArgs || mode == MarkupMode::Partition) {
+      for (Value& v : args.positional) v = escape_arg(v);
+      for (auto& [k, v] : args.keyword) v = escape_arg(v);
+    } else if (mode == MarkupMode::Join && !args.positional.empty()) {
+      std::vector<Value> items;
+      for (const Value& v : iterate(args.positional[0])) items.push_back(escape_markup(v));
+      args.positional[0] = Value::list(std::move(items));
+    }
+    Value result = fn_(self_, args);
+    if (mode == MarkupMode::Plain) return result;
+    if (result.is_string()) return Value::markup(result.as_string());
+    if (result.is_list()) {
+      std::vector<Value> items;
+      for (const Value& v : result.as_list().items) items.push_back(v.is_string() ? Value::markup(v.as_string()) : v);
+      return result.as_list().is_tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+    }
+    return result;
+  }
 
  private:
   Value self_;

@@ -12,6 +12,28 @@ void check_string_size(size_t bytes) {
   if (bytes > kMaxStringBytes) fail(fmt::format("chat template output exceeds {} bytes", kMaxStringBytes));
 }
 
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Value escape_markup(const Value& v) { return v.is_markup() ? v : Value::markup(html_escape(to_str(v))); }
+
+Value same_kind(const Value& like, std::string result) {
+  return like.is_markup() ? Value::markup(std::move(result)) : Value::string(std::move(result));
+}
+
 namespace {
 
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
@@ -32,10 +54,13 @@ Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
     if (!s.empty() && static_cast<uint64_t>(n) > kMaxStringBytes / s.size()) check_string_size(kMaxStringBytes + 1);
+    const size_t total = s.size() * static_cast<size_t>(n);
     std::string out;
-    out.reserve(s.size() * static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out += s;
-    return Value::string(std::move(out));
+    out.reserve(total);
+    if (!s.empty() && n > 0) out = s;
+    while (!out.empty() && out.size() * 2 <= total) out += out;  // doubling: O(log n) appends
+    out.append(out, 0, total - out.size());
+    return same_kind(seq, std::move(out));
   }
   const ListData& l = seq.as_list();
   if (!l.items.empty() && static_cast<uint64_t>(n) > (kMaxStringBytes / 16) / l.items.size())
@@ -57,8 +82,9 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
   switch (op) {
     case BinaryOp::Concat: {
       std::string s = to_str(a);
-      s += to_str(b);
-      check_string_size(s.size());
+      const std::string t = to_str(b);
+      check_string_size(s.size() + t.size());
+      s += t;
       return Value::string(std::move(s));
     }
     case BinaryOp::Add:
@@ -70,6 +96,8 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
       if (a.is_number() && b.is_number()) return Value::floating(a.as_number() + b.as_number());
       if (a.is_string() && b.is_string()) {
         check_string_size(a.as_string().size() + b.as_string().size());
+        if (a.is_markup() || b.is_markup())  // Markup.__add__/__radd__ escape the plain side
+          return Value::markup(escape_markup(a).as_string() + escape_markup(b).as_string());
         return Value::string(a.as_string() + b.as_string());
       }
       if (a.is_list() && b.is_list() && a.as_list().is_tuple == b.as_list().is_tuple) {
@@ -118,6 +146,22 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
       }
       unsupported("//", a, b);
     case BinaryOp::Mod:
+      if (a.is_markup()) {  // Markup % args escapes every argument that is not already Markup or a number
+        auto esc = [](const Value& v) { return v.is_number() ? v : escape_markup(v); };
+        Value args = b;
+        if (b.is_list() && b.as_list().is_tuple) {
+          std::vector<Value> items;
+          for (const Value& v : b.as_list().items) items.push_back(esc(v));
+          args = Value::tuple(std::move(items));
+        } else if (b.is_dict()) {
+          DictData d;
+          for (const auto& [k, v] : b.as_dict().entries()) d.set(k, esc(v));
+          args = Value::dict(std::move(d));
+        } else {
+          args = esc(b);
+        }
+        return Value::markup(percent_format(a.as_string(), args));
+      }
       if (a.is_string()) return Value::string(percent_format(a.as_string(), b));
       if (a.is_integral() && b.is_integral()) {
         const int64_t x = a.as_int();
@@ -295,7 +339,7 @@ Value get_item(const Value& obj, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) {
             const auto k = static_cast<size_t>(i);
-            return Value::string(obj.as_string().substr(b[k], b[k + 1] - b[k]));
+            return same_kind(obj, obj.as_string().substr(b[k], b[k + 1] - b[k]));
           }
         }
         return Value::undefined(fmt::format("'{}' has no element {}", object_desc(obj), key.as_int()));
@@ -371,7 +415,7 @@ Value get_slice(const Value& obj, const Value* start_v, const Value* stop_v, con
     const auto k = static_cast<size_t>(i);
     out.append(s, bounds[k], bounds[k + 1] - bounds[k]);
   }
-  return Value::string(std::move(out));
+  return same_kind(obj, std::move(out));
 }
 
 }  // namespace rbee::llm::jinja

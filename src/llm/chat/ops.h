@@ -34,6 +34,13 @@ Value get_item(const Value& obj, const Value& key);
 // obj[start:stop:step] for lists, tuples and strings; null parts take Python's defaults.
 Value get_slice(const Value& obj, const Value* start, const Value* stop, const Value* step);
 
+// markupsafe's escape: & < > " ' become entities.
+std::string html_escape(std::string_view s);
+// markupsafe.escape(v): a Markup value stays as it is; anything else is str()-ed, escaped and marked up.
+Value escape_markup(const Value& v);
+// `result` as Markup when `like` is Markup (str methods and filters that markupsafe keeps as Markup).
+Value same_kind(const Value& like, std::string result);
+
 // The list of code points of a string as one-character strings.
 std::vector<Value> string_chars(const std::string& s);
 

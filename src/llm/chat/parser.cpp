@@ -47,9 +47,15 @@ const Token& Parser::expect_name(const char* what) {
   return advance();
 }
 
+void Parser::settle_unknown() {
+  if (!soft_ && !unknown_.empty()) syntax_error(src_, unknown_[0].offset, unknown_[0].message);
+  unknown_.clear();
+}
+
 void Parser::expect_block_end(const char* what) {
   if (cur().type != TokenType::BlockEnd)
     fail_at(cur(), fmt::format("expected end of statement block after {}, got {}", what, describe(cur())));
+  settle_unknown();
   advance();
 }
 
@@ -76,6 +82,7 @@ Body Parser::parse_body(std::initializer_list<std::string_view> end_names, std::
         ExprPtr e = parse_tuple();
         if (cur().type != TokenType::VarEnd)
           fail_at(cur(), "expected end of print statement '}}', got " + describe(cur()));
+        settle_unknown();
         advance();
         body.push_back(std::make_unique<OutputNode>(t.offset, std::move(e)));
         break;
@@ -110,6 +117,15 @@ Body Parser::parse_body(std::initializer_list<std::string_view> end_names, std::
   }
 }
 
+Body Parser::parse_scoped_body(std::initializer_list<std::string_view> end_names, std::string* which,
+                               const Token& opener) {
+  const bool saved_soft = soft_;
+  soft_ = false;  // loop, macro and block bodies get a new (not soft) frame in Jinja
+  Body body = parse_body(end_names, which, opener);
+  soft_ = saved_soft;
+  return body;
+}
+
 NodePtr Parser::parse_statement() {
   const Token& open = advance();  // '{%'
   const Token& tag = cur();
@@ -131,7 +147,7 @@ NodePtr Parser::parse_statement() {
     expect_block_end("'generation'");
     auto node = std::make_unique<ScopeNode>(open.offset);
     std::string which;
-    node->body = parse_body({"endgeneration"}, &which, open);
+    node->body = parse_scoped_body({"endgeneration"}, &which, open);
     expect_block_end("'endgeneration'");
     return node;
   }
@@ -183,11 +199,11 @@ NodePtr Parser::parse_for(const Token& open) {
   expect_block_end("the for loop header");
   ++loop_depth_;
   std::string which;
-  node->body = parse_body({"endfor", "else"}, &which, open);
+  node->body = parse_scoped_body({"endfor", "else"}, &which, open);
   --loop_depth_;
   if (which == "else") {
     expect_block_end("'else'");
-    node->else_body = parse_body({"endfor"}, &which, open);
+    node->else_body = parse_scoped_body({"endfor"}, &which, open);
   }
   expect_block_end("'endfor'");
   return node;
@@ -195,6 +211,8 @@ NodePtr Parser::parse_for(const Token& open) {
 
 NodePtr Parser::parse_if(const Token& open) {
   auto node = std::make_unique<IfNode>(open.offset);
+  const bool saved_soft = soft_;
+  soft_ = true;
   ExprPtr cond = parse_tuple(true);
   while (true) {
     expect_block_end("the if condition");
@@ -209,6 +227,7 @@ NodePtr Parser::parse_if(const Token& open) {
       expect_block_end("'else'");
       node->else_body = parse_body({"endif"}, &which, open);
     }
+    soft_ = saved_soft;
     expect_block_end("'endif'");
     return node;
   }
@@ -230,7 +249,7 @@ NodePtr Parser::parse_set(const Token& open) {
   expect_block_end("the set block header");
   std::string which;
   const int saved_loop_depth = loop_depth_;
-  node->body = parse_body({"endset"}, &which, open);
+  node->body = parse_scoped_body({"endset"}, &which, open);
   loop_depth_ = saved_loop_depth;
   expect_block_end("'endset'");
   return node;
@@ -259,7 +278,7 @@ NodePtr Parser::parse_macro(const Token& open) {
   const int saved_loop_depth = loop_depth_;
   loop_depth_ = 0;  // break/continue cannot cross a macro boundary
   std::string which;
-  node->body = parse_body({"endmacro"}, &which, open);
+  node->body = parse_scoped_body({"endmacro"}, &which, open);
   loop_depth_ = saved_loop_depth;
   if (cur().type == TokenType::Name && cur().value == node->name) advance();  // {% endmacro name %}
   expect_block_end("'endmacro'");
@@ -272,7 +291,7 @@ NodePtr Parser::parse_filter_block(const Token& open) {
   node->filter = parse_filter_chain(std::make_unique<BlockInputExpr>(cur().offset));
   expect_block_end("the filter block header");
   std::string which;
-  node->body = parse_body({"endfilter"}, &which, open);
+  node->body = parse_scoped_body({"endfilter"}, &which, open);
   expect_block_end("'endfilter'");
   return node;
 }
@@ -287,7 +306,7 @@ NodePtr Parser::parse_with(const Token& open) {
   }
   expect_block_end("the with header");
   std::string which;
-  node->body = parse_body({"endwith"}, &which, open);
+  node->body = parse_scoped_body({"endwith"}, &which, open);
   expect_block_end("'endwith'");
   return node;
 }

@@ -39,13 +39,19 @@ ExprPtr Parser::parse_tuple(bool with_condexpr, std::initializer_list<std::strin
 
 ExprPtr Parser::parse_condexpr() {
   const size_t offset = cur().offset;
+  const size_t unknown_mark = unknown_.size();
   ExprPtr expr = parse_or();
+  bool conditional = false;
   while (skip_name("if")) {
+    conditional = true;
     ExprPtr cond = parse_or();
     ExprPtr otherwise;
     if (skip_name("else")) otherwise = parse_condexpr();
     expr = std::make_unique<CondExpr>(offset, std::move(cond), std::move(expr), std::move(otherwise));
   }
+  // Jinja compiles a conditional expression in a "soft" frame: unknown filters and tests in it are errors only
+  // when they are evaluated.
+  if (conditional) unknown_.resize(unknown_mark);
   return expr;
 }
 
@@ -343,7 +349,7 @@ ExprPtr Parser::parse_filter(ExprPtr node) {
     name += "." + expect_name("a filter name").value;
   }
   const FilterFn fn = find_filter(name);
-  if (!fn) fail_at(name_tok, fmt::format("no filter named '{}'", name));
+  if (!fn) unknown_.push_back({name_tok.offset, fmt::format("no filter named '{}'", name)});
   auto filter = std::make_unique<FilterExpr>(bar.offset, std::move(node), std::move(name), fn);
   if (is_op("(")) filter->args = parse_call_args();
   return filter;
@@ -353,7 +359,7 @@ ExprPtr Parser::parse_filter_chain(ExprPtr input) {
   skip_op("|");
   const Token& name_tok = expect_name("a filter name");
   const FilterFn fn = find_filter(name_tok.value);
-  if (!fn) fail_at(name_tok, fmt::format("no filter named '{}'", name_tok.value));
+  if (!fn) unknown_.push_back({name_tok.offset, fmt::format("no filter named '{}'", name_tok.value)});
   auto filter = std::make_unique<FilterExpr>(name_tok.offset, std::move(input), name_tok.value, fn);
   if (is_op("(")) filter->args = parse_call_args();
   ExprPtr node = std::move(filter);
@@ -371,7 +377,7 @@ ExprPtr Parser::parse_test(ExprPtr node) {
     name += "." + expect_name("a test name").value;
   }
   const TestFn fn = find_test(name);
-  if (!fn) fail_at(name_tok, fmt::format("no test named '{}'", name));
+  if (!fn) unknown_.push_back({name_tok.offset, fmt::format("no test named '{}'", name)});
   auto test = std::make_unique<TestExpr>(is_tok.offset, std::move(node), std::move(name), fn, negated);
   const TokenType t = cur().type;
   if (is_op("(")) {

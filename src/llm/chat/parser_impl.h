@@ -32,6 +32,8 @@ class Parser {
   // ---- statements (parser.cpp) ----
   // Parses until a block tag whose name is in `end_names`; consumes `{%` and that name, and stores it in `which`.
   Body parse_body(std::initializer_list<std::string_view> end_names, std::string* which, const Token& opener);
+  // parse_body with a new, not soft, scope (see soft_).
+  Body parse_scoped_body(std::initializer_list<std::string_view> end_names, std::string* which, const Token& opener);
   NodePtr parse_statement();
   NodePtr parse_for(const Token& tag);
   NodePtr parse_if(const Token& tag);
@@ -105,6 +107,16 @@ class Parser {
   size_t pos_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;  // for loops around the current statement (break/continue are only valid inside)
+  // Unknown filter/test names seen in the current tag. Jinja reports them when compiling, except inside an
+  // if/elif/else (condition and body) or a conditional expression, where it fails only if they are evaluated:
+  // `soft_` marks such a context, and a tag that ends outside one turns `unknown_` into a syntax error.
+  struct Unknown {
+    size_t offset;
+    std::string message;
+  };
+  std::vector<Unknown> unknown_;
+  bool soft_ = false;
+  void settle_unknown();
 };
 
 }  // namespace rbee::llm::jinja

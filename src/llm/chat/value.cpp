@@ -53,6 +53,12 @@ Value Value::string(std::string s) {
   return v;
 }
 
+Value Value::markup(std::string s) {
+  Value v = string(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
 namespace {
 Value make_list(std::vector<Value> items, bool tuple) {
   auto data = std::make_shared<ListData>();
@@ -374,7 +380,7 @@ std::string repr(const Value& v) {
     case Value::Kind::Float:
       return float_repr(v.as_number());
     case Value::Kind::String:
-      return string_repr(v.as_string());
+      return v.is_markup() ? "Markup(" + string_repr(v.as_string()) + ")" : string_repr(v.as_string());
     case Value::Kind::List: {
       const ListData& l = v.as_list();
       std::string out = l.is_tuple ? "(" : "[";

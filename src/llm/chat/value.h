@@ -86,6 +86,9 @@ class Value {
   static Value integer(int64_t i);
   static Value floating(double d);
   static Value string(std::string s);
+  // A markupsafe.Markup string (what `|safe` and `|escape` return): `+`, `%` and most str methods HTML-escape
+  // their plain-string operands when combined with it, exactly as Python does in HF's templates.
+  static Value markup(std::string s);
   static Value list(std::vector<Value> items);
   static Value list_from(std::shared_ptr<const ListData> data);  // data->depth must be set
   static Value tuple(std::vector<Value> items);
@@ -101,6 +104,7 @@ class Value {
   bool is_int() const { return kind_ == Kind::Int; }
   bool is_float() const { return kind_ == Kind::Float; }
   bool is_string() const { return kind_ == Kind::String; }
+  bool is_markup() const { return kind_ == Kind::String && markup_; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_namespace() const { return kind_ == Kind::Namespace; }
@@ -127,6 +131,7 @@ class Value {
 
  private:
   Kind kind_;
+  bool markup_ = false;
   std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const ListData>,
                std::shared_ptr<const DictData>, std::shared_ptr<NamespaceData>, std::shared_ptr<const Object>,
                std::shared_ptr<const Callable>>

@@ -116,6 +116,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
       spec.merges.emplace_back(merges[i].substr(0, sp), merges[i].substr(sp + 1));
     }
     spec.bpe.ignore_merges = is_llama3_family(pre) || pre == "tekken";
+    // A byte-level vocabulary missing one of the 256 byte characters drops that byte, as HF tokenizers does
+    // (llama.cpp has no answer there); the unk token is not used.
+    spec.bpe_drop_unknown = true;
     RBEE_WITH_CONTEXT(fmt::format("tokenizer ({})", source), spec.pre_tokenizer = PreTokenizer::for_gguf_pre(pre));
     spec.decoder.byte_level = true;
   }

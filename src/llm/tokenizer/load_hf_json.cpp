@@ -18,16 +18,21 @@ namespace {
 
 using nlohmann::json;
 
-// Reads and parses a JSON file; Error(NotFound) when absent, Error(Io) with the parser's byte offset when not JSON.
-json read_json(const std::string& path) {
+// Reads a file; Error(NotFound) when it cannot be opened.
+std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   RBEE_CHECK_CODE(in.good(), ErrorCode::NotFound, "tokenizer: cannot open '{}'", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  return ss.str();
+}
+
+// Parses JSON text; Error(Io) with the parser's byte offset when it is not JSON.
+json parse_json(std::string_view text, const std::string& name) {
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
-    RBEE_THROW(ErrorCode::Io, "tokenizer: '{}' is not valid JSON (byte {}): {}", path, e.byte, e.what());
+    RBEE_THROW(ErrorCode::Io, "tokenizer: '{}' is not valid JSON (byte {}): {}", name, e.byte, e.what());
   }
 }
 
@@ -262,11 +267,29 @@ std::optional<std::string> config_token(const json& cfg, const char* key) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path) {
-  const json root = read_json(tokenizer_json_path);
-  const Reader r(tokenizer_json_path);
+  const std::string text = read_text(tokenizer_json_path);
+  // tokenizer_config.json and generation_config.json are optional companions in the same folder.
+  const std::filesystem::path dir = std::filesystem::path(tokenizer_json_path).parent_path();
+  auto companion = [&](const char* name) -> std::optional<std::string> {
+    const std::filesystem::path p = dir / name;
+    if (!std::filesystem::exists(p)) return std::nullopt;
+    return read_text(p.string());
+  };
+  const auto config = companion("tokenizer_config.json");
+  const auto generation = companion("generation_config.json");
+  return tokenizer_from_hf_json_text(text, config ? &*config : nullptr, generation ? &*generation : nullptr,
+                                     tokenizer_json_path);
+}
+
+std::unique_ptr<Tokenizer> tokenizer_from_hf_json_text(std::string_view tokenizer_json,
+                                                       const std::string* tokenizer_config,
+                                                       const std::string* generation_config,
+                                                       const std::string& source) {
+  const json root = parse_json(tokenizer_json, source);
+  const Reader r(source);
   r.object(root, "the top level");
   TokenizerSpec spec;
-  spec.source = tokenizer_json_path;
+  spec.source = source;
 
   // ---- model: vocabulary and merges
   const auto model_it = root.find("model");
@@ -368,11 +391,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_
   RBEE_WITH_CONTEXT("post_processor", parse_post_processor(r, root.value("post_processor", json()), spec));
 
   // ---- tokenizer_config.json and generation_config.json: special token names and BOS/EOS flags
-  const std::filesystem::path dir = std::filesystem::path(tokenizer_json_path).parent_path();
-  const std::filesystem::path cfg_path = dir / "tokenizer_config.json";
-  if (std::filesystem::exists(cfg_path)) {
-    const json cfg = read_json(cfg_path.string());
-    const Reader cr(cfg_path.string());
+  if (tokenizer_config != nullptr) {
+    const std::string cfg_name = source + ": tokenizer_config.json";
+    const json cfg = parse_json(*tokenizer_config, cfg_name);
+    const Reader cr(cfg_name);
     cr.object(cfg, "the top level");
     auto id_of = [&](const char* key) -> TokenId {
       const auto name = config_token(cfg, key);
@@ -385,15 +407,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_
     if (const TokenId id = id_of("bos_token"); id >= 0) spec.bos_id = id;
     if (const TokenId id = id_of("eos_token"); id >= 0) spec.eos_id = id;
     if (const TokenId id = id_of("pad_token"); id >= 0) spec.pad_id = id;
-    if (const TokenId id = id_of("unk_token"); id >= 0 && spec.unk_id < 0) spec.unk_id = id;
+    // unk_token is not read: it only names a token for transformers, while the model's own unk_token (above)
+    // decides what BPE emits for characters outside the vocabulary (HF tokenizers drops them when there is none).
     // Explicit flags win over the post-processor, as transformers' Llama tokenizers rebuild it from them.
     spec.add_bos = cr.boolean(cfg, "add_bos_token", spec.add_bos);
     spec.add_eos = cr.boolean(cfg, "add_eos_token", spec.add_eos);
   }
-  const std::filesystem::path gen_path = dir / "generation_config.json";
-  if (std::filesystem::exists(gen_path)) {
-    const json gen = read_json(gen_path.string());
-    const Reader gr(gen_path.string());
+  if (generation_config != nullptr) {
+    const std::string gen_name = source + ": generation_config.json";
+    const json gen = parse_json(*generation_config, gen_name);
+    const Reader gr(gen_name);
     if (gen.is_object() && gen.contains("eos_token_id")) {
       const json& e = gen["eos_token_id"];
       if (e.is_array()) {
@@ -408,7 +431,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_
   try {
     return make_tokenizer(std::move(spec));
   } catch (Error& e) {
-    e.add_context(fmt::format("loading tokenizer '{}'", tokenizer_json_path));
+    e.add_context(fmt::format("loading tokenizer '{}'", source));
     throw;
   }
 }

@@ -57,7 +57,7 @@ class TokenizerImpl final : public Tokenizer {
     }
 
     if (spec_.model == ModelKind::Bpe) {
-      spec_.bpe.unk_id = spec_.unk_id;
+      spec_.bpe.unk_id = spec_.bpe_drop_unknown ? -1 : spec_.unk_id;
       bpe_.emplace(spec_.vocab, spec_.merges, spec_.bpe);
     } else {
       spm_.emplace(spec_.vocab, spec_.unk_id);

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;  // Bpe only, in priority order
   BpeOptions bpe;
   TokenId unk_id = -1;
+  bool bpe_drop_unknown = false;  // Bpe: characters outside the vocabulary are dropped even when unk_id is set
   Normalizer normalizer;
   PreTokenizer pre_tokenizer;
   DecoderSpec decoder;
@@ -49,6 +51,13 @@ struct TokenizerSpec {
 
 // Validates every id in `spec` against the vocabulary and builds the tokenizer.
 std::unique_ptr<Tokenizer> make_tokenizer(TokenizerSpec spec);
+
+// Tokenizer::from_hf_json on texts instead of files (tests, fuzzing): tokenizer_config / generation_config are
+// the companion files' texts, nullptr when absent. `source` names the input in errors.
+std::unique_ptr<Tokenizer> tokenizer_from_hf_json_text(std::string_view tokenizer_json,
+                                                       const std::string* tokenizer_config,
+                                                       const std::string* generation_config,
+                                                       const std::string& source);
 
 // Ids of well-known end-of-turn tokens present in `vocab` (llama.cpp's heuristic for models whose metadata
 // names only EOS): "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", ...
