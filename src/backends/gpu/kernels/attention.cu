@@ -4,7 +4,8 @@
 // Rows: for one (batch, kv head) the rows are the (query i, head g of the kv head's group) pairs, query-major
 // (r = i * group + g), so grouped-query heads share every key and value tile. A block takes BQ consecutive rows
 // (kThreadsPerRow threads each) and walks the keys they may see in tiles of BK keys held in shared memory with
-// the block's (scaled) queries: scores for its keys, then the online-softmax update (running max m and sum l
+// the block's (scaled) queries (large head dims go through shared memory in chunks, their partial dot products
+// summed in registers): scores for its keys, then the online-softmax update (running max m and sum l
 // per row, the output rescaled by exp(m_old - m_new)), then the probability-weighted values added to the row's
 // output, which stays in registers (each thread owns every kThreadsPerRow-th output column).
 // Masking per row: query i sits at position p = Tk - Tq + i; causal keeps keys <= p, a window keeps keys
@@ -31,6 +32,7 @@ struct AttnGeometry {
   int64_t batch, q_heads, kv_heads, group, tq, tk, dim, dim_v;
   int64_t rows;        // rows per (batch, kv head) = group * tq
   int bq, bk;          // rows per block, keys per tile
+  int64_t dc;          // head dims of q and k held in shared memory at once
   int64_t row_tiles;   // ceil(rows / bq)
   int64_t items;       // batch * kv_heads * row_tiles
   int64_t splits;      // key-range splits per item
@@ -67,19 +69,24 @@ __device__ inline C row_sum(C v) {
 }
 
 // One block per (item, split). kO: output columns each thread may own (>= ceil(dim_v / kThreadsPerRow)).
-// part_ml [items * splits * bq * 2], part_o [items * splits * bq * dim_v]: partial states (splits > 1 only).
+// Shared memory: the queries and keys of one tile, `dc` head dims at a time (one chunk when dc >= dim), the
+// tile's values and the probabilities. part_ml [items * splits * bq * 2], part_o [items * splits * bq * dim_v]:
+// partial states (splits > 1 only).
 template <class T, int kO>
 __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometry g, T* out, compute_t<T>* part_ml,
                                  compute_t<T>* part_o) {
   using C = compute_t<T>;
-  const int64_t dim = g.dim, dim_v = g.dim_v;
+  const int64_t dim = g.dim, dim_v = g.dim_v, dc = g.dc;
   const int bq = g.bq, bk = g.bk;
-  C* qs = dynamic_smem<C>();         // [bq][dim + 1]
-  C* ks = qs + bq * (dim + 1);       // [bk][dim + 1]
-  C* vs = ks + bk * (dim + 1);       // [bk][dim_v]
+  C* qs = dynamic_smem<C>();         // [bq][dc + 1]
+  C* ks = qs + bq * (dc + 1);        // [bk][dc + 1]
+  C* vs = ks + bk * (dc + 1);        // [bk][dim_v]
   C* ps = vs + bk * dim_v;           // [bq][bk + 1]
   const int r = threadIdx.x / kThreadsPerRow, lane = threadIdx.x % kThreadsPerRow;
   const C neg_inf = -(C)INFINITY;
+  const bool one_chunk = dc >= dim;
+  const int64_t chunks = one_chunk ? 1 : ceil_div(dim, dc);
+  const int keys_per_thread = bk / kThreadsPerRow;
 
   for (int64_t work = blockIdx.x; work < g.items * g.splits; work += gridDim.x) {
     const int64_t item = work / g.splits, split = work % g.splits;
@@ -103,17 +110,20 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
       begin = split_begin;
     }
 
-    // Scaled queries.
+    // Head dims [d0, d0 + width) of the block's scaled queries.
     const T* qbase = q + b * g.qs0 + kvh * g.group * g.qs1;
-    for (int64_t e = threadIdx.x; e < bq * dim; e += blockDim.x) {
-      const int64_t rr = e / dim, d = e % dim, grr = row0 + rr;
-      C val = 0;
-      if (grr < g.rows) {
-        const T* src = qbase + (grr % g.group) * g.qs1 + (grr / g.group) * g.qs2;
-        val = load(src + d) * (C)g.scale;
+    auto load_queries = [&](int64_t d0, int64_t width) {
+      for (int64_t e = threadIdx.x; e < bq * width; e += blockDim.x) {
+        const int64_t rr = e / width, d = e % width, grr = row0 + rr;
+        C val = 0;
+        if (grr < g.rows) {
+          const T* src = qbase + (grr % g.group) * g.qs1 + (grr / g.group) * g.qs2;
+          val = load(src + d0 + d) * (C)g.scale;
+        }
+        qs[rr * (dc + 1) + d] = val;
       }
-      qs[rr * (dim + 1) + d] = val;
-    }
+    };
+    if (one_chunk) load_queries(0, dim);
 
     C m = neg_inf, l = 0;
     C o[kO];
@@ -123,35 +133,51 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
     const T* kbase = k + b * g.ks0 + kvh * g.ks1;
     const T* vbase = v + b * g.vs0 + kvh * g.vs1;
     for (int64_t kb = begin; kb < end; kb += bk) {
-      __syncthreads();  // the previous tile's readers are done (and the queries are stored)
-      for (int64_t e = threadIdx.x; e < bk * dim; e += blockDim.x) {
-        const int64_t j = e / dim, d = e % dim;
-        ks[j * (dim + 1) + d] = kb + j < end ? load(kbase + (kb + j) * g.ks2 + d) : C(0);
-      }
-      for (int64_t e = threadIdx.x; e < bk * dim_v; e += blockDim.x) {
-        const int64_t j = e / dim_v, c = e % dim_v;
-        vs[j * dim_v + c] = kb + j < end ? load(vbase + (kb + j) * g.vs2 + c) : C(0);
-      }
-      __syncthreads();
-
-      // Scores of this thread's keys j = lane + kThreadsPerRow * u.
+      // Scores of this thread's keys j = lane + kThreadsPerRow * u, summed over the head-dim chunks.
+      bool visible[kMaxKeysPerThread];
       C s[kMaxKeysPerThread];
-      C tile_max = neg_inf;
-      const int keys_per_thread = bk / kThreadsPerRow;
 #pragma unroll
       for (int u = 0; u < kMaxKeysPerThread; ++u) {
-        s[u] = neg_inf;
-        if (u >= keys_per_thread) continue;
-        const int j = lane + kThreadsPerRow * u;
-        const int64_t key = kb + j;
-        if (!active || key < lo || key >= hi || key >= end) continue;
-        const C* qr = qs + r * (dim + 1);
-        const C* kr = ks + j * (dim + 1);
-        C dot = 0;
-        for (int64_t d = 0; d < dim; ++d) dot += qr[d] * kr[d];
-        if (g.softcap > 0) dot = (C)g.softcap * tanh(dot / (C)g.softcap);
-        s[u] = dot;
-        tile_max = dot > tile_max ? dot : tile_max;
+        const int64_t key = kb + lane + kThreadsPerRow * u;
+        visible[u] = u < keys_per_thread && active && key >= lo && key < hi && key < end;
+        s[u] = 0;
+      }
+      // At least one pass, so the values are loaded and the barriers met even for head dim 0.
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t d0 = chunk * dc, width = dim - d0 < dc ? dim - d0 : dc;
+        __syncthreads();  // the previous readers of these buffers are done (and the queries are stored)
+        if (!one_chunk) load_queries(d0, width);
+        for (int64_t e = threadIdx.x; e < bk * width; e += blockDim.x) {
+          const int64_t j = e / width, d = e % width;
+          ks[j * (dc + 1) + d] = kb + j < end ? load(kbase + (kb + j) * g.ks2 + d0 + d) : C(0);
+        }
+        if (chunk == 0) {
+          for (int64_t e = threadIdx.x; e < bk * dim_v; e += blockDim.x) {
+            const int64_t j = e / dim_v, c = e % dim_v;
+            vs[j * dim_v + c] = kb + j < end ? load(vbase + (kb + j) * g.vs2 + c) : C(0);
+          }
+        }
+        __syncthreads();
+        const C* qr = qs + r * (dc + 1);
+#pragma unroll
+        for (int u = 0; u < kMaxKeysPerThread; ++u) {
+          if (!visible[u]) continue;
+          const C* kr = ks + (lane + kThreadsPerRow * u) * (dc + 1);
+          C dot = 0;
+          for (int64_t d = 0; d < width; ++d) dot += qr[d] * kr[d];
+          s[u] += dot;
+        }
+      }
+
+      C tile_max = neg_inf;
+#pragma unroll
+      for (int u = 0; u < kMaxKeysPerThread; ++u) {
+        if (!visible[u]) {
+          s[u] = neg_inf;
+          continue;
+        }
+        if (g.softcap > 0) s[u] = (C)g.softcap * tanh(s[u] / (C)g.softcap);
+        tile_max = s[u] > tile_max ? s[u] : tile_max;
       }
       const C m_new_raw = row_max(tile_max);
       const C m_new = m_new_raw > m ? m_new_raw : m;
@@ -161,7 +187,7 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
 #pragma unroll
       for (int u = 0; u < kMaxKeysPerThread; ++u) {
         if (u >= keys_per_thread) continue;
-        const C p = s[u] == neg_inf ? C(0) : exp_c(s[u] - m_new);
+        const C p = visible[u] ? exp_c(s[u] - m_new) : C(0);
         ps[r * (bk + 1) + lane + kThreadsPerRow * u] = p;
         psum += p;
       }
@@ -236,8 +262,8 @@ __global__ void attention_merge_kernel(const compute_t<T>* part_ml, const comput
 }
 
 template <class T>
-size_t attention_smem(int64_t dim, int64_t dim_v, int bq, int bk) {
-  return (size_t)(bq * (dim + 1) + bk * (dim + 1) + bk * dim_v + bq * (bk + 1)) * sizeof(compute_t<T>);
+size_t attention_smem(int64_t dc, int64_t dim_v, int bq, int bk) {
+  return (size_t)(bq * (dc + 1) + bk * (dc + 1) + bk * dim_v + bq * (bk + 1)) * sizeof(compute_t<T>);
 }
 
 template <class T, int kO>
@@ -294,20 +320,25 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
 
   visit_float_storage(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    // The largest tiles whose shared memory fits the portable limit.
+    // The largest tiles whose shared memory fits the portable limit, with all head dims of q and k at once if
+    // possible, else in chunks.
     constexpr int kTiles[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8}};
     size_t smem = 0;
     for (const auto& t : kTiles) {
-      smem = attention_smem<T>(g.dim, g.dim_v, t[0], t[1]);
-      if (smem <= kAttnSmemBytes) {
-        g.bq = t[0];
-        g.bk = t[1];
-        break;
+      for (const int64_t dc : {g.dim, (int64_t)128, (int64_t)64, (int64_t)32}) {
+        if (dc > g.dim || g.bq > 0) continue;
+        smem = attention_smem<T>(dc, g.dim_v, t[0], t[1]);
+        if (smem <= kAttnSmemBytes) {
+          g.bq = t[0];
+          g.bk = t[1];
+          g.dc = dc;
+        }
       }
+      if (g.bq > 0) break;
     }
     RBEE_CHECK_CODE(g.bq > 0, ErrorCode::Unsupported,
-                    "attention: head dims {} (q, k) and {} (v) need more shared memory than the GPU kernel's tiles "
-                    "allow for {}", g.dim, g.dim_v, dtype_name(q.dtype()));
+                    "attention: value head dim {} needs more shared memory than the GPU kernel's tiles allow for {}",
+                    g.dim_v, dtype_name(q.dtype()));
     g.row_tiles = ceil_div(g.rows, g.bq);
     g.items = g.batch * g.kv_heads * g.row_tiles;
     // Split the keys when the items alone would leave multiprocessors idle and the keys are many.
