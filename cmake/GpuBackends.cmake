@@ -61,3 +61,17 @@ if(RBEE_HIP)
   find_library(RBEE_AMDHIP64 amdhip64 REQUIRED)
   target_link_libraries(rbee_backend_rocm PRIVATE rbee_engine ${RBEE_AMDHIP64} ${CMAKE_DL_LIBS})
 endif()
+
+# ---- GPU op microbenchmarks ----------------------------------------------------------------------------------
+# A plain program (prints a table) next to the plug-ins, which it loads at run time like the workers do.
+if((RBEE_CUDA OR RBEE_HIP) AND RBEE_BUILD_BENCH)
+  add_executable(rbee_bench_gpu ${PROJECT_SOURCE_DIR}/bench/gpu/bench_gpu_ops.cpp)
+  target_link_libraries(rbee_bench_gpu PRIVATE rbee_engine)
+  set_target_properties(rbee_bench_gpu PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  if(RBEE_CUDA)
+    add_dependencies(rbee_bench_gpu rbee_backend_cuda)
+  endif()
+  if(RBEE_HIP)
+    add_dependencies(rbee_bench_gpu rbee_backend_rocm)
+  endif()
+endif()

@@ -52,6 +52,7 @@ const std::vector<MatShape> kShapes = {
     {70, 520, 45},   // several K blocks, threaded, edge tiles
     {9, 20, 4200},   // two N blocks
     {130, 70, 150},  // several row blocks per thread
+    {160, 40, 200},  // both sides past one 128 x 128 GPU tile
 };
 
 // Tolerance for a K-term dot product of inputs in [-1, 1], summed in f32 and stored as `dtype`.

@@ -25,7 +25,8 @@ std::string dtype_layout_name(const ::testing::TestParamInfo<DTypeLayoutParam>& 
 size_t bytes_of(const Shape& shape, DType dtype) { return (size_t)(shape.numel() * dtype_type_size(dtype)); }
 
 // Shapes for the row-wise ops: odd sizes for SIMD tails, and one big enough to run on several threads.
-const std::vector<Shape> kRowShapes = {Shape{3, 5, 67}, Shape{48, 520}};
+// The last one is longer than a GPU block keeps in shared memory.
+const std::vector<Shape> kRowShapes = {Shape{3, 5, 67}, Shape{48, 520}, Shape{2, 9000}};
 
 // ------------------------------------------------------------------------------------------ rms / layer norm
 // out = (x - mean) / sqrt(var + eps) * w + b, with mean = 0 and var = mean(x^2) for the RMS variant.
@@ -116,7 +117,8 @@ TEST_P(GroupNormConformance, MatchesDoubleReference) {
     int groups;
   };
   // [N, C, H, W] with small odd planes, and an SD-like [N, C, H, W] large enough for several threads.
-  for (const Case& c : {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2}}) {
+  // The last has groups of 20000 values, which the GPU reduces in several blocks.
+  for (const Case& c : {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2}, Case{{1, 4, 100, 100}, 2}}) {
     SCOPED_TRACE(c.shape.to_string());
     const int64_t batch = c.shape[0], channels = c.shape[1];
     const int64_t spatial = c.shape.numel() / (batch * channels);
@@ -458,6 +460,9 @@ const AttnCase kAttnCases[] = {
     {"decode_batch", 3, 4, 4, 1, 300, 32, 32, true, 0, 0, 0},
     {"queries_past_keys", 1, 2, 1, 10, 6, 16, 16, true, 0, 0, 0},
     {"odd_dims", 1, 3, 1, 5, 9, 13, 7, false, 0, 0, 0.7f},
+    {"head_dim_128", 1, 4, 2, 40, 40, 128, 128, true, 0, 0, 0},    // GPU: more columns per thread
+    {"head_dim_256_decode", 1, 2, 1, 1, 300, 256, 256, true, 0, 0, 0},  // GPU: smallest tiles (f64)
+    {"head_dim_200_chunks", 1, 2, 1, 3, 90, 200, 72, true, 0, 0, 0},    // GPU f64: q.k in chunks 64,64,64,8
 };
 
 // q/k/v layouts: contiguous [B, H, T, D]; permuted from [B, T, H, D] storage (the usual projection output);

@@ -329,12 +329,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, SoftmaxConformance,
                                   axis_name(std::get<3>(info.param));
                          });
 
-// Long rows (several summation blocks, a vector tail) and enough rows for the thread pool.
+// Long rows (several summation blocks, a vector tail; rows past what a GPU block keeps in shared memory) and
+// enough rows for the thread pool.
 class SoftmaxLarge : public ::testing::TestWithParam<BackendDTypeParam> {};
 TEST_P(SoftmaxLarge, MatchesDoubleReference) {
   const auto& [backend, dtype] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
-  for (const Shape& shape : {Shape{3, 4099}, Shape{300, 257}}) {
+  for (const Shape& shape : {Shape{3, 4099}, Shape{300, 257}, Shape{2, 20011}}) {
     const auto values = random_values(shape.numel(), dtype, 77, -12, 12);
     poison_allocations(*device, (size_t)(shape.numel() * dtype_type_size(dtype)));
     const Tensor out = ops::softmax(make_tensor(values, shape, dtype, *device));
@@ -444,6 +445,45 @@ TEST_P(ArgsortLarge, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, ArgsortLarge,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::Values(DType::F32, DType::I64)),
+                         backend_dtype_name);
+
+// Rows longer than a GPU block sorts in shared memory (a few thousand entries; fewer for 64-bit keys), so the
+// multi-pass merge runs; ties and NaNs included, both directions.
+class ArgsortLongRows : public ::testing::TestWithParam<BackendDTypeParam> {};
+TEST_P(ArgsortLongRows, MatchesReference) {
+  const auto& [backend, dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  for (const Shape& shape : {Shape{2, 3000}, Shape{3, 9001}}) {
+    auto values = reduce_inputs(ReduceOp::Max, dtype, shape.numel(), 93);
+    if (is_floating(dtype)) {
+      for (int64_t i = 5; i < shape.numel(); i += 997) values[(size_t)i] = kNaN;
+    }
+    const Tensor x = make_tensor(values, shape, dtype, *device);
+    for (const bool ascending : {true, false}) {
+      // Stable order with NaN above every number.
+      std::vector<double> want(values.size());
+      const int64_t n = shape[1];
+      for (int64_t r = 0; r < shape[0]; ++r) {
+        const double* row = values.data() + r * n;
+        std::vector<int64_t> order((size_t)n);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+          const double a = row[i], b = row[j];
+          if (std::isnan(a) || std::isnan(b)) return ascending ? !std::isnan(a) && std::isnan(b)
+                                                               : std::isnan(a) && !std::isnan(b);
+          return ascending ? a < b : a > b;
+        });
+        for (int64_t j = 0; j < n; ++j) want[(size_t)(r * n + j)] = (double)order[(size_t)j];
+      }
+      EXPECT_TRUE(all_close(to_doubles(ops::argsort(x, 1, ascending)), want, {0, 0}))
+          << shape.to_string() << (ascending ? " ascending" : " descending");
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, ArgsortLongRows,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::Values(DType::F32, DType::F16, DType::F64, DType::I64,
+                                                              DType::U8)),
                          backend_dtype_name);
 
 // ---------------------------------------------------------------------------------------------- errors

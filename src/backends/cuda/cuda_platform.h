@@ -91,5 +91,14 @@ __device__ __forceinline__ float half_to_float(__half h) { return __half2float(h
 __device__ __forceinline__ __half float_to_half(float f) { return __float2half_rn(f); }
 // 4 x int8 dot product accumulate (dp4a).
 __device__ __forceinline__ int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
+
+// ---- used by the reduce / index / matmul / nn / conv kernels (gpu-ops) ----
+__device__ __forceinline__ double shfl_xor(double v, int mask, int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+// *addr = min(*addr, v) atomically; returns the old value.
+__device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMin(addr, v);
+}
 }  // namespace rbee::gpu
 #endif

@@ -1,7 +1,9 @@
 #include "backends/gpu/gpu_device.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "rbee/core/tensor.h"
@@ -32,7 +34,12 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
         activate();
         device_free(p);
       });
-  blas_ = make_vendor_blas(&blas_note_);
+  // RBEE_GPU_BLAS=off runs every GEMM on rbee's own kernel (to measure or test the ROCm fallback anywhere).
+  if (const char* env = std::getenv("RBEE_GPU_BLAS"); env && std::string_view(env) == "off") {
+    blas_note_ = "vendor BLAS disabled by RBEE_GPU_BLAS=off; using rbee GEMM kernels";
+  } else {
+    blas_ = make_vendor_blas(&blas_note_);
+  }
   log::debug("{}: {}", id_, blas_note_);
   kernels_ = std::make_unique<GpuKernels>(*this);
   if (host_malloc_pinned(&staging_, kStagingBytes) == kSuccess) staging_bytes_ = kStagingBytes;

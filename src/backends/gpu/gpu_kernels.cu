@@ -18,6 +18,35 @@ bool GpuKernels::supports(OpKind op, std::span<const DType> dtypes) const {
     case OpKind::Arange:
     case OpKind::Where:
       return true;
+    // reductions, sorting, indexing: every plain dtype (ids I64/I32/U32), as on the CPU
+    case OpKind::Reduce:
+    case OpKind::Softmax:
+    case OpKind::Argsort:
+    case OpKind::IndexSelect:
+    case OpKind::Gather:
+    case OpKind::IndexAdd:
+    case OpKind::Scatter:
+    case OpKind::ScatterAdd:
+      return true;
+    // matmul: F32/F16/BF16 with f32 accumulation (vendor Blas, else rbee's tiled GEMM)
+    case OpKind::Matmul:
+      return true;
+    // neural-network blocks and the convolution family: F32, F16, BF16, F64
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::GroupNorm:
+    case OpKind::AddRmsNorm:
+    case OpKind::Swiglu:
+    case OpKind::Rope:
+    case OpKind::Attention:
+    case OpKind::Conv1d:
+    case OpKind::Conv2d:
+    case OpKind::ConvTranspose1d:
+    case OpKind::ConvTranspose2d:
+    case OpKind::Im2col:
+    case OpKind::Pool2d:
+    case OpKind::UpsampleNearest2d:
+      return true;
     default:
       return false;
   }

@@ -107,5 +107,14 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int c) {
   return c + x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
 #endif
 }
+
+// ---- used by the reduce / index / matmul / nn / conv kernels (gpu-ops) ----
+__device__ __forceinline__ double shfl_xor(double v, int mask, int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor(v, mask, width);
+}
+// *addr = min(*addr, v) atomically; returns the old value.
+__device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMin(addr, v);
+}
 }  // namespace rbee::gpu
 #endif

@@ -1,0 +1,274 @@
+// GPU convolutions: conv1d/2d (im2col + GEMM), conv_transpose1d/2d (GEMM + col2im) and the im2col op. NCHW /
+// NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
+//
+// conv: per (image, group) the columns col [Cin/g * KH * KW, positions] hold the input under each kernel tap
+// (zero in the padding; a 1x1 kernel with unit stride and no padding reads x itself), and
+//   out[image, group] [Cout/g, positions] = w[group] [Cout/g, Cin/g * KH * KW] . col
+// is one batched GEMM (gemm.h: the vendor Blas, or rbee's kernel) over (images, groups). The columns of a large
+// call are built a few images, or a range of positions, at a time to bound the scratch memory. 16-bit inputs
+// stay 16-bit in the columns (an exact copy); the GEMM sums in f32 and rounds once.
+//
+// conv_transpose: per (image, group) cols [Cout/g * KH * KW, H * W] = w[group]^T . x[group] (one batched GEMM in
+// f32, or f64 for f64), then each output element gathers the column entries of the taps that reach it:
+//   out[n, co, oy, ox] = sum over (ky, kx) with oy + ph - ky * dh = iy * sh, ox + pw - kx * dw = ix * sw of
+//                        cols[n, co, ky, kx, iy, ix]
+// and rounds once. 16-bit inputs are widened to f32 first, as the CPU does.
+#include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/gemm.h"
+#include "backends/gpu/kernels/ops_common.cuh"
+
+namespace rbee::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+// Elements of the column scratch one step of a convolution may use (128 MiB of f32).
+constexpr int64_t kColumnBudget = 1 << 25;
+
+// NCHW sizes of one call: x [n, cin, h, w], out [n, cout, ho, wo], kernel kh x kw.
+struct ConvGeometry {
+  int64_t n, cin, h, w, cout, kh, kw, ho, wo;
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+ConvGeometry geometry_2d(const Tensor& x, const Tensor& w, const Tensor& out, const Conv2dParams& p) {
+  return {x.dim(0),   x.dim(1),   x.dim(2),   x.dim(3),   out.dim(1),   w.dim(2),     w.dim(3), out.dim(2),
+          out.dim(3), p.stride_h, p.stride_w, p.pad_h,    p.pad_w,      p.dilation_h, p.dilation_w, p.groups};
+}
+ConvGeometry geometry_1d(const Tensor& x, const Tensor& w, const Tensor& out, const Conv1dParams& p) {
+  return {x.dim(0), x.dim(1), 1, x.dim(2), out.dim(1), 1, w.dim(2), 1, out.dim(2),
+          1,        p.stride, 0, p.padding, 1,         p.dilation, p.groups};
+}
+
+// ---- conv: columns ----
+
+// cols [imgs][groups][cin_g * kh * kw][count] for images img0.. and output positions q0 .. q0 + count.
+template <class T>
+__global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int64_t imgs, int64_t q0, int64_t count,
+                                    T* cols) {
+  const int64_t taps = g.kh * g.kw, depth_all = g.cin * taps;  // channels of all groups, in order
+  const int64_t total = imgs * depth_all * count;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t q = e % count, row = e / count % depth_all, img = e / (count * depth_all);
+    const int64_t c = row / taps, ky = row % taps / g.kw, kx = row % g.kw;
+    const int64_t pos = q0 + q, oy = pos / g.wo, ox = pos % g.wo;
+    const int64_t iy = oy * g.sh - g.ph + ky * g.dh, ix = ox * g.sw - g.pw + kx * g.dw;
+    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) cols[e] = x[(((img0 + img) * g.cin + c) * g.h + iy) * g.w + ix];
+    else store(cols + e, compute_t<T>(0));
+  }
+}
+
+template <class T>
+void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, T* out) {
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
+  const int64_t depth = cin_g * g.kh * g.kw, positions = g.ho * g.wo, plane = g.h * g.w;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+
+  GemmSpec s;
+  s.dtype = dtype;
+  s.m = cout_g;
+  s.k = depth;
+  s.batch_rank = 2;  // (images, groups)
+  s.a = {const_cast<T*>(w), depth, 1, {0, cout_g * depth}};
+  if (pointwise) {
+    s.n = positions;
+    s.batch_shape[0] = g.n;
+    s.batch_shape[1] = g.groups;
+    s.b = {const_cast<T*>(x), plane, 1, {g.cin * plane, cin_g * plane}};
+    s.c = {out, positions, 1, {g.cout * positions, cout_g * positions}};
+    gemm(dev, s);
+    return;
+  }
+  const int64_t per_image = g.cin * g.kh * g.kw * positions;
+  int64_t imgs = 1, count = positions;
+  if (per_image <= kColumnBudget) imgs = std::min(g.n, std::max<int64_t>(1, kColumnBudget / per_image));
+  else count = std::max<int64_t>(1, kColumnBudget / (g.cin * g.kh * g.kw));
+  const Tensor scratch = Tensor::empty({imgs * g.cin * g.kh * g.kw * count}, dtype, dev);
+  T* cols = static_cast<T*>(scratch.data());
+  for (int64_t img0 = 0; img0 < g.n; img0 += imgs) {
+    const int64_t ni = std::min(imgs, g.n - img0);
+    for (int64_t q0 = 0; q0 < positions; q0 += count) {
+      const int64_t nq = std::min(count, positions - q0);
+      const int64_t total = ni * g.cin * g.kh * g.kw * nq;
+      conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
+      RBEE_GPU_CHECK_LAUNCH();
+      s.n = nq;
+      s.batch_shape[0] = ni;
+      s.batch_shape[1] = g.groups;
+      s.b = {cols, nq, 1, {g.groups * depth * nq, depth * nq}};
+      s.c = {out + img0 * g.cout * positions + q0, positions, 1, {g.cout * positions, cout_g * positions}};
+      gemm(dev, s);
+    }
+  }
+}
+
+// ---- conv_transpose ----
+
+template <class T, class C>
+__global__ void widen_kernel(const T* src, int64_t n, C* dst) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    dst[i] = (C)load(src + i);
+  }
+}
+
+// out [imgs][cout][ho][wo] (images img0..; output channels co0 .. co0 + co_count of each group) from
+// cols [imgs][groups][co_count * kh * kw][h * w].
+template <class T, class C>
+__global__ void col2im_kernel(const C* cols, ConvGeometry g, int64_t img0, int64_t imgs, int64_t co0,
+                              int64_t co_count, T* out) {
+  const int64_t cout_g = g.cout / g.groups, taps = g.kh * g.kw, plane = g.h * g.w;
+  const int64_t total = imgs * g.groups * co_count * g.ho * g.wo;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t ox = e % g.wo, oy = e / g.wo % g.ho, cc = e / (g.wo * g.ho) % co_count;
+    const int64_t gi = e / (g.wo * g.ho * co_count) % g.groups, img = e / (g.wo * g.ho * co_count * g.groups);
+    const C* base = cols + ((img * g.groups + gi) * co_count + cc) * taps * plane;
+    C acc = 0;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t ty = oy + g.ph - ky * g.dh;
+      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.h) continue;
+      const int64_t iy = ty / g.sh;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t tx = ox + g.pw - kx * g.dw;
+        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.w) continue;
+        acc += base[(ky * g.kw + kx) * plane + iy * g.w + tx / g.sw];
+      }
+    }
+    const int64_t co = gi * cout_g + co0 + cc;
+    store(out + (((img0 + img) * g.cout + co) * g.ho + oy) * g.wo + ox, (compute_t<T>)acc);
+  }
+}
+
+template <class T>
+void conv_transpose_forward(GpuDevice& dev, const T* x, const T* w, const ConvGeometry& g, T* out) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const DType cdtype = std::is_same_v<C, double> ? DType::F64 : DType::F32;
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups, taps = g.kh * g.kw, plane = g.h * g.w;
+
+  // The operands in the GEMM's type: widened copies for 16-bit inputs.
+  Tensor xw_store, ww_store;
+  const C* xw = reinterpret_cast<const C*>(x);
+  const C* ww = reinterpret_cast<const C*>(w);
+  if constexpr (!std::is_same_v<T, C>) {
+    const int64_t nx = g.n * g.cin * plane, nw = g.cin * cout_g * taps;
+    xw_store = Tensor::empty({nx}, cdtype, dev);
+    ww_store = Tensor::empty({nw}, cdtype, dev);
+    widen_kernel<T, C><<<grid_for(nx, kThreads), kThreads, 0, dev.stream()>>>(x, nx, static_cast<C*>(xw_store.data()));
+    RBEE_GPU_CHECK_LAUNCH();
+    widen_kernel<T, C><<<grid_for(nw, kThreads), kThreads, 0, dev.stream()>>>(w, nw, static_cast<C*>(ww_store.data()));
+    RBEE_GPU_CHECK_LAUNCH();
+    xw = static_cast<const C*>(xw_store.data());
+    ww = static_cast<const C*>(ww_store.data());
+  }
+
+  // Chunks: whole images while they fit the budget, else one image and a range of each group's channels.
+  const int64_t per_image = g.cout * taps * plane;
+  int64_t imgs = 1, co_count = cout_g;
+  if (per_image <= kColumnBudget) imgs = std::min(g.n, std::max<int64_t>(1, kColumnBudget / per_image));
+  else co_count = std::max<int64_t>(1, kColumnBudget / (g.groups * taps * plane));
+  const Tensor scratch = Tensor::empty({imgs * g.groups * co_count * taps * plane}, cdtype, dev);
+  C* cols = static_cast<C*>(scratch.data());
+
+  GemmSpec s;
+  s.dtype = cdtype;
+  s.k = cin_g;
+  s.n = plane;
+  s.batch_rank = 2;  // (images, groups)
+  for (int64_t img0 = 0; img0 < g.n; img0 += imgs) {
+    const int64_t ni = std::min(imgs, g.n - img0);
+    for (int64_t co0 = 0; co0 < cout_g; co0 += co_count) {
+      const int64_t nc = std::min(co_count, cout_g - co0);
+      // A = w[group]^T rows (co0 .. co0 + nc) * taps: w is [cin, cout_g * taps], so A is stored transposed.
+      s.m = nc * taps;
+      s.batch_shape[0] = ni;
+      s.batch_shape[1] = g.groups;
+      s.a = {const_cast<C*>(ww) + co0 * taps, 1, cout_g * taps, {0, cin_g * cout_g * taps}};
+      s.b = {const_cast<C*>(xw) + img0 * g.cin * plane, plane, 1, {g.cin * plane, cin_g * plane}};
+      s.c = {cols, plane, 1, {g.groups * nc * taps * plane, nc * taps * plane}};
+      gemm(dev, s);
+      const int64_t total = ni * g.groups * nc * g.ho * g.wo;
+      col2im_kernel<T, C><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(cols, g, img0, ni, co0, nc, out);
+      RBEE_GPU_CHECK_LAUNCH();
+    }
+  }
+}
+
+// ---- im2col op ----
+
+// out [n, ho * wo, c * kh * kw]: row (oy, ox), column (ci, ky, kx).
+template <class T>
+__global__ void im2col_kernel(const T* x, ConvGeometry g, T* out) {
+  const int64_t row_len = g.cin * g.kh * g.kw, total = g.n * g.ho * g.wo * row_len;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t col = e % row_len, r = e / row_len;
+    const int64_t img = r / (g.ho * g.wo), oy = r / g.wo % g.ho, ox = r % g.wo;
+    const int64_t c = col / (g.kh * g.kw), ky = col / g.kw % g.kh, kx = col % g.kw;
+    const int64_t iy = oy * g.sh - g.ph + ky * g.dh, ix = ox * g.sw - g.pw + kx * g.dw;
+    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) out[e] = x[((img * g.cin + c) * g.h + iy) * g.w + ix];
+    else store(out + e, compute_t<T>(0));
+  }
+}
+
+}  // namespace
+
+void GpuKernels::conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p, Tensor& out) {
+  device_.activate();
+  if (out.numel() == 0) return;
+  const ConvGeometry g = geometry_1d(x, w, out, p);
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_forward<T>(device_, x.dtype(), static_cast<const T*>(x.data()),
+                    static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void GpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, Tensor& out) {
+  device_.activate();
+  if (out.numel() == 0) return;
+  const ConvGeometry g = geometry_2d(x, w, out, p);
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_forward<T>(device_, x.dtype(), static_cast<const T*>(x.data()),
+                    static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void GpuKernels::conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p, Tensor& out) {
+  device_.activate();
+  if (out.numel() == 0) return;
+  const ConvGeometry g = geometry_1d(x, w, out, p);
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_transpose_forward<T>(device_, static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g,
+                              static_cast<T*>(out.data()));
+  });
+}
+
+void GpuKernels::conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, Tensor& out) {
+  device_.activate();
+  if (out.numel() == 0) return;
+  const ConvGeometry g = geometry_2d(x, w, out, p);
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    conv_transpose_forward<T>(device_, static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g,
+                              static_cast<T*>(out.data()));
+  });
+}
+
+void GpuKernels::im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p, Tensor& out) {
+  device_.activate();
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  const int64_t ho = (x.dim(2) + 2 * p.pad_h - (int64_t)p.dilation_h * (kernel_h - 1) - 1) / p.stride_h + 1;
+  const int64_t wo = (x.dim(3) + 2 * p.pad_w - (int64_t)p.dilation_w * (kernel_w - 1) - 1) / p.stride_w + 1;
+  const ConvGeometry g{x.dim(0),   x.dim(1),   x.dim(2), x.dim(3), x.dim(1),     kernel_h,     kernel_w, ho, wo,
+                       p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.dilation_h, p.dilation_w, 1};
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    im2col_kernel<T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(static_cast<const T*>(x.data()), g,
+                                                                                  static_cast<T*>(out.data()));
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace rbee::gpu

@@ -1,0 +1,127 @@
+// The emulator's side of the GPU platform layer (stands in for src/backends/cuda/cuda_platform.h, which it
+// shadows on the include path): host memory as device memory, synchronous streams, the device-side names over
+// the coroutine scheduler of emu_runtime.h. See tools/gpu_emu/README.md.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "emu_runtime.h"
+#include "rbee/core/half.h"
+
+#define RBEE_GPU_VENDOR "rbee emulator"
+#define RBEE_GPU_BACKEND_NAME "cuda"
+#ifndef RBEE_DEVICE_WARP_SIZE
+#define RBEE_DEVICE_WARP_SIZE 32
+#endif
+
+// cuda_fp16.h's storage type and conversions.
+struct __half {
+  unsigned short x;
+};
+inline float __half2float(__half h) { return rbee::f16_bits_to_f32(h.x); }
+inline __half __float2half_rn(float f) { return __half{rbee::f32_to_f16_bits(f)}; }
+inline __half __float2half(float f) { return __float2half_rn(f); }
+
+namespace rbee::gpu {
+
+using Stream = int*;
+using Event = int*;
+using Status = int;
+using Graph = int*;
+using GraphExec = int*;
+using half = __half;
+inline constexpr Status kSuccess = 0;
+inline constexpr Status kUnsupported = 1000;
+
+inline const char* status_string(Status s) {
+  return s == kUnsupported ? "not available in the emulator" : ::emu::error_string(s);
+}
+inline Status get_last_error() { return ::emu::last_error(); }
+inline Status device_count(int* n) {
+  *n = 1;
+  return kSuccess;
+}
+inline Status set_device(int) { return kSuccess; }
+inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = *total_bytes = (size_t)8 << 30;
+  return kSuccess;
+}
+inline Status device_malloc(void** p, size_t n) {
+  *p = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  return *p ? kSuccess : 2;
+}
+inline Status device_free(void* p) {
+  std::free(p);
+  return kSuccess;
+}
+inline Status host_malloc_pinned(void** p, size_t n) { return device_malloc(p, n); }
+inline Status host_free_pinned(void* p) { return device_free(p); }
+inline Status memcpy_async(void* dst, const void* src, size_t n, Stream) {
+  std::memmove(dst, src, n);
+  return kSuccess;
+}
+inline Status memset_async(void* dst, int value, size_t n, Stream) {
+  std::memset(dst, value, n);
+  return kSuccess;
+}
+inline Status stream_create(Stream* s) {
+  static int token;
+  *s = &token;
+  return kSuccess;
+}
+inline Status stream_destroy(Stream) { return kSuccess; }
+inline Status stream_synchronize(Stream) { return kSuccess; }
+inline Status event_create(Event*) { return kUnsupported; }
+inline Status event_destroy(Event) { return kUnsupported; }
+inline Status event_record(Event, Stream) { return kUnsupported; }
+inline Status event_synchronize(Event) { return kUnsupported; }
+inline Status event_elapsed_ms(float*, Event, Event) { return kUnsupported; }
+inline Status stream_begin_capture(Stream) { return kUnsupported; }
+inline Status stream_end_capture(Stream, Graph*) { return kUnsupported; }
+inline Status graph_instantiate(GraphExec*, Graph) { return kUnsupported; }
+inline Status graph_launch(GraphExec, Stream) { return kUnsupported; }
+inline Status graph_destroy(Graph) { return kUnsupported; }
+inline Status graph_exec_destroy(GraphExec) { return kUnsupported; }
+
+struct DeviceProps {
+  char name[256];
+  char arch[32];
+  int warp_size;
+  int multiprocessors;
+  int max_threads_per_block;
+  size_t shared_mem_per_block;
+  size_t total_memory;
+};
+inline Status device_props(int, DeviceProps* out) {
+  std::snprintf(out->name, sizeof(out->name), "rbee GPU emulator (warp %d)", RBEE_DEVICE_WARP_SIZE);
+  std::snprintf(out->arch, sizeof(out->arch), "emu");
+  out->warp_size = RBEE_DEVICE_WARP_SIZE;
+  out->multiprocessors = 4;
+  out->max_threads_per_block = 1024;
+  out->shared_mem_per_block = 48 << 10;
+  out->total_memory = (size_t)8 << 30;
+  return kSuccess;
+}
+
+// ---- device-side names ----
+inline float shfl_xor(float v, int mask, int = RBEE_DEVICE_WARP_SIZE) { return ::emu::exchange_xor(v, mask); }
+inline int shfl_xor(int v, int mask, int = RBEE_DEVICE_WARP_SIZE) { return ::emu::exchange_xor(v, mask); }
+inline double shfl_xor(double v, int mask, int = RBEE_DEVICE_WARP_SIZE) { return ::emu::exchange_xor(v, mask); }
+inline float shfl(float v, int lane, int width = RBEE_DEVICE_WARP_SIZE) { return ::emu::exchange_from(v, lane, width); }
+inline float half_to_float(__half h) { return __half2float(h); }
+inline __half float_to_half(float f) { return __float2half_rn(f); }
+inline int dot4_i8(int a, int b, int c) {
+  const signed char* x = reinterpret_cast<const signed char*>(&a);
+  const signed char* y = reinterpret_cast<const signed char*>(&b);
+  return c + x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
+}
+// Coroutines never run at the same time: plain read-modify-write is atomic here.
+inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  if (v < old) *addr = v;
+  return old;
+}
+
+}  // namespace rbee::gpu

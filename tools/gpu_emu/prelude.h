@@ -1,0 +1,51 @@
+// Force-included (-include) into every GPU source the emulator compiles as C++: CUDA's keywords and built-in
+// variables in terms of emu_runtime.h. See tools/gpu_emu/README.md.
+#pragma once
+
+#include <math.h>  // the float overloads (expf, exp(float), ...) in the global namespace, as device code has them
+
+#include <cstdint>
+#include <cstring>
+
+#include "emu_runtime.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+// A block's threads run one block at a time on one OS thread: a static local is the block's shared array.
+#define __shared__ static
+
+#define threadIdx (::emu::thread_index())
+#define blockIdx (::emu::block_index())
+#define blockDim (::emu::block_dim())
+#define gridDim (::emu::grid_dim())
+inline void __syncthreads() { ::emu::sync_threads(); }
+
+using dim3 = ::emu::Dim3;
+struct uint4 {
+  unsigned int x, y, z, w;
+};
+
+inline float __int_as_float(int v) {
+  float f;
+  std::memcpy(&f, &v, 4);
+  return f;
+}
+inline unsigned int __float_as_uint(float f) {
+  unsigned int u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline long long __double_as_longlong(double d) {
+  long long v;
+  std::memcpy(&v, &d, 8);
+  return v;
+}
+inline double __longlong_as_double(long long v) {
+  double d;
+  std::memcpy(&d, &v, 8);
+  return d;
+}
