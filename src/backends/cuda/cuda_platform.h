@@ -91,5 +91,9 @@ __device__ __forceinline__ float half_to_float(__half h) { return __half2float(h
 __device__ __forceinline__ __half float_to_half(float f) { return __float2half_rn(f); }
 // 4 x int8 dot product accumulate (dp4a).
 __device__ __forceinline__ int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
+// One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
+// the round-to-nearest quantizers) must give the CPU's bits.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 }  // namespace rbee::gpu
 #endif

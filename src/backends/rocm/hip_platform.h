@@ -107,5 +107,16 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int c) {
   return c + x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
 #endif
 }
+// One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
+// the round-to-nearest quantizers) must give the CPU's bits. HIP contracts a * b + c by default; the pragma
+// keeps these operations out of it.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a * b;
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a + b;
+}
 }  // namespace rbee::gpu
 #endif
