@@ -13,5 +13,6 @@ using Command = std::function<int()>;
 Command add_devices_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 
 }  // namespace rbee::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   add(rbee::cli::add_devices_command(app));
   add(rbee::cli::add_run_command(app));
   add(rbee::cli::add_chat_command(app));
+  add(rbee::cli::add_bench_command(app));
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto& [sub, run] : commands) {
