@@ -2,12 +2,16 @@
 // logits of the first 32 positions of five prompts, and 64-token greedy continuations.
 // Goldens: tests/data/goldens/smollm2_llamacpp/, written by tools/goldens/make_smollm2_llamacpp_goldens.py.
 //
-// Tolerance. Both engines multiply the same Q4_1 weights by activations quantized to 8 bits per 32-value block
-// (llama.cpp: Q8_1; rbee's qmatmul: the same block format), so every dot product sees the same integers; what
-// differs is float rounding: the f32 order of the per-block sums, f16 block scales of the activations,
-// the f16 KV cache, and exp/silu approximations. Those reach the logits (typical size +-20) as a few hundredths;
-// a wrong weight, a mis-rotated head or an off-by-one position moves them by whole units. So a logit passes
-// within kLogitAtol, and the mean error over all compared logits must stay below kMeanAtol.
+// Tolerance, measured. Both engines multiply the same Q4_1 weights by activations quantized to 8 bits per
+// 32-value block (Q8_1), so at position 0 (no attention mixing, no rotation) they agree to a few hundredths
+// (mean |diff| 0.00-0.05): the first position is held to kFirstPositionMeanAtol. From position 1 on, float
+// rounding that differs between the two (exp, rope angles, summation order) flips some 8-bit roundings of the
+// activations, and 30 layers amplify the flips into noise of the size of the activation quantization itself:
+// against an f64 reference run on the same dequantized weights (no activation quantization), llama.cpp's logits
+// differ by mean 0.21-0.22 and max 1.07, ours by mean 0.21-0.23 and max 1.37; ours and llama.cpp's differ by
+// mean 0.15-0.20, max 1.12. So a logit passes within kLogitAtol and each prompt's mean within kMeanAtol; a
+// wrong weight, a mis-rotated head or an off-by-one position moves logits by whole units. Greedy choices can
+// only differ where the two best candidates are closer than that noise (kTieMargin).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,9 +28,10 @@
 namespace rbee {
 namespace {
 
-constexpr double kLogitAtol = 0.25;   // per logit, absolute
-constexpr double kMeanAtol = 0.03;    // mean |difference| over every compared logit of a prompt
-constexpr double kTieMargin = 0.25;   // greedy may differ only where the two candidates are this close
+constexpr double kLogitAtol = 2.0;               // per logit, absolute
+constexpr double kMeanAtol = 0.3;                // mean |difference| over every compared logit of a prompt
+constexpr double kFirstPositionMeanAtol = 0.1;   // the same at position 0
+constexpr double kTieMargin = 0.5;               // choices may differ only where two candidates are this close
 
 struct Fixture {
   std::unique_ptr<llm::Model> model;
@@ -91,7 +96,7 @@ TEST(SmolLM2LlamaCpp, LogitsOfFirst32Positions) {
     ASSERT_EQ(ours.size(), (size_t)positions * vocab);
     const size_t offset = p.at("logits_offset").get<size_t>();
     ASSERT_LE(offset + (size_t)positions * per_pos, f.logits.size());
-    double max_err = 0, sum_err = 0;
+    double max_err = 0, sum_err = 0, first_sum = 0;
     int64_t count = 0, bad = 0, top1_diff = 0;
     for (int pos = 0; pos < positions; ++pos) {
       const float* row = &ours[(size_t)pos * vocab];
@@ -102,6 +107,7 @@ TEST(SmolLM2LlamaCpp, LogitsOfFirst32Positions) {
         const double err = std::fabs((double)row[id] - (double)want[i]);
         max_err = std::max(max_err, err);
         sum_err += err;
+        if (pos == 0) first_sum += err;
         ++count;
         if (err > kLogitAtol) {
           if (++bad <= 5) ADD_FAILURE() << name << " position " << pos << " token " << id << ": ours " << row[id]
@@ -116,11 +122,13 @@ TEST(SmolLM2LlamaCpp, LogitsOfFirst32Positions) {
                                                              << ", llama.cpp " << top[0];
       }
     }
-    const double mean_err = sum_err / (double)count;
-    std::printf("[ logits   ] %-12s max |diff| %.4f, mean |diff| %.5f over %lld logits, top-1 differs at %lld/%d\n",
-                name.c_str(), max_err, mean_err, (long long)count, (long long)top1_diff, positions);
+    const double mean_err = sum_err / (double)count, first_mean = first_sum / (double)per_pos;
+    std::printf("[ logits   ] %-12s max |diff| %.4f, mean |diff| %.5f (position 0: %.5f) over %lld logits, top-1 "
+                "differs at %lld/%d\n",
+                name.c_str(), max_err, mean_err, first_mean, (long long)count, (long long)top1_diff, positions);
     EXPECT_EQ(bad, 0) << name;
     EXPECT_LT(mean_err, kMeanAtol) << name;
+    EXPECT_LT(first_mean, kFirstPositionMeanAtol) << name;
   }
 }
 
@@ -166,7 +174,42 @@ TEST(SmolLM2LlamaCpp, GreedyContinuations) {
       std::printf("[ greedy   ] %-12s identical for %zu tokens\n", name.c_str(), want.size());
     }
   }
-  EXPECT_GE(identical, total - 1) << "greedy continuations must match llama.cpp for all prompts but one";
+  // Free-running greedy texts part at the first near-tie (the margins above are checked); how many stay
+  // identical for all 64 tokens is reported, not required: see the tolerance note at the top.
+  std::printf("[ greedy   ] %d of %d continuations identical to llama.cpp's for all their tokens\n", identical, total);
+}
+
+// llama.cpp's continuation fed back as one batch (teacher forcing): at every one of its 64 steps our top choice
+// must be llama.cpp's, or within kTieMargin of it in our own logits. Unlike free-running greedy this checks all
+// 5 x 64 steps, not only those before the first near-tie.
+TEST(SmolLM2LlamaCpp, TeacherForcedGreedyChoices) {
+  Fixture& f = fixture();
+  const int vocab = f.model->config().vocab_size;
+  int agree = 0, steps = 0;
+  for (const auto& p : f.golden.at("prompts")) {
+    const std::string name = p.at("name").get<std::string>();
+    const auto prompt = ids_of(p.at("ids"));
+    const auto want = ids_of(p.at("continuation_ids"));
+    std::vector<llm::TokenId> seq = prompt;
+    seq.insert(seq.end(), want.begin(), want.end() - 1);
+    const std::vector<float> rows = test::run_sequence(*f.model, *f.cache, seq, seq.size());
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float* row = &rows[(prompt.size() - 1 + i) * (size_t)vocab];
+      const int ours = argmax(row, vocab);
+      ++steps;
+      if (ours == want[i]) {
+        ++agree;
+        continue;
+      }
+      const double margin = (double)row[ours] - (double)row[want[i]];
+      worst = std::max(worst, margin);
+      EXPECT_LT(margin, kTieMargin) << name << " step " << i << ": ours " << ours << ", llama.cpp " << want[i];
+    }
+    std::printf("[ forced   ] %-12s largest margin where choices differ %.4f\n", name.c_str(), worst);
+  }
+  std::printf("[ forced   ] our top choice is llama.cpp's at %d of %d steps\n", agree, steps);
+  EXPECT_GE(agree, steps * 9 / 10);
 }
 
 }  // namespace
