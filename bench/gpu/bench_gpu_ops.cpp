@@ -4,7 +4,9 @@
 //   matmul    4096^3 (f16, bf16, f32) through the vendor Blas, and through rbee's own tiled GEMM (the ROCm
 //             fallback; measured in a child process started with RBEE_GPU_BLAS=off), TFLOP/s
 //   softmax   rows x n, GB/s of bytes read + written, and its ratio to the copy bandwidth
-//   rms_norm  rows x n, GB/s, ratio to copy
+//   rms_norm  rows x n (and add_rms_norm), GB/s, ratio to copy
+//   swiglu    rows x n, GB/s of gate, up and out, ratio to copy
+//   rope      Neox over [tokens, heads, 128] (a q projection), GB/s of x and out, ratio to copy
 //   attention prefill (causal, T = 2048) and decode (T_q = 1 over 4096 keys, GQA), TFLOP/s of the visible
 //             (query, key) pairs at 2 (D + Dv) flops each, and GB/s of q, k, v and out for decode
 //
@@ -118,6 +120,31 @@ void bench_rows(Device& dev, const Options& o, double copy_gbs) {
     const double t = time_call(dev, o.min_reps, [&] { ops::rms_norm(x, w, 1e-5f); });
     const double gbs = (2.0 * (double)x.nbytes() + (double)w.nbytes()) / t * 1e-9;
     print_row(fmt::format("rms_norm {}x{} {}", c.rows, c.n, dtype_name(c.dtype)), t, gbs, "GB/s", copy_gbs);
+  }
+  for (const Case& c : {Case{8192, 4096, DType::F16}, Case{16, 4096, DType::BF16}}) {
+    const Tensor x = random_tensor({c.rows, c.n}, c.dtype, dev, 8), r = random_tensor({c.rows, c.n}, c.dtype, dev, 9);
+    const Tensor w = random_tensor({c.n}, c.dtype, dev, 10);
+    const double t = time_call(dev, o.min_reps, [&] { ops::add_rms_norm(x, r, w, 1e-5f); });
+    const double gbs = (4.0 * (double)x.nbytes() + (double)w.nbytes()) / t * 1e-9;
+    print_row(fmt::format("add_rms_norm {}x{} {}", c.rows, c.n, dtype_name(c.dtype)), t, gbs, "GB/s", copy_gbs);
+  }
+  for (const Case& c : {Case{4096, 14336, DType::F16}, Case{4096, 14336, DType::F32}}) {
+    const Tensor g = random_tensor({c.rows, c.n}, c.dtype, dev, 11), u = random_tensor({c.rows, c.n}, c.dtype, dev, 12);
+    const double t = time_call(dev, o.min_reps, [&] { ops::swiglu(g, u); });
+    const double gbs = 3.0 * (double)g.nbytes() / t * 1e-9;
+    print_row(fmt::format("swiglu {}x{} {}", c.rows, c.n, dtype_name(c.dtype)), t, gbs, "GB/s", copy_gbs);
+  }
+  for (const Case& c : {Case{4096, 32, DType::F16}, Case{4096, 32, DType::F32}}) {
+    const Tensor x = random_tensor({c.rows, c.n, 128}, c.dtype, dev, 13);
+    std::vector<int32_t> pos((size_t)c.rows);
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = (int32_t)i;
+    const Tensor positions = Tensor::from_vector(pos, {c.rows}, dev);
+    RopeParams rp;
+    rp.rotary_dim = 128;
+    const Tensor inv_freq = Tensor::from_vector(ops::rope_inv_freq(128, 10000.0f, {}), {64}, dev);
+    const double t = time_call(dev, o.min_reps, [&] { ops::rope(x, positions, inv_freq, rp); });
+    const double gbs = 2.0 * (double)x.nbytes() / t * 1e-9;
+    print_row(fmt::format("rope neox {}x{}x128 {}", c.rows, c.n, dtype_name(c.dtype)), t, gbs, "GB/s", copy_gbs);
   }
 }
 

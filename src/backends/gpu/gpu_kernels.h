@@ -40,7 +40,7 @@ class GpuKernels final : public Kernels {
   // matrix products (kernels/matmul.cu over kernels/gemm.cu and the vendor Blas)
   void matmul(const Tensor& a, const Tensor& b, Tensor& out) override;
 
-  // neural-network blocks (kernels/norm.cu, kernels/rope.cu, kernels/attention.cu)
+  // neural-network blocks (kernels/norm.cu, rms_norm.cu, swiglu.cu, rope.cu, attention.cu)
   void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& out) override;
   void group_norm(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,

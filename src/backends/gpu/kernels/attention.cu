@@ -14,10 +14,13 @@
 // across blocks that keep partial (m, l, O), merged afterwards as O = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s.
 // f16/bf16/f32 compute in f32, f64 in f64.
 #include <cmath>
+#include <iterator>
+#include <type_traits>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
@@ -68,11 +71,34 @@ __device__ inline C row_sum(C v) {
   return v;
 }
 
+// dst[j * dst_stride + d] = j < valid ? src[j * src_stride + d] * mul : 0 for j < n, d < width, moved in vectors
+// of V elements (V divides width and src_stride; src 16-byte aligned when V > 1).
+template <class T, int V>
+__device__ inline void load_tile(compute_t<T>* dst, int64_t dst_stride, const T* src, int64_t src_stride,
+                                 int64_t valid, int64_t n, int64_t width, compute_t<T> mul) {
+  using C = compute_t<T>;
+  const int64_t wv = width / V;
+  for (int64_t e = threadIdx.x; e < n * wv; e += blockDim.x) {
+    const int64_t j = e / wv, d = e % wv * V;
+    C t[V];
+    if (j < valid) {
+      load_vec<T, V>(src + j * src_stride + d, t);
+    } else {
+#pragma unroll
+      for (int u = 0; u < V; ++u) t[u] = 0;
+    }
+#pragma unroll
+    for (int u = 0; u < V; ++u) dst[j * dst_stride + d + u] = t[u] * mul;
+  }
+}
+
 // One block per (item, split). kO: output columns each thread may own (>= ceil(dim_v / kThreadsPerRow)).
+// V: elements per global load (16 bytes of T when dim, dim_v, dc and every q/k/v stride are multiples of it and
+// the tensors 16-byte aligned, else 1).
 // Shared memory: the queries and keys of one tile, `dc` head dims at a time (one chunk when dc >= dim), the
 // tile's values and the probabilities. part_ml [items * splits * bq * 2], part_o [items * splits * bq * dim_v]:
 // partial states (splits > 1 only).
-template <class T, int kO>
+template <class T, int kO, int V>
 __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometry g, T* out, compute_t<T>* part_ml,
                                  compute_t<T>* part_o) {
   using C = compute_t<T>;
@@ -113,14 +139,18 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
     // Head dims [d0, d0 + width) of the block's scaled queries.
     const T* qbase = q + b * g.qs0 + kvh * g.group * g.qs1;
     auto load_queries = [&](int64_t d0, int64_t width) {
-      for (int64_t e = threadIdx.x; e < bq * width; e += blockDim.x) {
-        const int64_t rr = e / width, d = e % width, grr = row0 + rr;
-        C val = 0;
+      const int64_t wv = width / V;
+      for (int64_t e = threadIdx.x; e < bq * wv; e += blockDim.x) {
+        const int64_t rr = e / wv, d = e % wv * V, grr = row0 + rr;
+        C t[V];
         if (grr < g.rows) {
-          const T* src = qbase + (grr % g.group) * g.qs1 + (grr / g.group) * g.qs2;
-          val = load(src + d0 + d) * (C)g.scale;
+          load_vec<T, V>(qbase + (grr % g.group) * g.qs1 + (grr / g.group) * g.qs2 + d0 + d, t);
+        } else {
+#pragma unroll
+          for (int u = 0; u < V; ++u) t[u] = 0;
         }
-        qs[rr * (dc + 1) + d] = val;
+#pragma unroll
+        for (int u = 0; u < V; ++u) qs[rr * (dc + 1) + d + u] = t[u] * (C)g.scale;
       }
     };
     if (one_chunk) load_queries(0, dim);
@@ -147,16 +177,8 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
         const int64_t d0 = chunk * dc, width = dim - d0 < dc ? dim - d0 : dc;
         __syncthreads();  // the previous readers of these buffers are done (and the queries are stored)
         if (!one_chunk) load_queries(d0, width);
-        for (int64_t e = threadIdx.x; e < bk * width; e += blockDim.x) {
-          const int64_t j = e / width, d = e % width;
-          ks[j * (dc + 1) + d] = kb + j < end ? load(kbase + (kb + j) * g.ks2 + d0 + d) : C(0);
-        }
-        if (chunk == 0) {
-          for (int64_t e = threadIdx.x; e < bk * dim_v; e += blockDim.x) {
-            const int64_t j = e / dim_v, c = e % dim_v;
-            vs[j * dim_v + c] = kb + j < end ? load(vbase + (kb + j) * g.vs2 + c) : C(0);
-          }
-        }
+        load_tile<T, V>(ks, dc + 1, kbase + kb * g.ks2 + d0, g.ks2, end - kb, bk, width, C(1));
+        if (chunk == 0) load_tile<T, V>(vs, dim_v, vbase + kb * g.vs2, g.vs2, end - kb, bk, dim_v, C(1));
         __syncthreads();
         const C* qr = qs + r * (dc + 1);
 #pragma unroll
@@ -266,7 +288,7 @@ size_t attention_smem(int64_t dc, int64_t dim_v, int bq, int bk) {
   return (size_t)(bq * (dc + 1) + bk * (dc + 1) + bk * dim_v + bq * (bk + 1)) * sizeof(compute_t<T>);
 }
 
-template <class T, int kO>
+template <class T, int kO, int V>
 void launch_attention(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& g,
                       size_t smem, Tensor& out) {
   using C = compute_t<T>;
@@ -281,7 +303,7 @@ void launch_attention(GpuDevice& dev, const Tensor& q, const Tensor& k, const Te
     ml = static_cast<C*>(part_ml.data());
     po = static_cast<C*>(part_o.data());
   }
-  attention_kernel<T, kO><<<blocks_for(g.items * g.splits, 1), threads, smem, dev.stream()>>>(
+  attention_kernel<T, kO, V><<<blocks_for(g.items * g.splits, 1), threads, smem, dev.stream()>>>(
       static_cast<const T*>(q.data()), static_cast<const T*>(k.data()), static_cast<const T*>(v.data()), g,
       static_cast<T*>(out.data()), ml, po);
   RBEE_GPU_CHECK_LAUNCH();
@@ -321,10 +343,15 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   visit_float_storage(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // The largest tiles whose shared memory fits the portable limit, with all head dims of q and k at once if
-    // possible, else in chunks.
+    // possible, else in chunks. Blocks of 8 rows when there are no more (decode: one query per head of the
+    // group), so fewer threads idle.
     constexpr int kTiles[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8}};
+    constexpr int kSmallTiles[][2] = {{8, 32}, {8, 16}, {8, 8}, {8, 8}};
+    static_assert(std::size(kTiles) == std::size(kSmallTiles));
+    const int(*tiles)[2] = g.rows <= 8 ? kSmallTiles : kTiles;
     size_t smem = 0;
-    for (const auto& t : kTiles) {
+    for (size_t ti = 0; ti < std::size(kTiles); ++ti) {
+      const int* t = tiles[ti];
       for (const int64_t dc : {g.dim, (int64_t)128, (int64_t)64, (int64_t)32}) {
         if (dc > g.dim || g.bq > 0) continue;
         smem = attention_smem<T>(dc, g.dim_v, t[0], t[1]);
@@ -347,10 +374,19 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
     if (g.items < wanted && g.tk >= 2 * kMinKeysPerSplit) {
       g.splits = std::max<int64_t>(1, std::min(ceil_div(wanted, g.items), g.tk / kMinKeysPerSplit));
     }
+    // 16-byte loads of q, k and v when every row start and chunk is a whole number of vectors.
+    constexpr int kV = kVec16<T>;
+    const bool vec = vec16_ok({q.data(), k.data(), v.data()},
+                              {g.dim, g.dim_v, g.dc, g.qs0, g.qs1, g.qs2, g.ks0, g.ks1, g.ks2, g.vs0, g.vs1, g.vs2}, kV);
     const int64_t per_thread = ceil_div(g.dim_v, kThreadsPerRow);
-    if (per_thread <= 8) launch_attention<T, 8>(device_, q, k, v, g, smem, out);
-    else if (per_thread <= 32) launch_attention<T, 32>(device_, q, k, v, g, smem, out);
-    else if (per_thread <= 64) launch_attention<T, 64>(device_, q, k, v, g, smem, out);
+    auto launch = [&](auto o_tag) {
+      constexpr int kO = decltype(o_tag)::value;
+      if (vec) launch_attention<T, kO, kV>(device_, q, k, v, g, smem, out);
+      else launch_attention<T, kO, 1>(device_, q, k, v, g, smem, out);
+    };
+    if (per_thread <= 8) launch(std::integral_constant<int, 8>{});
+    else if (per_thread <= 32) launch(std::integral_constant<int, 32>{});
+    else if (per_thread <= 64) launch(std::integral_constant<int, 64>{});
     else RBEE_THROW(ErrorCode::Unsupported, "attention: value head dim {} exceeds the GPU kernel's {}", g.dim_v,
                     64 * kThreadsPerRow);
   });

@@ -1,12 +1,11 @@
-// GPU normalizations (rms_norm, layer_norm, group_norm, add_rms_norm) and the fused swiglu.
+// GPU layer_norm and group_norm (rms_norm and add_rms_norm: rms_norm.cu).
 //
-// Semantics are the CPU's (cpu_norm.cpp, cpu_nn.cpp): f16/bf16/f32 compute in f32 and round once, f64 in f64.
-// rms/layer norm: out = (x - mean) * rstd [* w] [+ b], rstd = 1 / sqrt(mean((x - mean)^2) + eps), mean = 0 for
-// RMS; the variance is taken from the deviations (two passes over the row, kept in shared memory when it fits).
-// add_rms_norm normalizes the sum as stored in the dtype. group_norm, whose groups can hold millions of values,
-// splits each group over many blocks: partial sums of (x - s) and (x - s)^2 in f64 with the group's first value
-// as the shift s (numerically safe as the mean of shifted data), merged in a fixed order, then one elementwise
-// pass.
+// Semantics are the CPU's (cpu_norm.cpp): f16/bf16/f32 compute in f32 and round once, f64 in f64.
+// layer norm: out = (x - mean) * rstd [* w] [+ b], rstd = 1 / sqrt(mean((x - mean)^2) + eps); the variance is
+// taken from the deviations (two passes over the row, kept in shared memory when it fits). group_norm, whose
+// groups can hold millions of values, splits each group over many blocks: partial sums of (x - s) and (x - s)^2
+// in f64 with the group's first value as the shift s (numerically safe as the mean of shifted data), merged in a
+// fixed order, then one elementwise pass.
 #include <cmath>
 
 #include "backends/gpu/gpu_kernels.h"
@@ -27,14 +26,6 @@ struct Plus {
   __device__ C operator()(C a, C b) const { return a + b; }
 };
 
-// The value v becomes once stored as T (for norms of a stored sum).
-template <class T>
-__device__ inline compute_t<T> round_trip(compute_t<T> v) {
-  T t;
-  store(&t, v);
-  return load(&t);
-}
-
 // Row launch shape shared by the row kernels: threads per row, and whether rows fit the shared-memory cache.
 struct RowPlan {
   int group, per_block;
@@ -53,8 +44,8 @@ RowPlan row_plan(int64_t n) {
 
 // x, out [rows, n]; w, b [n] or null.
 template <class T>
-__global__ void norm_rows_kernel(const T* x, const T* w, const T* b, int64_t rows, int64_t n, float eps, bool rms,
-                                 int group, bool cache, T* out) {
+__global__ void norm_rows_kernel(const T* x, const T* w, const T* b, int64_t rows, int64_t n, float eps, int group,
+                                 bool cache, T* out) {
   using C = compute_t<T>;
   C* scratch = dynamic_smem<C>();
   const int lane = threadIdx.x & (group - 1), slot = threadIdx.x / group, per_block = blockDim.x / group;
@@ -63,28 +54,19 @@ __global__ void norm_rows_kernel(const T* x, const T* w, const T* b, int64_t row
     const int64_t r = base + slot;
     const bool active = r < rows;
     const T* xr = x + r * n;
-    C mean = 0;
-    if (!rms) {
-      C s = 0;
-      if (active) {
-        for (int64_t j = lane; j < n; j += group) {
-          const C v = load(xr + j);
-          if (cache) row_cache[j] = v;
-          s += v;
-        }
+    C s = 0;
+    if (active) {
+      for (int64_t j = lane; j < n; j += group) {
+        const C v = load(xr + j);
+        if (cache) row_cache[j] = v;
+        s += v;
       }
-      mean = group_reduce(s, Plus<C>{}, scratch, group) / C(n);
     }
+    const C mean = group_reduce(s, Plus<C>{}, scratch, group) / C(n);
     C ss = 0;
     if (active) {
       for (int64_t j = lane; j < n; j += group) {
-        C v;
-        if (cache && !rms) {
-          v = row_cache[j];
-        } else {
-          v = load(xr + j);
-          if (cache) row_cache[j] = v;
-        }
+        const C v = cache ? row_cache[j] : load(xr + j);
         const C d = v - mean;
         ss += d * d;
       }
@@ -98,38 +80,6 @@ __global__ void norm_rows_kernel(const T* x, const T* w, const T* b, int64_t row
         if (w) v *= load(w + j);
         if (b) v += load(b + j);
         store(yr + j, v);
-      }
-    }
-  }
-}
-
-// x, residual, sum_out, norm_out [rows, n]; w [n].
-template <class T>
-__global__ void add_rms_rows_kernel(const T* x, const T* res, const T* w, int64_t rows, int64_t n, float eps,
-                                    int group, bool cache, T* sum_out, T* norm_out) {
-  using C = compute_t<T>;
-  C* scratch = dynamic_smem<C>();
-  const int lane = threadIdx.x & (group - 1), slot = threadIdx.x / group, per_block = blockDim.x / group;
-  C* row_cache = scratch + blockDim.x + (int64_t)slot * n;
-  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
-    const int64_t r = base + slot;
-    const bool active = r < rows;
-    C ss = 0;
-    if (active) {
-      for (int64_t j = lane; j < n; j += group) {
-        const C s = round_trip<T>(load(x + r * n + j) + load(res + r * n + j));  // the sum as stored
-        store(sum_out + r * n + j, s);
-        if (cache) row_cache[j] = s;
-        ss += s * s;
-      }
-    }
-    ss = group_reduce(ss, Plus<C>{}, scratch, group);
-    const C rstd = C(1) / sqrt(ss / C(n) + C(eps));
-    if (active) {
-      for (int64_t j = lane; j < n; j += group) {
-        // Without the cache, read back this thread's own store of the sum.
-        const C s = cache ? row_cache[j] : load(sum_out + r * n + j);
-        store(norm_out + r * n + j, s * rstd * load(w + j));
       }
     }
   }
@@ -200,41 +150,12 @@ __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const 
   }
 }
 
-// ---- swiglu ----
-
-template <class T>
-__global__ void swiglu_kernel(const T* gate, const T* up, int64_t n, T* out) {
-  using C = compute_t<T>;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const C g = load(gate + i);
-    C e;
-    if constexpr (std::is_same_v<C, double>) e = exp(-g);
-    else e = expf(fminf(-g, 88.0f));  // exp stays finite; silu(-88) is -0 in f32 anyway
-    store(out + i, g / (C(1) + e) * load(up + i));
-  }
-}
-
 template <class T>
 const T* data_or_null(const Tensor* t) {
   return t ? static_cast<const T*>(t->data()) : nullptr;
 }
 
 }  // namespace
-
-void GpuKernels::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) {
-  device_.activate();
-  const int64_t n = x.dim(-1);
-  if (n == 0 || x.numel() == 0) return;
-  const int64_t rows = x.numel() / n;
-  visit_float_storage(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const RowPlan p = row_plan<compute_t<T>>(n);
-    norm_rows_kernel<T><<<blocks_for(rows, p.per_block), kThreads, p.smem, device_.stream()>>>(
-        static_cast<const T*>(x.data()), data_or_null<T>(weight), nullptr, rows, n, eps, true, p.group, p.cache,
-        static_cast<T*>(out.data()));
-    RBEE_GPU_CHECK_LAUNCH();
-  });
-}
 
 void GpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& out) {
   device_.activate();
@@ -245,25 +166,8 @@ void GpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor*
     using T = decltype(tag);
     const RowPlan p = row_plan<compute_t<T>>(n);
     norm_rows_kernel<T><<<blocks_for(rows, p.per_block), kThreads, p.smem, device_.stream()>>>(
-        static_cast<const T*>(x.data()), data_or_null<T>(weight), data_or_null<T>(bias), rows, n, eps, false,
-        p.group, p.cache, static_cast<T*>(out.data()));
-    RBEE_GPU_CHECK_LAUNCH();
-  });
-}
-
-void GpuKernels::add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
-                              Tensor& sum_out, Tensor& norm_out) {
-  device_.activate();
-  const int64_t n = x.dim(-1);
-  if (n == 0 || x.numel() == 0) return;
-  const int64_t rows = x.numel() / n;
-  visit_float_storage(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const RowPlan p = row_plan<compute_t<T>>(n);
-    add_rms_rows_kernel<T><<<blocks_for(rows, p.per_block), kThreads, p.smem, device_.stream()>>>(
-        static_cast<const T*>(x.data()), static_cast<const T*>(residual.data()),
-        static_cast<const T*>(weight.data()), rows, n, eps, p.group, p.cache, static_cast<T*>(sum_out.data()),
-        static_cast<T*>(norm_out.data()));
+        static_cast<const T*>(x.data()), data_or_null<T>(weight), data_or_null<T>(bias), rows, n, eps, p.group,
+        p.cache, static_cast<T*>(out.data()));
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
@@ -293,18 +197,6 @@ void GpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, c
     group_apply_kernel<T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
         px, static_cast<const C*>(stats.data()), data_or_null<T>(weight), data_or_null<T>(bias), total, channels,
         spatial, per_group, static_cast<T*>(out.data()));
-    RBEE_GPU_CHECK_LAUNCH();
-  });
-}
-
-void GpuKernels::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
-  device_.activate();
-  const int64_t n = gate.numel();
-  if (n == 0) return;
-  visit_float_storage(gate.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    swiglu_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const T*>(gate.data()), static_cast<const T*>(up.data()), n, static_cast<T*>(out.data()));
     RBEE_GPU_CHECK_LAUNCH();
   });
 }

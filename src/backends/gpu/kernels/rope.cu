@@ -1,13 +1,20 @@
 // GPU rotary position embedding, with the CPU's numerics (cpu_rope.cpp).
 //
-// x [N, H, D] (last axis contiguous, any strides on N and H) -> out [N, H, D] contiguous; one thread per output
-// element. The angle positions[n] * inv_freq[i] is formed in f64 and reduced to [-pi, pi] before the f32
-// cos/sin (f64 inputs take cos/sin of the unreduced f64 angle), both scaled by mscale. Normal mode rotates
-// pairs (2i, 2i+1), Neox pairs (i, i + rotary_dim/2); dims >= rotary_dim are copied.
+// x [N, H, D] (last axis contiguous, any strides on N and H) -> out [N, H, D] contiguous. The angle
+// positions[n] * inv_freq[i] is formed in f64 and reduced to [-pi, pi] before the f32 cos/sin (f64 inputs take
+// cos/sin of the unreduced f64 angle), both scaled by mscale. Normal mode rotates pairs (2i, 2i+1), Neox pairs
+// (i, i + rotary_dim/2); dims >= rotary_dim are copied.
+//
+// Work units, per (token, head): rotary units of V pairs each (pairs i0 .. i0+V-1; Normal: the 2V elements from
+// 2*i0, Neox: V elements from i0 and V from i0 + half), then pass-through units of V elements. Each unit is two
+// or one 16-byte accesses when V = 16 bytes of T, which needs half, rotary_dim, D and the N/H strides to be
+// multiples of V and both tensors 16-byte aligned; otherwise V = 1.
 #include <cmath>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
@@ -16,46 +23,103 @@ namespace {
 constexpr int kThreads = 256;
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-template <class T>
-__global__ void rope_kernel(const T* x, int64_t token_stride, int64_t head_stride, const int32_t* positions,
-                            const float* inv_freq, int64_t tokens, int64_t heads, int64_t dim, int64_t rot,
-                            bool neox, float mscale, T* out) {
+// cos and sin of positions * inv_freq, times mscale, in the compute type C.
+template <class C>
+__device__ inline void rope_cos_sin(int32_t position, float inv_freq, float mscale, C& c, C& s) {
+  if constexpr (std::is_same_v<C, double>) {
+    const double angle = (double)position * (double)inv_freq;
+    c = cos(angle) * (double)mscale;
+    s = sin(angle) * (double)mscale;
+  } else {
+    double a = (double)position * (double)inv_freq;
+    a -= kTwoPi * rint(a / kTwoPi);
+    const float angle = (float)a;
+    c = cosf(angle) * mscale;
+    s = sinf(angle) * mscale;
+  }
+}
+
+struct RopeGeometry {
+  int64_t tokens, heads, dim, half;  // half = rotary_dim / 2
+  int64_t token_stride, head_stride;
+  int64_t rot_units, units;  // per (token, head): rotary units, all units
+  bool neox;
+  float mscale;
+};
+
+template <class T, int V>
+__global__ void __launch_bounds__(kThreads)
+    rope_kernel(const T* x, const int32_t* positions, const float* inv_freq, RopeGeometry g, T* out) {
   using C = compute_t<T>;
-  const int64_t total = tokens * heads * dim, half = rot / 2;
+  const int64_t total = g.tokens * g.heads * g.units;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t d = e % dim, h = e / dim % heads, n = e / (dim * heads);
-    const T* src = x + n * token_stride + h * head_stride;
-    if (d >= rot) {
-      out[e] = src[d];
+    const int64_t u = e % g.units, h = e / g.units % g.heads, n = e / (g.units * g.heads);
+    const T* src = x + n * g.token_stride + h * g.head_stride;
+    T* dst = out + (n * g.heads + h) * g.dim;
+    if (u >= g.rot_units) {  // pass-through dims
+      const int64_t d = 2 * g.half + (u - g.rot_units) * V;
+      if constexpr (V * sizeof(T) == 16) {
+        *reinterpret_cast<Bytes16*>(dst + d) = *reinterpret_cast<const Bytes16*>(src + d);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) dst[d + k] = src[d + k];  // bit-exact copy
+      }
       continue;
     }
-    // Pair index i, and the partner element with the sign its term takes.
-    int64_t i, partner;
-    bool first;  // first of its pair: out = x c - partner s; second: out = x c + partner s
-    if (neox) {
-      first = d < half;
-      i = first ? d : d - half;
-      partner = first ? d + half : d - half;
+    const int64_t i0 = u * V;
+    // a[k], b[k]: the two elements of pair i0 + k.
+    C a[V], b[V];
+    const int32_t pos = positions[n];
+    if (g.neox) {
+      load_vec<T, V>(src + i0, a);
+      load_vec<T, V>(src + i0 + g.half, b);
     } else {
-      first = (d & 1) == 0;
-      i = d / 2;
-      partner = first ? d + 1 : d - 1;
+      C lo[V], hi[V];  // elements 2*i0 .. 2*i0 + 2V - 1, interleaved pairs
+      load_vec<T, V>(src + 2 * i0, lo);
+      load_vec<T, V>(src + 2 * i0 + V, hi);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t m = 2 * k;
+        a[k] = m < V ? lo[m] : hi[m - V];
+        b[k] = m + 1 < V ? lo[m + 1] : hi[m + 1 - V];
+      }
     }
-    C c, s;
-    if constexpr (std::is_same_v<C, double>) {
-      const double angle = (double)positions[n] * (double)inv_freq[i];
-      c = cos(angle) * (double)mscale;
-      s = sin(angle) * (double)mscale;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C c, s;
+      rope_cos_sin<C>(pos, inv_freq[i0 + k], g.mscale, c, s);
+      const C ra = a[k] * c - b[k] * s, rb = b[k] * c + a[k] * s;
+      a[k] = ra;
+      b[k] = rb;
+    }
+    if (g.neox) {
+      store_vec<T, V>(dst + i0, a);
+      store_vec<T, V>(dst + i0 + g.half, b);
     } else {
-      double a = (double)positions[n] * (double)inv_freq[i];
-      a -= kTwoPi * rint(a / kTwoPi);
-      const float angle = (float)a;
-      c = cosf(angle) * mscale;
-      s = sinf(angle) * mscale;
+      C lo[V], hi[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t m = 2 * k;
+        if (m < V) lo[m] = a[k];
+        else hi[m - V] = a[k];
+        if (m + 1 < V) lo[m + 1] = b[k];
+        else hi[m + 1 - V] = b[k];
+      }
+      store_vec<T, V>(dst + 2 * i0, lo);
+      store_vec<T, V>(dst + 2 * i0 + V, hi);
     }
-    const C v = load(src + d), p = load(src + partner);
-    store(out + e, first ? v * c - p * s : v * c + p * s);
   }
+}
+
+template <class T, int V>
+void launch_rope(GpuDevice& dev, const T* x, const int32_t* positions, const float* inv_freq, RopeGeometry g,
+                 T* out) {
+  g.rot_units = g.half / V;
+  g.units = g.rot_units + (g.dim - 2 * g.half) / V;
+  const int64_t total = g.tokens * g.heads * g.units;
+  if (total == 0) return;
+  rope_kernel<T, V><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, positions, inv_freq, g, out);
+  RBEE_GPU_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -63,16 +127,28 @@ __global__ void rope_kernel(const T* x, int64_t token_stride, int64_t head_strid
 void GpuKernels::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params,
                       Tensor& out) {
   device_.activate();
-  const int64_t tokens = x.dim(0), heads = x.dim(1), dim = x.dim(2);
-  const int64_t total = tokens * heads * dim;
-  if (total == 0) return;
+  RopeGeometry g{};
+  g.tokens = x.dim(0);
+  g.heads = x.dim(1);
+  g.dim = x.dim(2);
+  g.half = params.rotary_dim / 2;
+  g.token_stride = x.stride(0);
+  g.head_stride = x.stride(1);
+  g.neox = params.mode == RopeMode::Neox;
+  g.mscale = params.mscale;
+  if (g.tokens * g.heads * g.dim == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const T*>(x.data()), x.stride(0), x.stride(1), static_cast<const int32_t*>(positions.data()),
-        static_cast<const float*>(inv_freq.data()), tokens, heads, dim, params.rotary_dim,
-        params.mode == RopeMode::Neox, params.mscale, static_cast<T*>(out.data()));
-    RBEE_GPU_CHECK_LAUNCH();
+    constexpr int kV = kVec16<T>;
+    const T* px = static_cast<const T*>(x.data());
+    T* po = static_cast<T*>(out.data());
+    const auto* pos = static_cast<const int32_t*>(positions.data());
+    const auto* freq = static_cast<const float*>(inv_freq.data());
+    if (vec16_ok({px, po}, {g.half, g.dim, g.token_stride, g.head_stride}, kV)) {
+      launch_rope<T, kV>(device_, px, pos, freq, g, po);
+    } else {
+      launch_rope<T, 1>(device_, px, pos, freq, g, po);
+    }
   });
 }
 
