@@ -54,7 +54,8 @@ ClipTextModel ClipTextModel::load(const Weights& weights, const ClipTextConfig& 
   auto impl = std::make_shared<Impl>();
   impl->cfg = cfg;
   const int64_t h = cfg.hidden_size;
-  Weights m = weights.sub("text_model.");
+  // transformers before 5.0 saved CLIPTextModel under "text_model."; newer versions save the same names bare.
+  Weights m = weights.has("text_model.embeddings.token_embedding.weight") ? weights.sub("text_model.") : weights;
   impl->token_embedding = m.get_f32("embeddings.token_embedding.weight", {cfg.vocab_size, h});
   impl->position_embedding = m.get_f32("embeddings.position_embedding.weight", {cfg.max_positions, h});
   for (int i = 0; i < cfg.num_layers; ++i) {

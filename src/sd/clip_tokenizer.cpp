@@ -173,14 +173,16 @@ ClipTokenizer ClipTokenizer::from_files(const std::string& vocab_json, const std
 
 ClipTokenizer ClipTokenizer::from_folder(const std::string& dir) {
   std::string pad = "<|endoftext|>";
-  const std::string map_path = dir + "/special_tokens_map.json";
-  if (std::filesystem::exists(map_path)) {
-    nlohmann::json m = safetensors::read_json_file(map_path);
-    if (m.contains("pad_token")) {
-      const auto& p = m["pad_token"];
-      if (p.is_string()) pad = p.get<std::string>();
-      else if (p.is_object() && p.contains("content") && p["content"].is_string()) pad = p["content"].get<std::string>();
-    }
+  // Newer transformers write the pad token into tokenizer_config.json only, older ones also into
+  // special_tokens_map.json; either holds a string or an {"content": ...} object.
+  for (const char* name : {"/tokenizer_config.json", "/special_tokens_map.json"}) {
+    const std::string path = dir + name;
+    if (!std::filesystem::exists(path)) continue;
+    nlohmann::json m = safetensors::read_json_file(path);
+    if (!m.is_object() || !m.contains("pad_token")) continue;
+    const auto& p = m["pad_token"];
+    if (p.is_string()) pad = p.get<std::string>();
+    else if (p.is_object() && p.contains("content") && p["content"].is_string()) pad = p["content"].get<std::string>();
   }
   return from_files(dir + "/vocab.json", dir + "/merges.txt", pad);
 }

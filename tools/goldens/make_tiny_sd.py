@@ -64,8 +64,9 @@ def bytes_to_unicode():
 
 
 def write_tiny_tokenizer(dir_, pad_token):
-    import open_clip
-    bpe_path = os.path.join(os.path.dirname(open_clip.__file__), "bpe_simple_vocab_16e6.txt.gz")
+    import importlib.util  # the package is not imported (it needs torchvision): only its BPE file is read
+    pkg_dir = importlib.util.find_spec("open_clip").submodule_search_locations[0]
+    bpe_path = os.path.join(pkg_dir, "bpe_simple_vocab_16e6.txt.gz")
     lines = gzip.open(bpe_path).read().decode("utf-8").split("\n")
     merges = [tuple(l.split()) for l in lines[1:1 + TINY_MERGES]]
     alphabet = bytes_to_unicode()
@@ -75,7 +76,8 @@ def write_tiny_tokenizer(dir_, pad_token):
         json.dump({t: i for i, t in enumerate(vocab)}, f, ensure_ascii=False)
     with open(os.path.join(dir_, "merges.txt"), "w") as f:
         f.write("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    tok = CLIPTokenizer(os.path.join(dir_, "vocab.json"), os.path.join(dir_, "merges.txt"), pad_token=pad_token)
+    tok = CLIPTokenizer(os.path.join(dir_, "vocab.json"), os.path.join(dir_, "merges.txt"), pad_token=pad_token,
+                        model_max_length=77)
     return tok, len(vocab)
 
 

@@ -21,7 +21,8 @@ class ClipTokenizer {
   // second): read from tokenizer_config.json / special_tokens_map.json when loading a folder.
   static ClipTokenizer from_files(const std::string& vocab_json, const std::string& merges_txt,
                                   const std::string& pad_token = "<|endoftext|>");
-  // A diffusers tokenizer/ folder: vocab.json, merges.txt and, when present, special_tokens_map.json.
+  // A diffusers tokenizer/ folder: vocab.json, merges.txt, and the pad token from tokenizer_config.json or
+  // special_tokens_map.json when present.
   static ClipTokenizer from_folder(const std::string& dir);
 
   // Text (valid UTF-8, else Error(InvalidArgument)) -> ids, without BOS/EOS.
