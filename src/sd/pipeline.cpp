@@ -25,23 +25,40 @@ struct Pipeline::Impl {
   std::unique_ptr<Vae> vae;
 };
 
-Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
-  auto impl = std::make_shared<Impl>();
-  Device& dev = options.device ? *options.device : Registry::global().cpu();
+namespace {
+
+// Checks that the components fit together and builds the models.
+std::shared_ptr<Pipeline::Impl> assemble(Device& dev, const NoiseSchedule& schedule, ClipTokenizer tokenizer,
+                                         const Weights& tw, const Weights& uw, const Weights& vw,
+                                         const LoadOptions& options);
+
+}  // namespace
+
+struct PipelineAssembler {
+  static Pipeline make(std::shared_ptr<Pipeline::Impl> impl) {
+    Pipeline p;
+    p.impl_ = std::move(impl);
+    return p;
+  }
+};
+
+namespace {
+
+std::shared_ptr<Pipeline::Impl> assemble(Device& dev, const NoiseSchedule& schedule, ClipTokenizer tokenizer,
+                                         const Weights& tw, const Weights& uw, const Weights& vw,
+                                         const LoadOptions& options) {
+  auto impl = std::make_shared<Pipeline::Impl>();
   impl->device = &dev;
-  nlohmann::json index = safetensors::read_json_file(dir + "/model_index.json");
-  RBEE_CHECK_CODE(!index.contains("text_encoder_2"), ErrorCode::Unsupported,
-                  "sd pipeline: '{}' is an SDXL pipeline (text_encoder_2), not supported yet", dir);
-  impl->schedule = NoiseSchedule::from_json(safetensors::read_json_file(dir + "/scheduler/scheduler_config.json"));
-  impl->tokenizer = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(dir + "/tokenizer"));
-  Weights tw = Weights::open(dir + "/text_encoder", dev, options.dtype);
+  impl->schedule = schedule;
+  impl->tokenizer = std::make_unique<ClipTokenizer>(std::move(tokenizer));
   impl->text = std::make_unique<ClipTextModel>(ClipTextModel::load(tw, ClipTextConfig::from_json(tw.config())));
-  Weights uw = Weights::open(dir + "/unet", dev, options.dtype);
+  RBEE_CHECK(impl->tokenizer->vocab_size() <= impl->text->config().vocab_size,
+             "sd pipeline: tokenizer has {} tokens, the text encoder only {}", impl->tokenizer->vocab_size(),
+             impl->text->config().vocab_size);
   UNetConfig ucfg = UNetConfig::from_json(uw.config());
   RBEE_CHECK_CODE(ucfg.in_channels == ucfg.out_channels, ErrorCode::Unsupported,
                   "sd pipeline: UNet with {} input channels (an inpainting UNet) is not supported yet", ucfg.in_channels);
   impl->unet = std::make_unique<UNet>(UNet::load(uw, ucfg));
-  Weights vw = Weights::open(dir + "/vae", dev, options.dtype);
   VaeConfig vcfg = VaeConfig::from_json(vw.config());
   RBEE_CHECK(vcfg.latent_channels == ucfg.in_channels, "sd pipeline: VAE latent channels {} != UNet channels {}",
              vcfg.latent_channels, ucfg.in_channels);
@@ -49,9 +66,71 @@ Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
              "sd pipeline: text encoder width {} != UNet cross_attention_dim {}", impl->text->config().hidden_size,
              ucfg.cross_attention_dim);
   impl->vae = std::make_unique<Vae>(Vae::load(vw, vcfg, options.load_vae_encoder));
-  Pipeline p;
-  p.impl_ = std::move(impl);
-  return p;
+  return impl;
+}
+
+}  // namespace
+
+Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
+  Device& dev = options.device ? *options.device : Registry::global().cpu();
+  nlohmann::json index = safetensors::read_json_file(dir + "/model_index.json");
+  RBEE_CHECK_CODE(!index.contains("text_encoder_2"), ErrorCode::Unsupported,
+                  "sd pipeline: '{}' is an SDXL pipeline (text_encoder_2), not supported yet", dir);
+  NoiseSchedule schedule =
+      NoiseSchedule::from_json(safetensors::read_json_file(dir + "/scheduler/scheduler_config.json"));
+  return PipelineAssembler::make(assemble(dev, schedule, ClipTokenizer::from_folder(dir + "/tokenizer"),
+                                          Weights::open(dir + "/text_encoder", dev, options.dtype),
+                                          Weights::open(dir + "/unet", dev, options.dtype),
+                                          Weights::open(dir + "/vae", dev, options.dtype), options));
+}
+
+Pipeline Pipeline::random(const RandomPipelineSpec& spec, const LoadOptions& options) {
+  Device& dev = options.device ? *options.device : Registry::global().cpu();
+  return PipelineAssembler::make(assemble(dev, NoiseSchedule::from_json(spec.scheduler),
+                                          ClipTokenizer::from_folder(spec.tokenizer_dir),
+                                          Weights::random(spec.text_encoder, spec.seed + 1, dev, options.dtype),
+                                          Weights::random(spec.unet, spec.seed + 2, dev, options.dtype),
+                                          Weights::random(spec.vae, spec.seed + 3, dev, options.dtype), options));
+}
+
+RandomPipelineSpec RandomPipelineSpec::sd15(const std::string& tokenizer_dir) {
+  RandomPipelineSpec s;
+  s.tokenizer_dir = tokenizer_dir;
+  s.unet = {{"act_fn", "silu"},
+            {"attention_head_dim", 8},
+            {"block_out_channels", {320, 640, 1280, 1280}},
+            {"center_input_sample", false},
+            {"cross_attention_dim", 768},
+            {"down_block_types", {"CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"}},
+            {"downsample_padding", 1},
+            {"flip_sin_to_cos", true},
+            {"freq_shift", 0},
+            {"in_channels", 4},
+            {"layers_per_block", 2},
+            {"mid_block_scale_factor", 1},
+            {"norm_eps", 1e-05},
+            {"norm_num_groups", 32},
+            {"out_channels", 4},
+            {"sample_size", 64},
+            {"up_block_types", {"UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"}}};
+  s.vae = {{"act_fn", "silu"},
+           {"block_out_channels", {128, 256, 512, 512}},
+           {"down_block_types", {"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"}},
+           {"in_channels", 3},
+           {"latent_channels", 4},
+           {"layers_per_block", 2},
+           {"norm_num_groups", 32},
+           {"out_channels", 3},
+           {"sample_size", 512},
+           {"scaling_factor", 0.18215},
+           {"up_block_types", {"UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"}}};
+  s.text_encoder = {{"hidden_act", "quick_gelu"},    {"hidden_size", 768},   {"intermediate_size", 3072},
+                    {"max_position_embeddings", 77}, {"num_attention_heads", 12}, {"num_hidden_layers", 12},
+                    {"vocab_size", 49408},           {"layer_norm_eps", 1e-05}, {"projection_dim", 768}};
+  s.scheduler = {{"beta_end", 0.012},   {"beta_schedule", "scaled_linear"}, {"beta_start", 0.00085},
+                 {"num_train_timesteps", 1000}, {"set_alpha_to_one", false}, {"steps_offset", 1},
+                 {"prediction_type", "epsilon"}};
+  return s;
 }
 
 int64_t Pipeline::latent_scale() const { return impl_->vae->config().scale(); }

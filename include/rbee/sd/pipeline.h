@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rbee/core/tensor.h"
 #include "rbee/sd/scheduler.h"
 
@@ -21,6 +23,8 @@ class Device;
 }
 
 namespace rbee::sd {
+
+struct PipelineAssembler;
 
 struct LoadOptions {
   Device* device = nullptr;  // nullptr: the CPU
@@ -55,11 +59,25 @@ struct Image {
   std::vector<uint8_t> rgb;
 };
 
+// The parts of a random-weight pipeline (benchmarks): diffusers component configs (the contents of unet/config.json,
+// vae/config.json, text_encoder/config.json, scheduler/scheduler_config.json) and a CLIP tokenizer folder whose ids
+// fit the text encoder's vocab_size.
+struct RandomPipelineSpec {
+  nlohmann::json unet, vae, text_encoder, scheduler;
+  std::string tokenizer_dir;
+  uint64_t seed = 0;
+  // The full-size SD 1.5 architecture (runwayml/stable-diffusion-v1-5's configs).
+  static RandomPipelineSpec sd15(const std::string& tokenizer_dir);
+};
+
 class Pipeline {
  public:
   // Error(NotFound) / Error(Io) for missing or malformed parts, Error(InvalidArgument) for tensors of the wrong
   // shape, Error(Unsupported) for model features not implemented (SDXL, inpainting UNets).
   static Pipeline load(const std::string& diffusers_dir, const LoadOptions& options = {});
+
+  // The architecture of `spec` with random weights (rbee::sd::Weights::random), no checkpoint needed.
+  static Pipeline random(const RandomPipelineSpec& spec, const LoadOptions& options = {});
 
   // Text embeddings [1, 77, cross_attention_dim] of one prompt.
   Tensor encode_prompt(const std::string& prompt) const;
@@ -85,6 +103,7 @@ class Pipeline {
   struct Impl;
 
  private:
+  friend struct PipelineAssembler;
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -22,6 +22,10 @@ class Weights {
   // `path` as safetensors::Checkpoint::open takes it (a diffusers component folder such as unet/, or a file).
   // Floating tensors are cast to `dtype` (F32, or F16 on GPUs) on `device`.
   static Weights open(const std::string& path, Device& device, DType dtype = DType::F32);
+  // No file: every get() returns deterministic random values of the asked shape (weights uniform with variance
+  // 1 / fan_in, norm scales 1, biases 0), keyed by `seed` and the tensor's name. Lets benchmarks build full-size
+  // architectures without checkpoints. `config` is what config() returns.
+  static Weights random(const nlohmann::json& config, uint64_t seed, Device& device, DType dtype = DType::F32);
   // Names below `prefix` ("down_blocks.0.") of the same checkpoint; prefixes nest.
   Weights sub(const std::string& prefix) const;
 
@@ -38,7 +42,14 @@ class Weights {
   const std::string& prefix() const { return prefix_; }
 
  private:
-  std::shared_ptr<const safetensors::Checkpoint> ckpt_;
+  struct Random {
+    nlohmann::json config;
+    uint64_t seed = 0;
+  };
+  Tensor get_random(const std::string& full, const Shape& shape) const;
+
+  std::shared_ptr<const safetensors::Checkpoint> ckpt_;  // null in random mode
+  std::shared_ptr<const Random> random_;
   std::string prefix_;
   Device* device_ = nullptr;
   DType dtype_ = DType::F32;
