@@ -72,6 +72,22 @@ TEST(SdPipeline, RandnIsStandardNormal) {
   EXPECT_NE(v, randn({1 << 16}, 123, 1, cpu).to_vector<float>());
 }
 
+// img2img (strength 0.5: the last 2 of 4 steps) and inpaint (strength 1, 4-channel UNet latent blending) against
+// diffusers' pipelines run with the posterior mean and explicit noise (tools/goldens/make_tiny_sd_img2img.py);
+// same tolerance as txt2img.
+TEST(SdPipeline, Img2ImgAndInpaintMatchDiffusers) {
+  Device& cpu = rbee::test::cpu_device();
+  auto g = safetensors::File::open(tiny_sd("sd15/goldens_img2img.safetensors"));
+  GenerateRequest r = base_request();
+  r.initial_noise = g.tensor("noise", cpu).clone();
+  r.init_image = g.tensor("image", cpu).clone();
+  r.strength = 0.5;
+  RBEE_EXPECT_TENSOR_NEAR(tiny("sd15").generate_latents(r), g.tensor("img2img_latent", cpu), 2e-3, 1e-4);
+  r.strength = 1.0;
+  r.mask = g.tensor("mask", cpu).clone();
+  RBEE_EXPECT_TENSOR_NEAR(tiny("sd15").generate_latents(r), g.tensor("inpaint_latent", cpu), 2e-3, 1e-4);
+}
+
 // Inpaint: the kept (unmasked) half of the final latent is the encoded source exactly (the last blend uses the
 // clean source latent), the repainted half is not.
 TEST(SdPipeline, InpaintKeepsTheUnmaskedRegion) {
