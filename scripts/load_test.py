@@ -89,6 +89,7 @@ def main():
         time.sleep(0.1)
     cpu = requests.get(url + "/info", headers=headers, timeout=5).json()["device"]["name"]
 
+    load_before = os.getloadavg()[0]
     lock = threading.Lock()
     statuses, ttfts, tokens = {}, [], [0]
     errors = []
@@ -152,7 +153,8 @@ def main():
     lines = [
         f"| what | value |",
         f"|---|---|",
-        f"| machine | {cpu}, {os.cpu_count()} CPUs |",
+        f"| machine | {cpu}, {os.cpu_count()} CPUs; 1-min load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after (shared machine: other builds run beside the worker) |",
         f"| load | {args.concurrency} concurrent streams, worker --parallel {args.parallel}, "
         f"max_tokens {args.min_tokens}-{args.max_tokens}, {elapsed:.0f} s |",
         f"| requests | {total} ({', '.join(f'{k}: {v}' for k, v in sorted(statuses.items(), key=str))}) |",

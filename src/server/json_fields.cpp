@@ -14,6 +14,9 @@ nlohmann::json parse_json_object(std::string_view body) {
     value = nlohmann::json::parse(body.begin(), body.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw ApiError(400, "invalid_json", fmt::format("the body is not valid JSON (byte {}): {}", e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax the parser still refuses, e.g. a number beyond double range ("1E9999": out_of_range.406).
+    throw ApiError(400, "invalid_json", fmt::format("the body is not usable JSON: {}", e.what()));
   }
   if (!value.is_object()) {
     throw ApiError(400, "invalid_request", "the body must be a JSON object, got " + JsonFields::describe(value));
