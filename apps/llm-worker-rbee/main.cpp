@@ -73,7 +73,8 @@ int run(const Options& opt) {
   http_opt.threads = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue_size + 16;
   http_opt.max_body_bytes = (size_t)opt.max_body_kb * 1024;
   if (const char* token = std::getenv("LLORCH_API_TOKEN"); token && *token) http_opt.api_token = token;
-  http_opt.public_paths = {"/health", "/"};
+  http_opt.public_paths = {"/health"};
+  http_opt.query_token_paths = {"/"};  // the chat page: open http://host:port/?token=TOKEN in a browser
   HttpServer http(http_opt, metrics);
 
   llm_api::LlmWorkerContext ctx(lifecycle, metrics, device_stats);

@@ -84,6 +84,13 @@ HttpServer::HttpServer(HttpOptions options, Metrics& metrics) : options_(std::mo
     }
     const std::string header = req.get_header_value("Authorization");
     const std::string expected = "Bearer " + options_.api_token;
+    if (req.method == "GET" && req.has_param("token")) {
+      for (const auto& p : options_.query_token_paths) {
+        if (req.path == p && constant_time_equal(req.get_param_value("token"), options_.api_token)) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+      }
+    }
     if (!constant_time_equal(header, expected)) {
       send_error(res, ApiError(401, "unauthorized",
                                header.empty() ? "missing 'Authorization: Bearer <token>' header"

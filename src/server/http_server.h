@@ -33,6 +33,9 @@ struct HttpOptions {
   int keep_alive_max_count = 100;
   std::string api_token;                // non-empty: "Authorization: Bearer <token>" required
   std::vector<std::string> public_paths = {"/health"};  // exact paths that never need the token
+  // Exact GET paths that also accept the token as "?token=<token>": a browser opening the chat page cannot send
+  // an Authorization header; the page then sends the header itself on every API call.
+  std::vector<std::string> query_token_paths;
 };
 
 class HttpServer {

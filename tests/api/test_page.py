@@ -36,11 +36,9 @@ def browser():
 
 
 def test_chat_page_streams_tokens(worker, browser, tmp_path):
-    browser.get(worker.url + "/")
-    token = browser.find_element(By.ID, "token")
-    token.clear()
-    token.send_keys(TOKEN)
-    browser.execute_script("document.getElementById('token').dispatchEvent(new Event('change'))")
+    browser.get(worker.url + "/?token=" + TOKEN)  # how a browser passes the worker's auth
+    assert "token=" not in browser.current_url, "the page should drop the token from the address bar"
+    assert browser.find_element(By.ID, "token").get_attribute("value") == TOKEN
     deadline = time.time() + 20
     while time.time() < deadline and not browser.find_element(By.ID, "model").text.endswith(".gguf"):
         time.sleep(0.05)

@@ -196,8 +196,13 @@ def test_auth(worker):
 
 
 def test_page_is_served(worker):
-    r = requests.get(worker.url + "/", timeout=10)
+    assert requests.get(worker.url + "/", timeout=10).status_code == 401
+    assert requests.get(worker.url + "/?token=wrong", timeout=10).status_code == 401
+    assert requests.get(worker.url + "/info?token=" + worker.token, timeout=10).status_code == 401, \
+        "the query token is for the page only"
+    r = requests.get(worker.url + "/?token=" + worker.token, timeout=10)
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
+    assert worker.get("/").status_code == 200
     assert "/v1/chat/completions" in r.text and "http://" not in r.text and "https://" not in r.text
 
 
