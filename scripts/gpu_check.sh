@@ -72,9 +72,9 @@ if want bench; then
     "$rbee" bench -m "$m" --backend "$backend" -p 512 -n 128 -r 3 2>&1 | tee "$out/bench_llama2-7b-$type.txt" \
       || fail "bench $type"
   done
-  if [ -x "$build/bench/rbee_bench_gpu" ]; then
-    step "GPU kernel benchmarks"
-    "$build/bench/rbee_bench_gpu" 2>&1 | tee "$out/bench_gpu_kernels.txt" || fail "rbee_bench_gpu"
+  if [ -x "$build/rbee_bench_gpu_llm" ]; then
+    step "GPU LLM kernel benchmarks (quantized matvec against the copy bandwidth)"
+    "$build/rbee_bench_gpu_llm" 2>&1 | tee "$out/bench_gpu_llm.txt" || fail "rbee_bench_gpu_llm"
   fi
 fi
 

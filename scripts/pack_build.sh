@@ -10,7 +10,7 @@ out=${2:?usage: pack_build.sh BUILD_DIR OUT_DIR}
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/tests" "$out/bench"
 copy() { [ -e "$1" ] && cp -L "$1" "$2" && strip --strip-unneeded "$2/$(basename "$1")" 2>/dev/null; true; }
-copy "$build/rbee" "$out"
+for f in rbee rbee_bench_gpu_llm rbee_sd_bench llm-worker-rbee; do copy "$build/$f" "$out"; done
 for f in "$build"/librbee_*.so; do copy "$f" "$out"; done
 for f in "$build"/tests/rbee_conformance "$build"/tests/rbee_unit_tests; do copy "$f" "$out/tests"; done
 for f in "$build"/bench/rbee_bench_*; do [ -x "$f" ] && copy "$f" "$out/bench"; done
