@@ -107,8 +107,11 @@ QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t
   const int64_t total8 = n / 8;
   if (total8 > 0) {
     const unsigned blocks = (unsigned)((total8 + kThreads - 1) / kThreads);
-    if (q8k) quantize_activations_kernel<true><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
-    else quantize_activations_kernel<false><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
+    if (q8k) {
+      quantize_activations_kernel<true><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
+    } else {
+      quantize_activations_kernel<false><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
+    }
     RBEE_GPU_CHECK_LAUNCH();
   }
   return QActs{q, d, s, k};
