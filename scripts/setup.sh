@@ -34,6 +34,7 @@ apt_packages=(
   libcpp-httplib-dev          # HTTP server for the workers
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # microbenchmarks
+  chromium chromium-driver    # headless browser for the worker's chat page test (tests/api/test_page.py)
   hipcc libamdhip64-dev rocm-device-libs   # HIP compiler: the ROCm backend is compiled (not run) here
 )
 missing=()

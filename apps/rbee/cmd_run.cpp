@@ -56,6 +56,7 @@ int run_run(const RunOptions& opt) {
     return true;
   });
   std::printf("\n");
+  std::fflush(stdout);
   const int decoded = std::max<int>(0, (int)r.tokens.size() - 1);
   std::fprintf(stderr,
                "prompt: %d tokens in %.3f s (%.1f tokens/s) | decode: %zu tokens, %.1f tokens/s | "

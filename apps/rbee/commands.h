@@ -13,5 +13,9 @@ using Command = std::function<int()>;
 Command add_devices_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
+Command add_random_model_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 
 }  // namespace rbee::cli

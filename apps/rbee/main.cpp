@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   add(rbee::cli::add_devices_command(app));
   add(rbee::cli::add_run_command(app));
   add(rbee::cli::add_chat_command(app));
+  add(rbee::cli::add_quantize_command(app));
+  add(rbee::cli::add_random_model_command(app));
+  add(rbee::cli::add_compare_command(app));
+  add(rbee::cli::add_bench_command(app));
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto& [sub, run] : commands) {

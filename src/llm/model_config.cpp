@@ -22,6 +22,26 @@ std::vector<bool> local_layer_pattern(const std::string& arch, int n_layers, int
   return local;
 }
 
+// {arch}.attention.sliding_window_pattern as llama.cpp writes it: a per-layer array (true = sliding), or a
+// period n where layer i slides when i % n < n - 1 (n = 0: every layer slides).
+std::vector<bool> gguf_layer_pattern(const gguf::Value& v, int n_layers, const std::string& path) {
+  std::vector<bool> local((size_t)n_layers, false);
+  if (v.type() == gguf::ValueType::Array) {
+    const auto items = v.as_array();
+    RBEE_CHECK_CODE((int)items.size() == n_layers, ErrorCode::Io,
+                    "{}: attention.sliding_window_pattern has {} entries for {} layers", path, items.size(), n_layers);
+    for (int i = 0; i < n_layers; ++i) {
+      const gguf::Value& e = items[(size_t)i];
+      local[(size_t)i] = e.type() == gguf::ValueType::Bool ? e.as_bool() : e.as_int() != 0;
+    }
+    return local;
+  }
+  const int64_t n = v.as_int();
+  RBEE_CHECK_CODE(n >= 0, ErrorCode::Io, "{}: attention.sliding_window_pattern {} is negative", path, n);
+  for (int i = 0; i < n_layers; ++i) local[(size_t)i] = n == 0 || i % n < n - 1;
+  return local;
+}
+
 void apply_arch_defaults(ModelConfig& c) {
   if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
     c.activation = Activation::GeluTanh;
@@ -114,7 +134,8 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.sliding_window = (int)f.get_int(a + "attention.sliding_window").value_or(0);
   c.attn_softcap = (float)f.get_float(a + "attn_logit_softcapping").value_or(0.0);
   c.final_softcap = (float)f.get_float(a + "final_logit_softcapping").value_or(0.0);
-  if (c.arch == "gemma3") c.rope_theta_local = 10000.0f;
+  // Gemma 3's local layers rotate with their own base (llama.cpp's default when the key is absent: 10000).
+  if (c.arch == "gemma3") c.rope_theta_local = (float)f.get_float(a + "rope.freq_base_swa").value_or(10000.0);
   // Vocabulary: the metadata value, else the token list, else the embedding's rows.
   if (const auto v = f.get_int(a + "vocab_size")) c.vocab_size = (int)*v;
   else if (const auto* tok = f.find("tokenizer.ggml.tokens")) c.vocab_size = (int)tok->array_size();
@@ -126,6 +147,9 @@ ModelConfig config_from_gguf(const gguf::File& f) {
     c.norm_weight_plus_one = false;  // llama.cpp's converter already stored 1 + w
   }
   c.layer_is_local = local_layer_pattern(c.arch, c.n_layers, c.sliding_window, 6);
+  if (const gguf::Value* pattern = f.find(a + "attention.sliding_window_pattern"); pattern && c.sliding_window > 0) {
+    c.layer_is_local = gguf_layer_pattern(*pattern, c.n_layers, f.path());
+  }
   c.validate();
   return c;
 }
@@ -181,9 +205,34 @@ ModelConfig config_from_hf(const nlohmann::json& j) {
     if (j.contains("query_pre_attn_scalar") && !j["query_pre_attn_scalar"].is_null()) {
       c.attn_scale = 1.0f / std::sqrt((float)get_float("query_pre_attn_scalar", c.head_dim));
     }
-    if (c.arch == "gemma3") c.rope_theta_local = (float)get_float("rope_local_base_freq", 10000.0);
-    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-      const auto& rs = j["rope_scaling"];
+    // Rotary settings. transformers < 5 writes rope_theta, rope_scaling and (Gemma 3) rope_local_base_freq;
+    // transformers >= 5 writes one rope_parameters object {rope_type, rope_theta, factor, ...}, or for models
+    // with two kinds of layers one per kind: {"full_attention": {...}, "sliding_attention": {...}}.
+    const nlohmann::json* rope_global = nullptr;
+    const nlohmann::json* rope_local = nullptr;
+    if (const auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
+      if (it->contains("full_attention")) {
+        rope_global = &it->at("full_attention");
+        if (it->contains("sliding_attention")) rope_local = &it->at("sliding_attention");
+      } else {
+        rope_global = &*it;
+      }
+    }
+    if (rope_global && rope_global->contains("rope_theta")) c.rope_theta = rope_global->at("rope_theta").get<float>();
+    if (rope_global && rope_global->contains("partial_rotary_factor")) {
+      c.rotary_dim = (int)std::lround(c.head_dim * rope_global->at("partial_rotary_factor").get<double>());
+      c.rotary_dim -= c.rotary_dim % 2;
+    }
+    if (c.arch == "gemma3") {
+      c.rope_theta_local = rope_local && rope_local->contains("rope_theta")
+                               ? rope_local->at("rope_theta").get<float>()
+                               : (float)get_float("rope_local_base_freq", 10000.0);
+    }
+    const nlohmann::json* scaling = nullptr;
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) scaling = &j["rope_scaling"];
+    else if (rope_global) scaling = rope_global;
+    if (scaling) {
+      const auto& rs = *scaling;
       const std::string kind = rs.value("rope_type", rs.value("type", std::string("default")));
       const float factor = rs.value("factor", 1.0f);
       if (kind == "linear") {
@@ -201,8 +250,9 @@ ModelConfig config_from_hf(const nlohmann::json& j) {
         c.rope_scaling.original_max_position = rs.value("original_max_position_embeddings", c.max_positions);
         c.rope_scaling.beta_fast = rs.value("beta_fast", 32.0f);
         c.rope_scaling.beta_slow = rs.value("beta_slow", 1.0f);
-        c.rope_attn_factor = rs.contains("attention_factor") ? rs["attention_factor"].get<float>()
-                                                             : 0.1f * std::log(factor) + 1.0f;
+        c.rope_attn_factor = rs.contains("attention_factor") && !rs["attention_factor"].is_null()
+                                 ? rs["attention_factor"].get<float>()
+                                 : 0.1f * std::log(factor) + 1.0f;
       } else if (kind != "default") {
         RBEE_THROW(ErrorCode::Unsupported, "config.json: rope_scaling type '{}' is not supported", kind);
       }

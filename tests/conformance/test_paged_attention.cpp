@@ -24,25 +24,27 @@ const PagedCase kCases[] = {
     {"softcap", 4, 1, 24, 16, {0.2f, true, 0, 3.0f}},
 };
 
-using PagedParam = std::tuple<std::string, int, DType>;
-class PagedAttentionConformance : public ::testing::TestWithParam<PagedParam> {};
+struct Seq {
+  int q_len, ctx;
+};
 
-TEST_P(PagedAttentionConformance, MatchesDenseReference) {
-  const auto& [backend, case_index, cache_dtype] = GetParam();
-  RBEE_REQUIRE_DEVICE(backend, device);
-  const PagedCase& c = kCases[case_index];
-  // Three sequences: a prefill chunk continuing a cached prefix, a fresh prefill, a decode step.
-  struct Seq { int q_len, ctx; };
-  const std::vector<Seq> seqs = {{5, 23}, {7, 7}, {1, 40}};
-  const int nq = 5 + 7 + 1;
-  const int max_blocks = (40 + c.block_size - 1) / c.block_size;
-  const int num_blocks = 3 * max_blocks + 2;
-  // Each sequence's blocks are a random permutation of cache blocks.
+// Runs paged_attention for `seqs` (q rows concatenated in order, each sequence's blocks a random permutation
+// of cache blocks) and compares with a dense double reference.
+void check_paged_attention(Device& device, const PagedCase& c, const std::vector<Seq>& seqs, DType cache_dtype,
+                           int seed) {
+  int nq = 0, max_ctx = 0;
+  for (const auto& s : seqs) {
+    nq += s.q_len;
+    max_ctx = std::max(max_ctx, s.ctx);
+  }
+  const int n_seq = (int)seqs.size();
+  const int max_blocks = (max_ctx + c.block_size - 1) / c.block_size;
+  const int num_blocks = n_seq * max_blocks + 2;
   std::vector<int32_t> perm(num_blocks);
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(case_index));
-  std::vector<double> tables(3 * max_blocks), info;
-  for (int b = 0; b < 3; ++b)
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  std::vector<double> tables((size_t)n_seq * max_blocks), info;
+  for (int b = 0; b < n_seq; ++b)
     for (int j = 0; j < max_blocks; ++j) tables[b * max_blocks + j] = perm[b * max_blocks + j];
   int start = 0;
   for (const auto& s : seqs) {
@@ -50,19 +52,19 @@ TEST_P(PagedAttentionConformance, MatchesDenseReference) {
     start += s.q_len;
   }
   const Shape cache_shape{num_blocks, c.block_size, c.hkv, c.d};
-  const auto kvals = random_values(cache_shape.numel(), cache_dtype, 100 + case_index, -1, 1);
-  const auto vvals = random_values(cache_shape.numel(), cache_dtype, 200 + case_index, -1, 1);
-  const auto qvals = random_values((int64_t)nq * c.hq * c.d, DType::F32, 300 + case_index, -1, 1);
-  const Tensor k_cache = make_tensor(kvals, cache_shape, cache_dtype, *device);
-  const Tensor v_cache = make_tensor(vvals, cache_shape, cache_dtype, *device);
+  const auto kvals = random_values(cache_shape.numel(), cache_dtype, 100 + seed, -1, 1);
+  const auto vvals = random_values(cache_shape.numel(), cache_dtype, 200 + seed, -1, 1);
+  const auto qvals = random_values((int64_t)nq * c.hq * c.d, DType::F32, 300 + seed, -1, 1);
+  const Tensor k_cache = make_tensor(kvals, cache_shape, cache_dtype, device);
+  const Tensor v_cache = make_tensor(vvals, cache_shape, cache_dtype, device);
   // q as a strided view: [nq, hq, d] inside [nq, hq, d + 8].
   const Tensor q_base = make_tensor(random_values((int64_t)nq * c.hq * (c.d + 8), DType::F32, 1), {nq, c.hq, c.d + 8},
-                                    DType::F32, *device);
+                                    DType::F32, device);
   const Tensor q = q_base.narrow(2, 0, c.d);
-  ops::copy(q, make_tensor(qvals, {nq, c.hq, c.d}, DType::F32, *device));
-  const Tensor seq_info = make_tensor(info, {3, 3}, DType::I32, *device);
-  const Tensor block_tables = make_tensor(tables, {3, max_blocks}, DType::I32, *device);
-  poison_allocations(*device, (size_t)nq * c.hq * c.d * 4);
+  ops::copy(q, make_tensor(qvals, {nq, c.hq, c.d}, DType::F32, device));
+  const Tensor seq_info = make_tensor(info, {n_seq, 3}, DType::I32, device);
+  const Tensor block_tables = make_tensor(tables, {n_seq, max_blocks}, DType::I32, device);
+  poison_allocations(device, (size_t)nq * c.hq * c.d * 4);
   const Tensor out = ops::paged_attention(q, k_cache, v_cache, seq_info, block_tables, c.params);
   ASSERT_EQ(out.shape(), Shape({nq, c.hq, c.d}));
 
@@ -71,7 +73,7 @@ TEST_P(PagedAttentionConformance, MatchesDenseReference) {
     const int blk = (int)tables[b * max_blocks + pos / c.block_size];
     return vals[(((size_t)blk * c.block_size + pos % c.block_size) * c.hkv + g) * c.d + i];
   };
-  for (int b = 0; b < 3; ++b) {
+  for (int b = 0; b < n_seq; ++b) {
     const int q0 = (int)info[b * 3], ql = seqs[b].q_len, ctx = seqs[b].ctx;
     for (int t = 0; t < ql; ++t) {
       const int pos = ctx - ql + t;
@@ -100,6 +102,25 @@ TEST_P(PagedAttentionConformance, MatchesDenseReference) {
     }
   }
   EXPECT_TRUE(all_close(to_doubles(out), want, {2e-5, 2e-4}));
+}
+
+using PagedParam = std::tuple<std::string, int, DType>;
+class PagedAttentionConformance : public ::testing::TestWithParam<PagedParam> {};
+
+TEST_P(PagedAttentionConformance, MatchesDenseReference) {
+  const auto& [backend, case_index, cache_dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  // Three sequences: a prefill chunk continuing a cached prefix, a fresh prefill, a decode step.
+  check_paged_attention(*device, kCases[case_index], {{5, 23}, {7, 7}, {1, 40}}, cache_dtype, case_index);
+}
+
+// Long contexts over many cache blocks: decode steps and a prefill chunk deep into the context (a GPU splits
+// such contexts across thread blocks and merges the partial softmax states).
+TEST_P(PagedAttentionConformance, LongContextMatchesDenseReference) {
+  const auto& [backend, case_index, cache_dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  check_paged_attention(*device, kCases[case_index], {{1, 1500}, {3, 700}, {1, 2100}}, cache_dtype,
+                        10 + case_index);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionConformance,
@@ -142,6 +163,43 @@ INSTANTIATE_TEST_SUITE_P(Ops, KvCacheWriteConformance,
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_to_" + std::string(dtype_name(std::get<2>(info.param)));
                          });
+
+// Index tensors that live on a device are not validated by the front-end (that would need a host read); the
+// device's kernels clamp every index they read. Garbage there must neither fault nor write outside the cache.
+class PagedDeviceIndices : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PagedDeviceIndices, GarbageIsClampedNotFaulting) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  if (device->host_accessible()) GTEST_SKIP() << "host index tensors are validated by the front-end";
+  const Shape cache_shape{4, 8, 2, 16};
+  const Tensor kc = make_tensor(random_values(cache_shape.numel(), DType::F16, 1), cache_shape, DType::F16, *device);
+  const Tensor vc = make_tensor(random_values(cache_shape.numel(), DType::F16, 2), cache_shape, DType::F16, *device);
+  const Tensor q = make_tensor(random_values(3 * 4 * 16, DType::F32, 3), {3, 4, 16}, DType::F32, *device);
+  // Out-of-range starts, lengths, contexts and block ids.
+  const Tensor info = make_tensor({0, 3, 1000000, -5, 7, 3, 2, -1, 9}, {3, 3}, DType::I32, *device);
+  const Tensor tables = make_tensor({99, -3, 7, 1, 0, 100000}, {3, 2}, DType::I32, *device);
+  AttentionParams params;
+  params.scale = 0.25f;
+  params.causal = true;
+  const auto out = to_doubles(ops::paged_attention(q, kc, vc, info, tables, params));
+  for (double v : out) {
+    ASSERT_TRUE(std::isfinite(v));
+    EXPECT_LE(std::fabs(v), 1.0 + 1e-6);  // convex combinations of cache values in [-1, 1]
+  }
+  // Slots outside the cache are skipped; the valid row lands in slot 5 and nothing else changes.
+  const Tensor k_cache = make_tensor(std::vector<double>(cache_shape.numel(), 5.0), cache_shape, DType::F32, *device);
+  const Tensor v_cache = make_tensor(std::vector<double>(cache_shape.numel(), -5.0), cache_shape, DType::F32, *device);
+  const auto rows = random_values(3 * 2 * 16, DType::F32, 4);
+  const Tensor kv = make_tensor(rows, {3, 2, 16}, DType::F32, *device);
+  ops::kv_cache_write(kv, kv, make_tensor({-1, 1000, 5}, {3}, DType::I32, *device), k_cache, v_cache);
+  std::vector<double> kwant(cache_shape.numel(), 5.0), vwant(cache_shape.numel(), -5.0);
+  for (int i = 0; i < 32; ++i) kwant[5 * 32 + i] = vwant[5 * 32 + i] = rows[2 * 32 + i];
+  EXPECT_TRUE(all_close(to_doubles(k_cache), kwant, {0, 0}));
+  EXPECT_TRUE(all_close(to_doubles(v_cache), vwant, {0, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, PagedDeviceIndices, ::testing::ValuesIn(conformance_backends()),
+                         [](const auto& info) { return info.param; });
 
 TEST(PagedAttentionErrors, BadTablesAndShapesAreRejected) {
   Device& cpu = cpu_device();

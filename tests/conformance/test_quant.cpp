@@ -4,7 +4,7 @@
 //     (goldens: tools/goldens/make_quant_goldens.py -> tests/data/quant/dequant_<type>.bin);
 // (b) legacy quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) equals gguf-py's quantize byte for byte;
 // (c) round-trip error bounds per type, on Gaussian data and on ggml's own synthetic test data;
-// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 64,
+// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 20, 64,
 //     strided x with batch dims;
 // (e) bad arguments raise InvalidArgument naming the op and the argument.
 #include <cmath>
@@ -251,7 +251,8 @@ const int64_t kK = 512, kN = 37;
 const std::vector<QMatmulCase> kQMatmulCases = {
     {"m1", {1, kK}, Layout::Contiguous},
     {"m7", {7, kK}, Layout::Contiguous},
-    {"m64", {64, kK}, Layout::Contiguous},
+    {"m20", {20, kK}, Layout::Contiguous},  // GPU: more rows than one matvec launch takes
+    {"m64", {64, kK}, Layout::Contiguous},  // GPU: the BLAS path
     {"batch2x3_strided", {2, 3, kK}, Layout::Strided},
     {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
     {"vector", {kK}, Layout::Contiguous},
@@ -374,6 +375,46 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulConformance,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_" + kQMatmulCases[(size_t)std::get<2>(info.param)].name;
+                         });
+
+// Float weights whose rows are not a whole number of 16-byte vectors (K = 100: the element-wise GPU kernels),
+// with M below and above the GPU's BLAS threshold. Reference: sum_k w[n, k] * x[m, k] in double.
+using FloatOddKParam = std::tuple<std::string, DType, int>;
+class QMatmulFloatOddK : public ::testing::TestWithParam<FloatOddKParam> {};
+
+TEST_P(QMatmulFloatOddK, MatchesDoubleReference) {
+  const auto& [backend, wtype, m] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t k = 100, n = 9;
+  const auto wv = random_values(n * k, wtype, 77, -1, 1);
+  const auto xv = random_values(m * k, DType::F32, 78, -2, 2);
+  const Tensor w = make_tensor(wv, {n, k}, wtype, *device);
+  const Tensor x = make_tensor(xv, {m, k}, DType::F32, *device);
+  poison_allocations(*device, (size_t)(m * n * 4));
+  const auto got = to_doubles(ops::qmatmul(x, w));
+  int64_t bad = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0, mag = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        want += wv[j * k + i] * xv[r * k + i];
+        mag += std::fabs(wv[j * k + i] * xv[r * k + i]);
+      }
+      if (!(std::fabs(got[r * n + j] - want) <= 2e-5 * mag + 1e-6) && bad++ < 3) {
+        ADD_FAILURE() << "[" << r << ", " << j << "] got " << got[r * n + j] << " want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QMatmulFloatOddK,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(3, 70)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+                                  "_m" + std::to_string(std::get<2>(info.param));
                          });
 
 // ---------------------------------------------------------------------------------------- (e) bad input

@@ -16,6 +16,7 @@
 #include "rbee/backend/buffer.h"
 #include "rbee/backend/caching_allocator.h"
 #include "rbee/backend/kernels.h"
+#include "rbee/core/error.h"
 
 namespace rbee {
 
@@ -60,6 +61,30 @@ class Device {
   bool supports(OpKind op, std::span<const DType> dtypes) { return kernels().supports(op, dtypes); }
   bool supports(OpKind op, std::initializer_list<DType> dtypes) {
     return kernels().supports(op, std::span<const DType>(dtypes.begin(), dtypes.size()));
+  }
+
+  // ---- graphs: record the kernels and device copies of a step once, replay them with one launch ----
+  // Between begin_graph_capture() and end_graph_capture() nothing runs: every kernel and copy_on_device issued
+  // on this device is recorded, with the device addresses and shapes it had. Replaying re-runs exactly that,
+  // reading whatever those addresses hold at replay time. The rule for callers (the decode step):
+  //  - warm up first: run the step once uncaptured so that every tensor it allocates comes from the caching
+  //    allocator's cache; a capture that needs new device memory throws (and so do synchronize(),
+  //    copy_to_host(), copy_from_host() and empty_cache() while capturing);
+  //  - keep every tensor the captured step reads or writes alive, unchanged in shape, for as long as the graph
+  //    is replayed (inputs are refreshed in place before replay, e.g. token ids, positions, block tables);
+  //  - release_graph() (or capture again) when shapes or buffers change.
+  // If anything throws while capturing, call end_graph_capture() anyway: it leaves capture mode and throws.
+  // Defaults (CPU): no graphs; the calls throw Unsupported.
+  using GraphId = int64_t;
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_graph_capture() { graphs_unsupported(); }
+  virtual GraphId end_graph_capture() { graphs_unsupported(); }
+  virtual void replay_graph(GraphId) { graphs_unsupported(); }
+  virtual void release_graph(GraphId) { graphs_unsupported(); }
+
+ private:
+  [[noreturn]] void graphs_unsupported() const {
+    RBEE_THROW(ErrorCode::Unsupported, "device {} does not support graph capture", id());
   }
 };
 

@@ -37,6 +37,24 @@ class CublasBlas final : public Blas {
     return s == CUBLAS_STATUS_SUCCESS;
   }
 
+  bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
+                    const void* b, int64_t ldb, float* c, int64_t ldc, float beta, Stream stream) override {
+    cudaDataType_t type;
+    switch (ab_dtype) {
+      case DType::F32: type = CUDA_R_32F; break;
+      case DType::F16: type = CUDA_R_16F; break;
+      case DType::BF16: type = CUDA_R_16BF; break;
+      default: return false;
+    }
+    if (cublasSetStream(handle_, stream) != CUBLAS_STATUS_SUCCESS) return false;
+    const float alpha = 1.0f;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasStatus_t s = cublasGemmEx(handle_, op_b, op_a, n, m, k, &alpha, b, type, (int)ldb, a, type, (int)lda,
+                                          &beta, c, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS;
+  }
+
  private:
   cublasHandle_t handle_;
 };

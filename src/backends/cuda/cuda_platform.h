@@ -100,5 +100,10 @@ __device__ __forceinline__ double shfl_xor(double v, int mask, int width = RBEE_
 __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
   return atomicMin(addr, v);
 }
+
+// One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
+// the round-to-nearest quantizers) must give the CPU's bits.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 }  // namespace rbee::gpu
 #endif

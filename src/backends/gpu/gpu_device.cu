@@ -22,6 +22,10 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
   allocator_ = std::make_unique<CachingAllocator>(
       id_,
       [this](size_t bytes) -> void* {
+        // A captured region must not allocate: the graph would replay into memory the allocator may hand out
+        // again, and device_malloc cannot be recorded anyway.
+        RBEE_CHECK(!capturing_, "{}: a graph capture needs {} bytes of new device memory; run the step once "
+                   "before capturing so that its tensors come from the allocator's cache", id_, bytes);
         activate();
         void* p = nullptr;
         if (device_malloc(&p, bytes) != kSuccess) {
@@ -48,6 +52,7 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
 
 GpuDevice::~GpuDevice() {
   // The process may be exiting with the driver already torn down: ignore errors here.
+  for (auto& [id, graph] : graphs_) graph_exec_destroy(graph.exec);
   kernels_.reset();
   allocator_.reset();
   if (staging_) host_free_pinned(staging_);
@@ -80,11 +85,16 @@ DeviceInfo GpuDevice::info() const {
 
 std::shared_ptr<Buffer> GpuDevice::allocate(size_t bytes) {
   size_t rounded = 0;
+  if (capturing_) {
+    void* p = capture_pool_->allocate(bytes, &rounded);
+    return std::make_shared<Buffer>(*this, p, rounded, capture_pool_);
+  }
   void* p = allocator_->allocate(bytes, &rounded);
   return std::make_shared<Buffer>(*this, p, rounded, allocator_.get());
 }
 
 void GpuDevice::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  check_not_capturing("copy_from_host");
   activate();
   std::lock_guard<std::mutex> lock(staging_mutex_);
   if (bytes <= staging_bytes_) {
@@ -99,6 +109,7 @@ void GpuDevice::copy_from_host(void* dst, const void* host_src, size_t bytes) {
 }
 
 void GpuDevice::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  check_not_capturing("copy_to_host");
   activate();
   std::lock_guard<std::mutex> lock(staging_mutex_);
   if (bytes <= staging_bytes_) {
@@ -117,8 +128,81 @@ void GpuDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
 }
 
 void GpuDevice::synchronize() {
+  check_not_capturing("synchronize");
   activate();
   RBEE_GPU_CHECK(stream_synchronize(stream_));
+}
+
+void GpuDevice::empty_cache() {
+  check_not_capturing("empty_cache");
+  allocator_->empty_cache();
+}
+
+void GpuDevice::check_not_capturing(const char* what) const {
+  RBEE_CHECK(!capturing_, "{}: {} is not allowed while a graph capture is open", id_, what);
+}
+
+void GpuDevice::begin_graph_capture() {
+  check_not_capturing("begin_graph_capture");
+  activate();
+  RBEE_GPU_CHECK(stream_begin_capture(stream_));
+  {
+    std::lock_guard<std::mutex> lock(graphs_mutex_);
+    pools_.push_back(std::make_unique<GraphPool>(*allocator_));
+    capture_pool_ = pools_.back().get();
+  }
+  capturing_ = true;
+}
+
+Device::GraphId GpuDevice::end_graph_capture() {
+  RBEE_CHECK(capturing_, "{}: end_graph_capture without begin_graph_capture", id_);
+  activate();
+  Graph graph = nullptr;
+  const Status s = stream_end_capture(stream_, &graph);
+  capturing_ = false;
+  GraphPool* pool = capture_pool_;
+  capture_pool_ = nullptr;
+  if (s != kSuccess || graph == nullptr) {
+    get_last_error();  // a broken capture leaves its error behind: later calls must not be blamed
+    if (graph) graph_destroy(graph);
+    pool->detach();
+    RBEE_THROW(ErrorCode::Backend, "{}: graph capture failed: {}", id_,
+               s != kSuccess ? status_string(s) : "no graph was recorded");
+  }
+  GraphExec exec = nullptr;
+  const Status si = graph_instantiate(&exec, graph);
+  graph_destroy(graph);
+  if (si != kSuccess) {
+    get_last_error();
+    pool->detach();
+    RBEE_THROW(ErrorCode::Backend, "{}: instantiating the captured graph failed: {}", id_, status_string(si));
+  }
+  std::lock_guard<std::mutex> lock(graphs_mutex_);
+  const GraphId id = next_graph_id_++;
+  graphs_.emplace(id, GraphEntry{exec, pool});
+  return id;
+}
+
+void GpuDevice::replay_graph(GraphId id) {
+  check_not_capturing("replay_graph");
+  activate();
+  std::lock_guard<std::mutex> lock(graphs_mutex_);
+  const auto it = graphs_.find(id);
+  RBEE_CHECK(it != graphs_.end(), "{}: replay_graph: no graph {}", id_, id);
+  RBEE_GPU_CHECK(graph_launch(it->second.exec, stream_));
+}
+
+void GpuDevice::release_graph(GraphId id) {
+  check_not_capturing("release_graph");
+  activate();
+  RBEE_GPU_CHECK(stream_synchronize(stream_));  // a replay of it may still be running
+  std::lock_guard<std::mutex> lock(graphs_mutex_);
+  const auto it = graphs_.find(id);
+  RBEE_CHECK(it != graphs_.end(), "{}: release_graph: no graph {}", id_, id);
+  const GraphEntry graph = it->second;
+  graphs_.erase(it);
+  graph.pool->detach();  // after the synchronize above: no replay writes its blocks any more
+  RBEE_GPU_CHECK(graph_exec_destroy(graph.exec));
 }
 
 Kernels& GpuDevice::kernels() { return *kernels_; }

@@ -3,12 +3,15 @@
 // caching allocator over device memory, a pinned staging buffer for host copies, and the vendor BLAS.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/gpu/blas.h"
+#include "backends/gpu/graph_pool.h"
 #include "backends/gpu/platform.h"
 #include "rbee/backend/device.h"
 
@@ -26,12 +29,25 @@ class GpuDevice final : public Device {
   bool host_accessible() const override { return false; }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   AllocatorStats memory_stats() const override { return allocator_->stats(); }
-  void empty_cache() override { allocator_->empty_cache(); }
+  void empty_cache() override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   Kernels& kernels() override;
+
+  // Graphs (contract in rbee/backend/device.h) over the platform's stream capture: the device's stream is
+  // captured in thread-local mode, so only the capturing thread's work on this device is recorded. Every
+  // kernel of the decode path (qmatmul with M <= 8, paged attention, kv_cache_write, elementwise ops) is
+  // capture-safe: no synchronization, no host reads of device data, launch shapes from tensor shapes only,
+  // temporaries from the caching allocator (cache hits after a warm-up run; a miss throws while capturing).
+  // Memory allocated while capturing belongs to the graph until release_graph (graph_pool.h says why).
+  bool supports_graphs() const override { return true; }
+  void begin_graph_capture() override;
+  GraphId end_graph_capture() override;
+  void replay_graph(GraphId id) override;
+  void release_graph(GraphId id) override;
+  bool capturing() const { return capturing_; }
 
   int index() const { return index_; }
   Stream stream() const { return stream_; }
@@ -53,6 +69,20 @@ class GpuDevice final : public Device {
   std::mutex staging_mutex_;
   void* staging_ = nullptr;
   size_t staging_bytes_ = 0;
+  // Graphs: instantiated executables and their memory by id; the pool of the open capture. Pools live as long
+  // as the device: tensors of a released graph may still return blocks through them.
+  struct GraphEntry {
+    GraphExec exec;
+    GraphPool* pool;
+  };
+  std::atomic<bool> capturing_{false};
+  GraphPool* capture_pool_ = nullptr;
+  std::mutex graphs_mutex_;
+  std::unordered_map<GraphId, GraphEntry> graphs_;
+  std::vector<std::unique_ptr<GraphPool>> pools_;
+  GraphId next_graph_id_ = 1;
+  // Throws InvalidArgument naming `what` while a capture is open (calls that cannot be recorded).
+  void check_not_capturing(const char* what) const;
 };
 
 class GpuBackend final : public Backend {

@@ -47,6 +47,16 @@ bool GpuKernels::supports(OpKind op, std::span<const DType> dtypes) const {
     case OpKind::Pool2d:
     case OpKind::UpsampleNearest2d:
       return true;
+    // ---- LLM inference (gpu-llm): every dtype combination op_dtypes_valid accepts ----
+    // Quantize / Dequantize: all 12 block types. QMatmul: x F32, w any block type or F32 / F16 / BF16.
+    // KvCacheWrite: rows F32 / F16 / BF16 into F32 / F16 / BF16 caches. PagedAttention: q F32, caches
+    // F32 / F16 / BF16 (head size up to 512).
+    case OpKind::Quantize:
+    case OpKind::Dequantize:
+    case OpKind::QMatmul:
+    case OpKind::KvCacheWrite:
+    case OpKind::PagedAttention:
+      return true;
     default:
       return false;
   }

@@ -62,6 +62,17 @@ class GpuKernels final : public Kernels {
   void pool2d(PoolOp op, const Tensor& x, const Pool2dParams& p, Tensor& out) override;
   void upsample_nearest2d(const Tensor& x, Tensor& out) override;
 
+  // ---- LLM inference: quantization and paged KV cache (gpu-llm) ----
+  // quantize / dequantize: kernels/quant_quantize.cu, quant_dequantize.cu; qmatmul: kernels/quant_qmatmul.cu
+  void quantize(const Tensor& x, Tensor& out) override;
+  void dequantize(const Tensor& q, Tensor& out) override;
+  void qmatmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  // kernels/paged.cu
+  void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+                      Tensor& v_cache) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
+                       const Tensor& block_tables, const AttentionParams& params, Tensor& out) override;
+
  private:
   GpuDevice& device_;
 };

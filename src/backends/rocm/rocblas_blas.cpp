@@ -58,6 +58,25 @@ class RocblasBlas final : public Blas {
                  rocblas_gemm_algo_standard, 0, 0) == kRocblasSuccess;
   }
 
+  bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
+                    const void* b, int64_t ldb, float* c, int64_t ldc, float beta, Stream stream) override {
+    int type;
+    switch (ab_dtype) {
+      case DType::F32: type = rocblas_datatype_f32_r; break;
+      case DType::F16: type = rocblas_datatype_f16_r; break;
+      case DType::BF16: type = rocblas_datatype_bf16_r; break;
+      default: return false;
+    }
+    if (set_stream_(handle_, stream) != kRocblasSuccess) return false;
+    const float alpha = 1.0f;
+    const int op_b = trans_b ? rocblas_operation_transpose : rocblas_operation_none;
+    const int op_a = trans_a ? rocblas_operation_transpose : rocblas_operation_none;
+    // One product as a batch of one; C and D (the output) are the same f32 matrix.
+    return gemm_(handle_, op_b, op_a, n, m, k, &alpha, b, type, (int)ldb, 0, a, type, (int)lda, 0, &beta, c,
+                 rocblas_datatype_f32_r, (int)ldc, 0, c, rocblas_datatype_f32_r, (int)ldc, 0, 1,
+                 rocblas_datatype_f32_r, rocblas_gemm_algo_standard, 0, 0) == kRocblasSuccess;
+  }
+
  private:
   void* lib_;
   rocblas_handle handle_;

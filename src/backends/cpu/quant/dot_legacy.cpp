@@ -195,15 +195,16 @@ struct Avx2 {
         x[r] = reinterpret_cast<const typename T::X*>(row);
         xd[r] = reinterpret_cast<const float*>(row + side);
       }
-      // With one row, two accumulator sets alternate between blocks so consecutive FMAs do not wait on each
-      // other; with more, the rows are independent chains already (and a second set would not fit in registers).
+      // Two accumulator sets alternate between blocks so consecutive FMAs do not wait on each other. Every row
+      // count uses the same pattern, so a row's result is the same bit for bit whatever rows share its tile:
+      // continuous batching relies on it (a stream's tokens must not change with its neighbours).
       __m256 acc0[NR], acc1[NR];
       float macc0[NR] = {}, macc1[NR] = {};
       for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
       int64_t ib = 0;
       for (; ib + 1 < nb; ib += 2) {
         Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
-        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, NR == 1 ? acc1 : acc0, NR == 1 ? macc1 : macc0);
+        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, acc1, macc1);
       }
       if (ib < nb) Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
       for (int r = 0; r < NR; ++r) out[r * os] = HSum(_mm256_add_ps(acc0[r], acc1[r])) + (macc0[r] + macc1[r]);

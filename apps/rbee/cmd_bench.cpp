@@ -1,0 +1,240 @@
+// `rbee bench`: prompt-processing and decode throughput of a model, measured the way llama-bench measures it so
+// the two can be set side by side:
+//   ppN  one sequence, N random prompt tokens in one forward pass (logits of the last token only)
+//   tgN  one sequence from an empty cache, N forward passes of one random token each (no sampling: the
+//        next token is random, as llama-bench does, so only the model is timed)
+// Each test runs once unmeasured (warm-up: page faults of the mapped weights, thread pool start), then
+// `repetitions` times; the cache is emptied between runs. Reports mean and standard deviation of tokens/s.
+//
+// Next to each result stands the hardware's limit, measured in the same run on the same device
+// (bench_limits.h): ppN against a dense GEMM rate (FLOPs of the pass / GEMM FLOP/s), tgN against a memory copy
+// bandwidth (bytes read per token / bytes per second), and the fraction of that limit the test reached.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_limits.h"
+#include "commands.h"
+#include "model_options.h"
+#include "rbee/backend/device.h"
+#include "rbee/core/error.h"
+#include "rbee/core/thread_pool.h"
+
+namespace rbee::cli {
+
+namespace {
+struct BenchOptions {
+  ModelOptions model;
+  std::vector<int> prompt = {512};
+  std::vector<int> gen = {128};
+  int repetitions = 5;
+  uint64_t seed = 42;
+  bool json = false;
+  int bandwidth_mib = 256;  // buffer of the copy-bandwidth measurement
+  int gemm_n = 1024;        // size of the GEMM-rate measurement
+  bool limits = true;
+};
+
+struct BenchResult {
+  std::string test;  // "pp512", "tg128"
+  int n_prompt = 0, n_gen = 0;
+  std::vector<double> seconds;  // per repetition
+  double mean_ts = 0, std_ts = 0;
+  double work = 0;      // ppN: FLOPs of one pass; tgN: bytes read per token
+  double limit_ts = 0;  // tokens/s at the hardware limit (0: not measured)
+};
+
+// One timed run: fills a fresh sequence with `n_prompt` tokens in one batch, or decodes `n_gen` single tokens.
+double run_once(llm::Model& model, llm::KvCache& cache, int n_prompt, int n_gen, std::mt19937_64& rng) {
+  const int vocab = model.config().vocab_size;
+  std::uniform_int_distribution<int> token(0, vocab - 1);
+  Device& device = model.device();
+  llm::SequenceKv seq;
+  const int total = std::max(n_prompt, n_gen);
+  RBEE_CHECK_CODE(seq.reserve(cache, total), ErrorCode::OutOfMemory, "bench: the KV cache has no room for {} tokens",
+                  total);
+  struct Release {
+    llm::SequenceKv& s;
+    llm::KvCache& c;
+    ~Release() { s.release(c); }
+  } release{seq, cache};
+  llm::ForwardBatch batch;
+  batch.seqs.resize(1);
+  if (n_prompt > 0) {
+    batch.tokens.resize((size_t)n_prompt);
+    for (auto& t : batch.tokens) t = token(rng);
+    batch.seqs[0] = {&seq, n_prompt, n_prompt, false};
+    const auto t0 = std::chrono::steady_clock::now();
+    model.forward(batch, cache);
+    device.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  batch.tokens.resize(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n_gen; ++i) {
+    batch.tokens[0] = token(rng);
+    batch.seqs[0] = {&seq, 1, i + 1, false};
+    model.forward(batch, cache);
+    seq.length = i + 1;
+  }
+  device.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int n_gen, int reps, uint64_t seed) {
+  BenchResult r;
+  r.n_prompt = n_prompt;
+  r.n_gen = n_gen;
+  r.test = n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+  std::mt19937_64 rng(seed);
+  run_once(model, cache, n_prompt, n_gen, rng);  // warm-up
+  std::vector<double> ts;
+  for (int i = 0; i < reps; ++i) {
+    const double s = run_once(model, cache, n_prompt, n_gen, rng);
+    r.seconds.push_back(s);
+    ts.push_back((double)(n_prompt + n_gen) / s);
+  }
+  double sum = 0;
+  for (double v : ts) sum += v;
+  r.mean_ts = sum / (double)ts.size();
+  double var = 0;
+  for (double v : ts) var += (v - r.mean_ts) * (v - r.mean_ts);
+  r.std_ts = ts.size() > 1 ? std::sqrt(var / (double)(ts.size() - 1)) : 0.0;
+  return r;
+}
+
+int run_bench(const BenchOptions& opt) {
+  RBEE_CHECK(opt.repetitions >= 1, "bench: --repetitions must be at least 1, got {}", opt.repetitions);
+  for (int p : opt.prompt) RBEE_CHECK(p >= 0, "bench: --n-prompt values must be >= 0, got {}", p);
+  for (int n : opt.gen) RBEE_CHECK(n >= 0, "bench: --n-gen values must be >= 0, got {}", n);
+  const int longest = std::max(*std::max_element(opt.prompt.begin(), opt.prompt.end()),
+                               *std::max_element(opt.gen.begin(), opt.gen.end()));
+  RBEE_CHECK(longest > 0, "bench: nothing to measure (every --n-prompt and --n-gen is 0)");
+  RBEE_CHECK(opt.bandwidth_mib >= 1 && opt.bandwidth_mib <= 65536,
+             "bench: --bandwidth-mib must be in [1, 65536], got {}", opt.bandwidth_mib);
+  RBEE_CHECK(opt.gemm_n >= 16 && opt.gemm_n <= 16384, "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
+  ModelOptions mo = opt.model;
+  mo.ctx_size = std::max(mo.ctx_size, longest);
+  LoadedModel loaded = load_model(mo);
+  llm::Model& model = *loaded.model;
+  const int capacity = loaded.cache->num_blocks() * loaded.cache->block_size();
+  RBEE_CHECK(longest <= capacity, "bench: a test needs {} positions, the KV cache holds {} (model context {})",
+             longest, capacity, model.config().max_positions);
+
+  std::vector<BenchResult> results;
+  for (int p : opt.prompt) {
+    if (p > 0) results.push_back(bench_test(model, *loaded.cache, p, 0, opt.repetitions, opt.seed));
+  }
+  for (int n : opt.gen) {
+    if (n > 0) results.push_back(bench_test(model, *loaded.cache, 0, n, opt.repetitions, opt.seed));
+  }
+
+  const llm::ModelConfig& cfg = model.config();
+  const DType kv_dtype = loaded.cache->dtype();
+  for (auto& r : results) {
+    r.work = r.n_prompt > 0 ? prompt_flops(cfg, r.n_prompt)
+                            : decode_bytes_per_token(cfg, model.weight_bytes(), kv_dtype, r.n_gen);
+  }
+  HardwareRates hw;
+  if (opt.limits) {
+    hw = measure_hardware(model.device(), (int64_t)opt.bandwidth_mib << 20, opt.gemm_n, 3, 0.25);
+    for (auto& r : results) {
+      // ppN: passes/s at the GEMM rate, times N tokens a pass; tgN: bytes/s over bytes per token.
+      r.limit_ts = r.n_prompt > 0 ? hw.gemm_flops_per_s / r.work * r.n_prompt : hw.copy_bytes_per_s / r.work;
+    }
+  }
+
+  const DeviceInfo dev = model.device().info();
+  const int threads = dev.backend == "cpu" ? ThreadPool::global().size() : 0;
+  const double mib = (double)model.weight_bytes() / (1024.0 * 1024.0);
+  if (opt.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      std::vector<double> samples_ts, samples_ns;
+      for (double s : r.seconds) {
+        samples_ts.push_back((double)(r.n_prompt + r.n_gen) / s);
+        samples_ns.push_back(s * 1e9);
+      }
+      out.push_back({{"model", opt.model.model},
+                     {"arch", model.config().arch},
+                     {"model_size", model.weight_bytes()},
+                     {"backend", dev.backend},
+                     {"device", dev.name},
+                     {"simd", dev.simd},
+                     {"n_threads", threads},
+                     {"kv_dtype", opt.model.kv_dtype},
+                     {"test", r.test},
+                     {"n_prompt", r.n_prompt},
+                     {"n_gen", r.n_gen},
+                     {"repetitions", opt.repetitions},
+                     {"avg_ts", r.mean_ts},
+                     {"stddev_ts", r.std_ts},
+                     {"samples_ts", samples_ts},
+                     {"samples_ns", samples_ns}});
+      nlohmann::json& e = out.back();
+      if (r.n_prompt > 0) e["flops_per_pass"] = r.work;
+      else e["bytes_per_token"] = r.work;
+      if (opt.limits) {
+        e["limit"] = r.n_prompt > 0 ? "gemm" : "memory_bandwidth";
+        e["limit_ts"] = r.limit_ts;
+        e["fraction_of_limit"] = r.mean_ts / r.limit_ts;
+        e["gemm_flops_per_s"] = hw.gemm_flops_per_s;
+        e["gemm_n"] = hw.gemm_n;
+        e["copy_bytes_per_s"] = hw.copy_bytes_per_s;
+        e["copy_method"] = hw.copy_method;
+        e["copy_buffer_bytes"] = hw.copy_bytes;
+      }
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("| %-28s | %10s | %-8s | %7s | %8s | %20s | %10s | %8s |\n", "model", "size", "backend", "threads",
+              "test", "t/s", "limit t/s", "of limit");
+  std::printf("| %.28s | %.10s | %.8s | %.7s | %.8s | %.20s | %.10s | %.8s |\n", "------------------------------",
+              "----------", "--------", "-------", "--------", "--------------------", "----------", "--------");
+  for (const auto& r : results) {
+    std::printf("| %-28s | %6.1f MiB | %-8s | %7d | %8s | %9.2f ± %8.2f | %10.1f | %7.1f%% |\n",
+                (cfg.arch + " " + cfg.name).substr(0, 28).c_str(), mib, dev.backend.c_str(), threads, r.test.c_str(),
+                r.mean_ts, r.std_ts, r.limit_ts, r.limit_ts > 0 ? 100.0 * r.mean_ts / r.limit_ts : 0.0);
+  }
+  if (opt.limits) {
+    std::printf("limits measured in this run on %s: GEMM %.1f GFLOP/s (F32 %d^3), copy %.1f GB/s (read + write, %s, "
+                "%.0f MiB)\n",
+                dev.name.c_str(), hw.gemm_flops_per_s * 1e-9, hw.gemm_n, hw.copy_bytes_per_s * 1e-9,
+                hw.copy_method.c_str(), (double)hw.copy_bytes / (1 << 20));
+    std::printf("ppN limit: FLOPs of the pass / GEMM rate; tgN limit: bytes read per token / copy bandwidth\n");
+  }
+  return 0;
+}
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto opt = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (ppN) and decode (tgN) tokens/s");
+  add_model_options(*sub, opt->model);
+  opt->model.quiet = true;
+  sub->add_option("-p,--n-prompt", opt->prompt, "Prompt lengths to time (ppN), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("-n,--n-gen", opt->gen, "Generated lengths to time (tgN), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("-r,--repetitions", opt->repetitions, "Timed runs of each test (after one warm-up run)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--seed", opt->seed, "Seed of the random tokens")->capture_default_str();
+  sub->add_flag("--json", opt->json, "Print the results as a JSON array (llama-bench's field names)");
+  sub->add_option("--bandwidth-mib", opt->bandwidth_mib, "Buffer size of the memory copy bandwidth measurement")
+      ->capture_default_str();
+  sub->add_option("--gemm-n", opt->gemm_n, "Matrix size of the GEMM rate measurement (F32 n x n x n)")
+      ->capture_default_str();
+  sub->add_flag("!--no-limits", opt->limits, "Skip measuring the hardware limits (copy bandwidth, GEMM rate)");
+  return [opt] { return run_bench(*opt); };
+}
+
+}  // namespace rbee::cli

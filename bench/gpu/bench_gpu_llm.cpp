@@ -1,0 +1,244 @@
+// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention decode and prompt qmatmul,
+// each next to the device-to-device copy bandwidth measured in the same run.
+//
+//   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R]
+//
+// Timing: each case is run once (warm-up: its temporaries land in the caching allocator), then captured
+// `per_graph` times into one graph, and the graph is replayed R times; time = wall time / (R * per_graph).
+// Replaying a graph removes the host's launch overhead, so the numbers are the kernels' own. The calls of a
+// graph cycle through copies of their operands that together exceed kColdBytes, so the weights and caches
+// come from device memory, not from the L2 cache (50 MiB on H100) that a single 4096 x 4096 matrix fits in.
+// Bandwidths:
+//   copy:        bytes read + written by copy_on_device (2 x buffer size)
+//   matvec:      weight bytes (packed) / time; activations are ~0.1% of the traffic
+//   attention:   K + V bytes of the context read / time
+//   prompt:      2 M N K / time (TFLOP/s), and the Llama-7B prompt rate of the matmuls alone from them
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rbee/backend/device.h"
+#include "rbee/core/tensor.h"
+#include "rbee/ops.h"
+
+namespace {
+
+using namespace rbee;
+using Clock = std::chrono::steady_clock;
+
+// Operand copies of a case together hold at least this many bytes (several times any GPU's L2 cache).
+constexpr double kColdBytes = 256.0 * (1 << 20);
+// Copies needed so that `bytes` each exceed kColdBytes together (at most 256).
+int cold_copies(double bytes) { return (int)std::clamp(std::ceil(kColdBytes / bytes), 1.0, 256.0); }
+// Calls per graph: at least 20, a whole number of rounds over `copies`.
+int calls_per_graph(int copies) { return (20 + copies - 1) / copies * copies; }
+
+// A copy of t at a new device address.
+Tensor clone(const Tensor& t) {
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+  t.device().copy_on_device(c.data(), t.data(), (size_t)t.nbytes());
+  return c;
+}
+
+struct Options {
+  std::string backend = "auto";
+  int device = 0;
+  int reps = 20;
+};
+
+// Seconds per call of `enqueue(i)` (call i of a graph: issues one op on `device` and may drop its result),
+// replayed from a graph. Cases that call the vendor BLAS are timed with plain launches instead (use_graph false): whether a
+// BLAS call may be captured depends on its workspace handling, and such ops run long enough for launch
+// overhead not to matter.
+double time_per_call(Device& device, const std::function<void(int)>& enqueue, int per_graph, int reps,
+                     bool use_graph = true) {
+  for (int i = 0; i < per_graph; ++i) enqueue(i);  // warm-up: allocations of this case reach the cache
+  device.synchronize();
+  if (!use_graph) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps * per_graph; ++i) enqueue(i % per_graph);
+    device.synchronize();
+    return std::chrono::duration<double>(Clock::now() - t0).count() / (reps * per_graph);
+  }
+  device.begin_graph_capture();
+  try {
+    for (int i = 0; i < per_graph; ++i) enqueue(i);
+  } catch (...) {
+    try {
+      device.release_graph(device.end_graph_capture());
+    } catch (...) {
+    }
+    throw;
+  }
+  const Device::GraphId graph = device.end_graph_capture();
+  device.replay_graph(graph);
+  device.synchronize();
+  const auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) device.replay_graph(graph);
+  device.synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  device.release_graph(graph);
+  return seconds / (reps * per_graph);
+}
+
+Tensor random_tensor(const Shape& shape, Device& device, uint64_t seed, float scale = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, scale);
+  std::vector<float> v((size_t)shape.numel());
+  for (auto& x : v) x = normal(rng);
+  return Tensor::from_vector(v, shape, device);
+}
+
+// Weights [n, k] of `type`, quantized (or cast) on the device from N(0, 0.02) values.
+Tensor make_weights(DType type, int64_t n, int64_t k, Device& device) {
+  const Tensor f = random_tensor({n, k}, device, 7 + (uint64_t)type, 0.02f);
+  if (is_quantized(type)) return ops::quantize(f, type);
+  return type == DType::F32 ? f : ops::cast(f, type);
+}
+
+void print_row(const char* op, const std::string& what, double us, const std::string& rate, const std::string& ratio) {
+  std::printf("%-18s %-34s %10.2f  %-16s %s\n", op, what.c_str(), us, rate.c_str(), ratio.c_str());
+}
+
+int run(const Options& opt) {
+  Registry& registry = Registry::global();
+  for (const auto& line : registry.load_plugins()) std::printf("# %s\n", line.c_str());
+  std::string reason;
+  Device& device = registry.select(opt.backend, opt.device, &reason);
+  const DeviceInfo info = device.info();
+  std::printf("# device: %s (%s, %s, %d compute units); %s\n", info.name.c_str(), info.backend.c_str(),
+              info.arch.c_str(), info.compute_units, reason.c_str());
+  if (!device.supports_graphs()) {
+    std::printf("# %s has no graph support: this benchmark needs a GPU backend\n", device.id().c_str());
+    return 1;
+  }
+  std::printf("%-18s %-34s %10s  %-16s %s\n", "op", "case", "time us", "rate", "vs copy");
+
+  // ---- the reference: device-to-device copy ----
+  const int64_t copy_bytes = int64_t{512} << 20;
+  const Tensor src = Tensor::empty({copy_bytes}, DType::U8, device), dst = Tensor::empty({copy_bytes}, DType::U8, device);
+  const double copy_s = time_per_call(
+      device, [&](int) { device.copy_on_device(dst.data(), src.data(), (size_t)copy_bytes); }, 4, opt.reps);
+  const double copy_gbs = 2.0 * (double)copy_bytes / copy_s / 1e9;
+  print_row("copy d2d", "512 MiB, read + write", copy_s * 1e6, fmt::format("{:.0f} GB/s", copy_gbs), "1.00");
+  auto vs_copy = [&](double gbs) { return fmt::format("{:.2f}", gbs / copy_gbs); };
+
+  // ---- decode matvec: M = 1 and M = 8 ----
+  const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16};
+  const std::pair<int64_t, int64_t> kShapes[] = {{4096, 4096}, {11008, 4096}};
+  for (const auto& [n, k] : kShapes) {
+    for (const DType type : kTypes) {
+      const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
+      std::vector<Tensor> ws{make_weights(type, n, k, device)};
+      while ((int)ws.size() < cold_copies(bytes)) ws.push_back(clone(ws[0]));
+      const int per_graph = calls_per_graph((int)ws.size());
+      for (const int64_t m : {1, 8}) {
+        const Tensor x = random_tensor({m, k}, device, 11);
+        const double s = time_per_call(
+            device, [&](int i) { (void)ops::qmatmul(x, ws[(size_t)i % ws.size()]); }, per_graph, opt.reps);
+        const double gbs = bytes / s / 1e9;
+        print_row("qmatmul matvec", fmt::format("{} N={} K={} M={}", dtype_name(type), n, k, m), s * 1e6,
+                  fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
+      }
+    }
+  }
+
+  // ---- paged attention decode: 32 query heads x 128, GQA 32/8, f16 cache, block size 16 ----
+  const int hq = 32, hkv = 8, d = 128, block_size = 16;
+  for (const int batch : {1, 8}) {
+    for (const int ctx : {512, 4096}) {
+      const int blocks_per_seq = ctx / block_size;
+      const int num_blocks = batch * blocks_per_seq;
+      std::vector<Tensor> k_caches{ops::cast(random_tensor({num_blocks, block_size, hkv, d}, device, 21), DType::F16)};
+      std::vector<Tensor> v_caches{ops::cast(random_tensor({num_blocks, block_size, hkv, d}, device, 22), DType::F16)};
+      const double bytes = 2.0 * batch * ctx * hkv * d * 2;
+      while ((int)k_caches.size() < cold_copies(bytes)) {
+        k_caches.push_back(clone(k_caches[0]));
+        v_caches.push_back(clone(v_caches[0]));
+      }
+      const int per_graph = calls_per_graph((int)k_caches.size());
+      const Tensor q = random_tensor({batch, hq, d}, device, 23);
+      std::vector<int32_t> info, tables;
+      for (int b = 0; b < batch; ++b) {
+        info.insert(info.end(), {b, 1, ctx});
+        for (int j = 0; j < blocks_per_seq; ++j) tables.push_back(b * blocks_per_seq + j);
+      }
+      const Tensor seq_info = Tensor::from_vector(info, {batch, 3}, device);
+      const Tensor block_tables = Tensor::from_vector(tables, {batch, blocks_per_seq}, device);
+      AttentionParams params;
+      params.scale = 1.f / std::sqrt((float)d);
+      params.causal = true;
+      const double s = time_per_call(
+          device,
+          [&](int i) {
+            const size_t c = (size_t)i % k_caches.size();
+            (void)ops::paged_attention(q, k_caches[c], v_caches[c], seq_info, block_tables, params);
+          },
+          per_graph, opt.reps);
+      const double gbs = bytes / s / 1e9;
+      print_row("paged_attention", fmt::format("decode B={} ctx={} f16 32/8x128", batch, ctx), s * 1e6,
+                fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
+    }
+  }
+
+  // ---- prompt: M = 512, the weight shapes of a Llama-7B layer ----
+  // Per layer: q, k, v, o (4096 x 4096), gate and up (11008 x 4096), down (4096 x 11008); 32 layers and the
+  // 32000 x 4096 output head. The pp512 line adds these matmuls' times only (no attention, norms, rope).
+  const int64_t m = 512;
+  const std::pair<int64_t, int64_t> kPromptShapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
+  const double kPerModel[] = {32 * 4, 32 * 2, 32, 1};
+  for (const DType type : kTypes) {
+    double model_s = 0;
+    for (size_t si = 0; si < std::size(kPromptShapes); ++si) {
+      const auto [n, k] = kPromptShapes[si];
+      const Tensor w = make_weights(type, n, k, device);
+      const Tensor x = random_tensor({m, k}, device, 12);
+      const double s = time_per_call(device, [&](int) { (void)ops::qmatmul(x, w); }, 4, opt.reps, false);
+      model_s += kPerModel[si] * s;
+      const double tflops = 2.0 * (double)m * (double)n * (double)k / s / 1e12;
+      print_row("qmatmul prompt", fmt::format("{} N={} K={} M={}", dtype_name(type), n, k, m), s * 1e6,
+                fmt::format("{:.1f} TFLOP/s", tflops), "");
+    }
+    print_row("pp512 7B matmuls", fmt::format("{} weights, sum of the above", dtype_name(type)), model_s * 1e6,
+              fmt::format("{:.0f} tok/s", (double)m / model_s), "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--backend") opt.backend = value();
+    else if (a == "--device") opt.device = std::atoi(value().c_str());
+    else if (a == "--reps") opt.reps = std::max(1, std::atoi(value().c_str()));
+    else {
+      std::fprintf(stderr, "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    return run(opt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

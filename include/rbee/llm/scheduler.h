@@ -1,0 +1,155 @@
+// Scheduler: continuous batching of many generation jobs over one Model and one paged KvCache.
+//
+// One thread owns the model and the cache. Each step it
+//   1. drops cancelled jobs (queued or running) and frees their cache blocks,
+//   2. admits queued jobs in arrival order while a slot is free (at most `parallel` running) and the cache has
+//      the blocks for prompt + max_tokens (reserved up front, so a running job never runs out of cache),
+//   3. builds one ForwardBatch: the next token of every decoding job, then prompt chunks of prefilling jobs in
+//      admission order up to `prefill_budget` tokens (chunked prefill: a long prompt is spread over steps, so it
+//      never stalls the other streams for more than one step's worth of prompt),
+//   4. runs forward once, samples each job's row with the job's own Sampler (own seed), feeds the stop
+//      matcher and the streaming decoder, and reports text to the job's sink,
+//   5. finishes jobs (EOS, stop sequence, max_tokens, deadline) and frees their blocks at once.
+// The steps are those of generate() (generate.h) for one sequence: greedy output does not depend on what else
+// is in the batch, because the kernels compute each row on its own.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rbee/llm/generate.h"
+#include "rbee/llm/kv_cache.h"
+#include "rbee/llm/model.h"
+#include "rbee/llm/sampler.h"
+
+namespace rbee::llm {
+
+struct JobRequest {
+  std::string id;                 // for logs
+  std::vector<TokenId> prompt;    // non-empty
+  SamplingParams sampling;
+  int max_tokens = 128;           // >= 1
+  std::vector<std::string> stop;  // stop sequences on the text
+  bool ignore_eos = false;
+  // The job ends with reason Error and error_code "timeout" when still running then.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+struct JobSummary {
+  StopReason reason = StopReason::MaxTokens;
+  int prompt_tokens = 0;
+  int tokens_out = 0;             // generated tokens (EOS and stop-sequence tokens included)
+  std::string text;               // everything emitted
+  double queue_seconds = 0;       // submit -> admission
+  double prompt_seconds = 0;      // admission -> first token sampled
+  double decode_seconds = 0;      // first token -> end
+  std::string error_code;         // with reason Error: "timeout", "sampling", "forward"
+  std::string error_message;
+};
+
+// Receives one job's events, on the scheduler thread: implementations must be quick and must not block.
+class JobSink {
+ public:
+  virtual ~JobSink() = default;
+  virtual void on_started() = 0;  // admitted: cache reserved, prompt processing begins
+  // A piece of text released by generated token number `index` (0-based). Pieces are never half a UTF-8
+  // character and never contain (part of) a stop sequence. Tokens that release no text produce no call.
+  virtual void on_text(int index, const std::string& text) = 0;
+  virtual void on_finished(const JobSummary& summary) = 0;  // exactly once, last
+};
+
+// A submitted job: cancel() is safe from any thread, at any time, more than once, even after the scheduler is
+// gone. The scheduler acts on it before its next step (within one step, or 50 ms when idle).
+class JobHandle {
+ public:
+  void cancel() { cancel_ = true; }
+  bool cancelled() const { return cancel_.load(); }
+
+ private:
+  std::atomic<bool> cancel_{false};
+};
+
+struct SchedulerOptions {
+  int parallel = 4;          // running sequences at most
+  int max_queue = 64;        // waiting jobs at most (submit refuses beyond)
+  int prefill_budget = 256;  // prompt tokens per step at most
+  int max_job_positions = 0; // prompt + max_tokens of one job at most (0: the whole cache)
+};
+
+struct SchedulerStats {
+  int queued = 0;
+  int running = 0;
+  int free_blocks = 0;
+  int total_blocks = 0;
+  uint64_t steps = 0;
+  int max_batch_rows = 0;    // largest batch run so far (tests check that batching happened)
+};
+
+class Scheduler {
+ public:
+  enum class Submit { Accepted, QueueFull, Stopped };
+
+  // The model and cache must outlive the scheduler. Starts the scheduler thread.
+  Scheduler(Model& model, KvCache& cache, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Positions one job may use at most (prompt + max_tokens): the cache, or max_job_positions when smaller.
+  int max_positions() const;
+
+  // Checks the request (throws InvalidArgument naming the field: empty prompt, max_tokens < 1, prompt +
+  // max_tokens beyond max_positions(), sampling ranges, token ids) and queues it. QueueFull and Stopped leave
+  // `handle` empty and never call the sink.
+  Submit submit(JobRequest request, std::shared_ptr<JobSink> sink, std::shared_ptr<JobHandle>* handle);
+
+  // Graceful stop: refuses new jobs, cancels queued ones, lets running ones finish until `grace` has passed,
+  // then cancels the rest; returns when every job has finished and the thread has exited.
+  void drain(std::chrono::milliseconds grace);
+
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Active;
+  struct Queued {
+    JobRequest request;
+    std::shared_ptr<JobSink> sink;
+    std::shared_ptr<JobHandle> handle;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  void loop();
+  bool step();  // false when there was nothing to do
+  void admit();
+  void finish(Active& a, StopReason reason, std::string error_code = "", std::string error_message = "");
+
+  Model& model_;
+  KvCache& cache_;
+  SchedulerOptions options_;
+  std::vector<TokenId> eos_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;      // guarded by mutex_
+  bool accepting_ = true;         // guarded by mutex_
+  bool stop_thread_ = false;      // guarded by mutex_
+  uint64_t submitted_ = 0;        // guarded by mutex_; wakes the idle loop
+  std::chrono::steady_clock::time_point drain_deadline_ = std::chrono::steady_clock::time_point::max();
+
+  std::list<std::unique_ptr<Active>> running_;  // scheduler thread only
+  std::atomic<int> running_count_{0};
+  std::atomic<uint64_t> steps_{0};
+  std::atomic<int> max_batch_rows_{0};
+  std::atomic<int> free_blocks_{0};
+  std::thread thread_;
+};
+
+}  // namespace rbee::llm

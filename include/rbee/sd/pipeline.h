@@ -1,0 +1,114 @@
+// Stable Diffusion pipelines on one device: txt2img, img2img (strength) and inpaint (mask), with classifier-free
+// guidance, for SD 1.x and 2.x models in the diffusers folder layout (model_index.json, scheduler/, tokenizer/,
+// text_encoder/, unet/, vae/).
+//
+// Determinism: the initial latent noise and every noise a scheduler injects come from a counter-based RNG keyed by
+// the seed (rbee::sd::randn), drawn on the host, so one seed gives the same image again on the same backend (and
+// the same noise on every backend). Tests pass explicit initial noise to compare with diffusers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rbee/core/tensor.h"
+#include "rbee/sd/scheduler.h"
+
+namespace rbee {
+class Device;
+}
+
+namespace rbee::sd {
+
+struct PipelineAssembler;
+
+struct LoadOptions {
+  Device* device = nullptr;  // nullptr: the CPU
+  // Weights of linear layers in this dtype (F16 on GPUs halves their memory); activations stay F32.
+  DType dtype = DType::F32;
+  bool load_vae_encoder = true;  // img2img and inpaint need it
+};
+
+struct GenerateRequest {
+  std::string prompt;
+  std::string negative_prompt;
+  int steps = 20;                // 1..150
+  double guidance_scale = 7.5;   // 0..20; <= 1 turns classifier-free guidance off
+  uint64_t seed = 0;
+  int width = 512, height = 512;  // multiples of the latent scale (8 for SD), 64..2048
+  SchedulerKind sampler = SchedulerKind::Euler;
+  // Optional standard-normal initial latent [1, latent_channels, height / f, width / f]; replaces the seeded draw.
+  Tensor initial_noise;
+  // img2img / inpaint: the source image [1, 3, height, width] with values in [-1, 1], and how much of the schedule
+  // to run (1 = from pure noise; 0.3 = the last 30% of the steps).
+  Tensor init_image;
+  double strength = 0.8;
+  // inpaint: [1, 1, height, width] in [0, 1]; 1 = repaint, 0 = keep init_image.
+  Tensor mask;
+  // Called after each step with (step done, total steps of this run); return false to cancel (Error(Cancelled)).
+  std::function<bool(int, int)> on_step;
+};
+
+// An RGB image, 8 bits per channel, row-major.
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgb;
+};
+
+// The parts of a random-weight pipeline (benchmarks): diffusers component configs (the contents of unet/config.json,
+// vae/config.json, text_encoder/config.json, scheduler/scheduler_config.json) and a CLIP tokenizer folder whose ids
+// fit the text encoder's vocab_size.
+struct RandomPipelineSpec {
+  nlohmann::json unet, vae, text_encoder, scheduler;
+  std::string tokenizer_dir;
+  uint64_t seed = 0;
+  // The full-size SD 1.5 architecture (runwayml/stable-diffusion-v1-5's configs).
+  static RandomPipelineSpec sd15(const std::string& tokenizer_dir);
+};
+
+class Pipeline {
+ public:
+  // Error(NotFound) / Error(Io) for missing or malformed parts, Error(InvalidArgument) for tensors of the wrong
+  // shape, Error(Unsupported) for model features not implemented (SDXL, inpainting UNets).
+  static Pipeline load(const std::string& diffusers_dir, const LoadOptions& options = {});
+
+  // The architecture of `spec` with random weights (rbee::sd::Weights::random), no checkpoint needed.
+  static Pipeline random(const RandomPipelineSpec& spec, const LoadOptions& options = {});
+
+  // Text embeddings [1, 77, cross_attention_dim] of one prompt.
+  Tensor encode_prompt(const std::string& prompt) const;
+  // The final latent [1, latent, h, w] (before dividing by the VAE scaling factor).
+  Tensor generate_latents(const GenerateRequest& request) const;
+  // Image [1, 3, H, W] in [-1, 1] -> latent [1, latent, H / f, W / f] (the VAE posterior mean, times the scaling
+  // factor). diffusers samples the posterior instead; SD's posterior std is small, and the mean is deterministic.
+  Tensor encode_image(const Tensor& image) const;
+  // Latents -> image tensor [1, 3, H, W] in [0, 1].
+  Tensor decode(const Tensor& latents) const;
+  // Full request -> RGB image.
+  Image generate(const GenerateRequest& request) const;
+  // Image tensor [1, 3, H, W] in [0, 1] -> RGB8 (rounded, clamped).
+  static Image to_image(const Tensor& image01);
+  // RGB8 -> [1, 3, H, W] in [-1, 1] on the pipeline's device (for init_image).
+  Tensor from_image(const Image& image) const;
+
+  int64_t latent_scale() const;
+  int64_t latent_channels() const;
+  const NoiseSchedule& noise_schedule() const;
+  Device& device() const;
+
+  struct Impl;
+
+ private:
+  friend struct PipelineAssembler;
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Standard-normal F32 tensor on `device`, a pure function of (seed, stream, index): counter-based SplitMix64 hashing
+// then Box-Muller, computed on the host.
+Tensor randn(const Shape& shape, uint64_t seed, uint64_t stream, Device& device);
+
+}  // namespace rbee::sd

@@ -1,0 +1,58 @@
+// The weights of one SD model component (text encoder, UNet, VAE), read from safetensors and moved to the
+// compute device. Every tensor is looked up by its diffusers name and checked against the shape the model
+// expects, so a file with missing or misshapen tensors is refused at load with the tensor's name.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "rbee/core/tensor.h"
+#include "rbee/formats/safetensors.h"
+
+namespace rbee {
+class Device;
+}
+
+namespace rbee::sd {
+
+class Weights {
+ public:
+  // `path` as safetensors::Checkpoint::open takes it (a diffusers component folder such as unet/, or a file).
+  // Floating tensors are cast to `dtype` (F32, or F16 on GPUs) on `device`.
+  static Weights open(const std::string& path, Device& device, DType dtype = DType::F32);
+  // No file: every get() returns deterministic random values of the asked shape (weights uniform with variance
+  // 1 / fan_in, norm scales 1, biases 0), keyed by `seed` and the tensor's name. Lets benchmarks build full-size
+  // architectures without checkpoints. `config` is what config() returns.
+  static Weights random(const nlohmann::json& config, uint64_t seed, Device& device, DType dtype = DType::F32);
+  // Names below `prefix` ("down_blocks.0.") of the same checkpoint; prefixes nest.
+  Weights sub(const std::string& prefix) const;
+
+  bool has(const std::string& name) const;
+  // The tensor `prefix + name`; Error(NotFound) when absent, Error(InvalidArgument) when its shape is not `shape`.
+  Tensor get(const std::string& name, const Shape& shape) const;
+  // The same, kept in F32 whatever `dtype` is (norm parameters, biases).
+  Tensor get_f32(const std::string& name, const Shape& shape) const;
+
+  // config.json of the component folder (Error(NotFound) when absent).
+  const nlohmann::json& config() const;
+  Device& device() const { return *device_; }
+  DType dtype() const { return dtype_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  struct Random {
+    nlohmann::json config;
+    uint64_t seed = 0;
+  };
+  Tensor get_random(const std::string& full, const Shape& shape) const;
+
+  std::shared_ptr<const safetensors::Checkpoint> ckpt_;  // null in random mode
+  std::shared_ptr<const Random> random_;
+  std::string prefix_;
+  Device* device_ = nullptr;
+  DType dtype_ = DType::F32;
+};
+
+}  // namespace rbee::sd

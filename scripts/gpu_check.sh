@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU, in one go: builds the CUDA backend, runs the op conformance suite on the GPU
+# (the same cases as on the CPU), checks the LLM runtime on the GPU against the CPU (random-weight models of the
+# llama, qwen2 and gemma3 families, and the default model when present), and runs the benchmarks.
+#
+#   scripts/gpu_check.sh [all|build|conformance|compare|bench]...   (default: all)
+#
+# RBEE_BUILD_DIR  use this build instead of building one (for example a build made on another machine)
+# RBEE_PRESET     build preset (default cuda-sm90; `cuda` builds sm_80, sm_86, sm_89 and sm_90)
+# RBEE_BACKEND    backend under test (default cuda; rocm on an AMD machine with a rocm build)
+# RBEE_OUT        where logs and JSON results go (default build/gpu_check)
+# RBEE_MODELS     where random-weight models are written (default /tmp/rbee-models; 7B shapes need ~20 GB)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(all)
+want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+
+preset=${RBEE_PRESET:-cuda-sm90}
+build=${RBEE_BUILD_DIR:-build/$preset}
+backend=${RBEE_BACKEND:-cuda}
+out=${RBEE_OUT:-build/gpu_check}
+models=${RBEE_MODELS:-/tmp/rbee-models}
+mkdir -p "$out" "$models"
+failures=()
+step() { echo; echo "=== $* ==="; }
+fail() { echo "gpu_check: FAILED: $*"; failures+=("$*"); }
+
+if want build && [ -z "${RBEE_BUILD_DIR:-}" ]; then
+  step "build ($preset)"
+  cmake --preset "$preset" >/dev/null && cmake --build "$build" -j "$(nproc)" || { echo "build failed"; exit 1; }
+fi
+rbee="$build/rbee"
+"$rbee" devices || fail "rbee devices"
+
+if want conformance; then
+  step "conformance suite: $backend against the double-precision reference"
+  conf="$build/tests/rbee_conformance"
+  cpu_cases=$("$conf" --gtest_list_tests --gtest_filter="*/cpu*" | grep -c '^  ')
+  gpu_cases=$("$conf" --gtest_list_tests --gtest_filter="*/${backend}*" | grep -c '^  ')
+  echo "cases: cpu $cpu_cases, $backend $gpu_cases"
+  [ "$cpu_cases" = "$gpu_cases" ] || fail "case counts differ (cpu $cpu_cases, $backend $gpu_cases)"
+  "$conf" --gtest_filter="*/${backend}*" --gtest_brief=1 --gtest_output="json:$out/conformance_$backend.json" \
+    2>&1 | tee "$out/conformance_$backend.log" | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || fail "conformance on $backend"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/conformance_$backend.log"
+fi
+
+if want compare; then
+  step "LLM: $backend against the CPU (logits of 3 prompts, batched prefill, 64 greedy steps)"
+  for spec in tiny-llama:q4_0 tiny-qwen2:q8_0 tiny-gemma3:f16 tiny-llama:q4_k llama3.2-1b:q4_0 qwen2.5-1.5b:f16; do
+    preset_name=${spec%%:*}; type=${spec##*:}
+    m="$models/$preset_name-$type.gguf"
+    [ -f "$m" ] || "$rbee" random-model --preset "$preset_name" --type "$type" -o "$m" >/dev/null || fail "write $m"
+    echo "--- $preset_name $type"
+    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 2>&1 | grep -v '\[info\]' \
+      || fail "compare $preset_name $type"
+  done
+  for m in models/*.gguf; do
+    [ -e "$m" ] || continue
+    echo "--- $m"
+    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 2>&1 | grep -v '\[info\]' || fail "compare $m"
+    "$rbee" run -m "$m" --backend "$backend" -q --temp 0 -n 32 -p "The capital of France is" || fail "run $m"
+  done
+fi
+
+if want bench; then
+  step "benchmarks: rbee bench (pp512, tg128) on the Llama-2-7B shape, random weights"
+  for type in q4_0 f16; do
+    m="$models/llama2-7b-$type.gguf"
+    [ -f "$m" ] || "$rbee" random-model --preset llama2-7b --type "$type" -o "$m" >/dev/null || fail "write $m"
+    "$rbee" bench -m "$m" --backend "$backend" -p 512 -n 128 -r 3 2>&1 | tee "$out/bench_llama2-7b-$type.txt" \
+      || fail "bench $type"
+  done
+  if [ -x "$build/rbee_bench_gpu_llm" ]; then
+    step "GPU LLM kernel benchmarks (quantized matvec against the copy bandwidth)"
+    "$build/rbee_bench_gpu_llm" 2>&1 | tee "$out/bench_gpu_llm.txt" || fail "rbee_bench_gpu_llm"
+  fi
+fi
+
+echo
+if [ ${#failures[@]} -eq 0 ]; then echo "gpu_check: all steps passed"; exit 0; fi
+printf 'gpu_check: %d failed step(s):\n' ${#failures[@]}; printf '  %s\n' "${failures[@]}"
+exit 1

@@ -1,0 +1,319 @@
+// GGUF block layouts on the GPU: one decoder per block type that turns 32 elements of a packed block (an
+// "item") into int8 levels and per-half float factors. Dequantization, the quantized matvec and the BLAS path
+// all decode through decode_item, so the bit layouts live in one place (the CPU's are in
+// backends/cpu/quant/blocks.h, byte offsets below follow them).
+//
+// An item is 32 elements in two halves of 16 consecutive elements each (at element offsets e[0] and e[1] of
+// the block). Element i of half h has level q (signed byte i % 4 of q[4h + i / 4]) and value
+//   a[h] * q + b[h]     (b is the min term; zero, and not added, for types without mins)
+// computed as one rounded multiply and one rounded add: exactly the CPU's (and gguf-py's) float operations,
+// so dequantization is bit-exact. Offsets of the symmetric types (q - 8, q - 16, q - 4, q - 32) are applied
+// to the levels here, so they stay signed bytes for the 4-way int8 dot products.
+//
+// Items of a block: legacy types (32 elements) have one; K-quants and Q8_K (256) have eight.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/platform.h"
+
+namespace rbee::gpu::quant {
+
+template <DType T> struct BlockTraits;
+// kQK elements per block, kTS bytes per block, kItems items of 32 per block, kHasMin: b is non-zero.
+template <> struct BlockTraits<DType::Q4_0> { static constexpr int kQK = 32, kTS = 18, kItems = 1; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q4_1> { static constexpr int kQK = 32, kTS = 20, kItems = 1; static constexpr bool kHasMin = true; };
+template <> struct BlockTraits<DType::Q5_0> { static constexpr int kQK = 32, kTS = 22, kItems = 1; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q5_1> { static constexpr int kQK = 32, kTS = 24, kItems = 1; static constexpr bool kHasMin = true; };
+template <> struct BlockTraits<DType::Q8_0> { static constexpr int kQK = 32, kTS = 34, kItems = 1; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q8_1> { static constexpr int kQK = 32, kTS = 36, kItems = 1; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q2_K> { static constexpr int kQK = 256, kTS = 84, kItems = 8; static constexpr bool kHasMin = true; };
+template <> struct BlockTraits<DType::Q3_K> { static constexpr int kQK = 256, kTS = 110, kItems = 8; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q4_K> { static constexpr int kQK = 256, kTS = 144, kItems = 8; static constexpr bool kHasMin = true; };
+template <> struct BlockTraits<DType::Q5_K> { static constexpr int kQK = 256, kTS = 176, kItems = 8; static constexpr bool kHasMin = true; };
+template <> struct BlockTraits<DType::Q6_K> { static constexpr int kQK = 256, kTS = 210, kItems = 8; static constexpr bool kHasMin = false; };
+template <> struct BlockTraits<DType::Q8_K> { static constexpr int kQK = 256, kTS = 292, kItems = 8; static constexpr bool kHasMin = false; };
+
+// Calls f(std::integral_constant<DType, T>{}) for a block dtype; throws Unsupported for others.
+template <class F> void visit_block_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Q4_0: return f(std::integral_constant<DType, DType::Q4_0>{});
+    case DType::Q4_1: return f(std::integral_constant<DType, DType::Q4_1>{});
+    case DType::Q5_0: return f(std::integral_constant<DType, DType::Q5_0>{});
+    case DType::Q5_1: return f(std::integral_constant<DType, DType::Q5_1>{});
+    case DType::Q8_0: return f(std::integral_constant<DType, DType::Q8_0>{});
+    case DType::Q8_1: return f(std::integral_constant<DType, DType::Q8_1>{});
+    case DType::Q2_K: return f(std::integral_constant<DType, DType::Q2_K>{});
+    case DType::Q3_K: return f(std::integral_constant<DType, DType::Q3_K>{});
+    case DType::Q4_K: return f(std::integral_constant<DType, DType::Q4_K>{});
+    case DType::Q5_K: return f(std::integral_constant<DType, DType::Q5_K>{});
+    case DType::Q6_K: return f(std::integral_constant<DType, DType::Q6_K>{});
+    case DType::Q8_K: return f(std::integral_constant<DType, DType::Q8_K>{});
+    default: RBEE_THROW(ErrorCode::Unsupported, "gpu: {} is not a block type", dtype_name(t));
+  }
+}
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+
+struct Item {
+  uint32_t q[8];  // int8x4 levels: q[0..3] elements e[0] .. e[0]+15, q[4..7] elements e[1] .. e[1]+15
+  float a[2];     // per-half scale
+  float b[2];     // per-half min term (0 for types without mins)
+  int e[2];       // element offset of each half from the block start
+};
+
+// 16 bytes as four little-endian words.
+struct Bytes16 {
+  uint32_t w[4];
+};
+
+// Loads at 2-byte-aligned addresses (every block field is, since every block size is even).
+__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
+__device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_to_float((uint16_t)ld_u16(p)); }
+
+// 16 bytes at any address, from one or two aligned 16-byte loads and funnel shifts. Blocks of 18, 22, 34...
+// bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp instruction
+// on few cache lines. The second load is issued only when p is not 16-byte aligned, so nothing is read from a
+// 16-byte segment that holds none of the requested bytes (no access past the end of an allocation).
+__device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const uint4* base = reinterpret_cast<const uint4*>(addr & ~uintptr_t(15));
+  const int shift = (int)(addr & 15);
+  const uint4 v0 = base[0];
+  Bytes16 r;
+  if (shift == 0) {
+    r.w[0] = v0.x;
+    r.w[1] = v0.y;
+    r.w[2] = v0.z;
+    r.w[3] = v0.w;
+    return r;
+  }
+  const uint4 v1 = base[1];
+  uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+  // Word shift by (shift / 4) in two constant-index steps (no dynamic register indexing), then byte shift.
+  if (shift & 8) {
+#pragma unroll
+    for (int i = 0; i < 6; ++i) w[i] = w[i + 2];
+  }
+  if (shift & 4) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
+  }
+  const int bits = (shift & 3) * 8;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r.w[i] = (uint32_t)((((uint64_t)w[i + 1] << 32) | w[i]) >> bits);
+  return r;
+}
+
+// Per-byte x - c for bytes x in [0, 127] and c <= 128 (two's complement result in each byte, no borrows).
+__device__ __forceinline__ uint32_t sub_bytes(uint32_t x, uint32_t c) {
+  return ((x | 0x80808080u) - c * 0x01010101u) ^ 0x80808080u;
+}
+// Bits 0..3 of h to bit 4 of bytes 0..3.
+__device__ __forceinline__ uint32_t spread4_to_bit4(uint32_t h) {
+  return ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+}
+
+// Byte b (< 16, run-time) of 16 loaded bytes, by selects (a run-time index into a register array would
+// spill it to local memory).
+__device__ __forceinline__ int byte_at(const Bytes16& v, int b) {
+  const int w = b >> 2;
+  const uint32_t word = w == 0 ? v.w[0] : w == 1 ? v.w[1] : w == 2 ? v.w[2] : v.w[3];
+  return (int)((word >> (8 * (b & 3))) & 0xFFu);
+}
+
+// Scale and min j (< 8) of Q4_K / Q5_K, whose 12 packed bytes start at byte 4 of the block header `hdr`
+// (see the CPU's unpack_scale_min_k4).
+__device__ __forceinline__ void scale_min_k4(const Bytes16& hdr, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = byte_at(hdr, 4 + j) & 63;
+    mn = byte_at(hdr, 8 + j) & 63;
+  } else {
+    sc = (byte_at(hdr, 8 + j) & 0x0F) | ((byte_at(hdr, j) >> 6) << 4);
+    mn = (byte_at(hdr, 8 + j) >> 4) | ((byte_at(hdr, 4 + j) >> 6) << 4);
+  }
+}
+// Signed 6-bit scale i (< 16) of Q3_K, in -32..31; its 12 scale bytes start at byte `at` of `v`.
+__device__ __forceinline__ int q3k_scale(const Bytes16& v, int at, int i) {
+  const int low = i < 8 ? (byte_at(v, at + i) & 0x0F) : (byte_at(v, at + i - 8) >> 4);
+  const int high = (byte_at(v, at + 8 + i % 4) >> (2 * (i / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Low / high nibbles of 16 bytes as levels of two halves.
+__device__ __forceinline__ void split_nibbles(const Bytes16& v, Item& o) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    o.q[i] = v.w[i] & 0x0F0F0F0Fu;
+    o.q[4 + i] = (v.w[i] >> 4) & 0x0F0F0F0Fu;
+  }
+}
+
+// Decodes item `it` (< kItems) of the block at `blk`.
+template <DType T>
+__device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o) {
+  o.b[0] = o.b[1] = 0.f;
+  if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
+    // Q4_0: d, qs[16]   Q4_1: d, m, qs[16]; element j < 16 low nibble of qs[j], j + 16 its high nibble.
+    constexpr int qs = T == DType::Q4_0 ? 2 : 4;
+    const float d = ld_f16(blk);
+    split_nibbles(ld_16B(blk + qs), o);
+    if constexpr (T == DType::Q4_0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o.q[i] = sub_bytes(o.q[i], 8);
+    } else {
+      o.b[0] = o.b[1] = ld_f16(blk + 2);
+    }
+    o.a[0] = o.a[1] = d;
+    o.e[0] = 0;
+    o.e[1] = 16;
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    // Q5_0: d, qh[4], qs[16]   Q5_1: d, m, qh[4], qs[16]; bit j of qh is bit 4 of element j.
+    constexpr int qh_at = T == DType::Q5_0 ? 2 : 4;
+    const float d = ld_f16(blk);
+    const uint32_t qh = ld_u32(blk + qh_at);
+    split_nibbles(ld_16B(blk + qh_at + 4), o);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o.q[i] |= spread4_to_bit4(qh >> (4 * i));
+      o.q[4 + i] |= spread4_to_bit4(qh >> (16 + 4 * i));
+    }
+    if constexpr (T == DType::Q5_0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o.q[i] = sub_bytes(o.q[i], 16);
+    } else {
+      o.b[0] = o.b[1] = ld_f16(blk + 2);
+    }
+    o.a[0] = o.a[1] = d;
+    o.e[0] = 0;
+    o.e[1] = 16;
+  } else if constexpr (T == DType::Q8_0 || T == DType::Q8_1) {
+    // Q8_0: d, qs[32]   Q8_1: d, s, qs[32] (s is not part of the value).
+    constexpr int qs = T == DType::Q8_0 ? 2 : 4;
+    const Bytes16 lo = ld_16B(blk + qs), hi = ld_16B(blk + qs + 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o.q[i] = lo.w[i];
+      o.q[4 + i] = hi.w[i];
+    }
+    o.a[0] = o.a[1] = ld_f16(blk);
+    o.e[0] = 0;
+    o.e[1] = 16;
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    // Item (n, h, jp): qs bytes [32n + 16h, +16) hold element 128n + 32j + 16h + l (l < 16) at bits 2j of byte l;
+    // the halves are j = 2jp and 2jp + 1, sub-blocks 8n + 2j + h.
+    // Q2_K: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin.   Q3_K: hmask[32], qs[64], scales[12], d.
+    const int n = it >> 2, h = (it >> 1) & 1, jp = it & 1;
+    constexpr int qs_at = T == DType::Q2_K ? 16 : 32;
+    const Bytes16 v = ld_16B(blk + qs_at + 32 * n + 16 * h);
+    Bytes16 hm, hdr;
+    float d, dmin = 0.f;
+    if constexpr (T == DType::Q2_K) {
+      hdr = ld_16B(blk);  // the 16 scale bytes
+      const uint32_t dd = ld_u32(blk + 80);
+      d = f16_to_float((uint16_t)(dd & 0xFFFFu));
+      dmin = f16_to_float((uint16_t)(dd >> 16));
+    } else {
+      hm = ld_16B(blk + 16 * h);  // hmask[l] bit 4n + j: level q (set) or q - 4 (clear)
+      hdr = ld_16B(blk + 94);     // bytes 94..109: 2 bytes of qs, scales[12] at 2, d at 14
+      d = f16_to_float((uint16_t)(hdr.w[3] >> 16));
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = 2 * jp + half, sub = 8 * n + 2 * j + h;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t q = (v.w[i] >> (2 * j)) & 0x03030303u;
+        if constexpr (T == DType::Q3_K) q = sub_bytes(q | (((hm.w[i] >> (4 * n + j)) & 0x01010101u) << 2), 4);
+        o.q[4 * half + i] = q;
+      }
+      if constexpr (T == DType::Q2_K) {
+        const int sc = byte_at(hdr, sub);
+        o.a[half] = mul_rn(d, (float)(sc & 0x0F));
+        o.b[half] = -mul_rn(dmin, (float)(sc >> 4));
+      } else {
+        o.a[half] = mul_rn(d, (float)q3k_scale(hdr, 2, sub));
+      }
+      o.e[half] = 128 * n + 32 * j + 16 * h;
+    }
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // Item (p, h): qs bytes [32p + 16h, +16); low nibbles are elements 64p + 16h + l (sub-block 2p), high
+    // nibbles 64p + 32 + 16h + l (sub-block 2p + 1). Header (16 bytes): d, dmin, scales[12]; then
+    // Q4_K: qs[128].   Q5_K: qh[32], qs[128]; bit 2p (low) / 2p + 1 (high) of qh[16h + l] is bit 4.
+    const int p = it >> 1, h = it & 1;
+    constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
+    const Bytes16 hdr = ld_16B(blk);
+    split_nibbles(ld_16B(blk + qs_at + 32 * p + 16 * h), o);
+    if constexpr (T == DType::Q5_K) {
+      const Bytes16 qh = ld_16B(blk + 16 + 16 * h);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        o.q[i] |= ((qh.w[i] >> (2 * p)) & 0x01010101u) << 4;
+        o.q[4 + i] |= ((qh.w[i] >> (2 * p + 1)) & 0x01010101u) << 4;
+      }
+    }
+    const float d = f16_to_float((uint16_t)(hdr.w[0] & 0xFFFFu)), dmin = f16_to_float((uint16_t)(hdr.w[0] >> 16));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int sc, mn;
+      scale_min_k4(hdr, 2 * p + half, sc, mn);
+      o.a[half] = mul_rn(d, (float)sc);
+      o.b[half] = -mul_rn(dmin, (float)mn);
+      o.e[half] = 64 * p + 32 * half + 16 * h;
+    }
+  } else if constexpr (T == DType::Q6_K) {
+    // ql[128], qh[64], scales[16] (int8), d. Item (n, s, lh): element 128n + 32g + l, g in {s, s + 2},
+    // l in [16lh, 16lh + 16): low 4 bits from ql[64n + 32s + l] (low nibble for g = s, high for g = s + 2),
+    // high 2 bits at bit 2g of qh[32n + l]; sub-block 8n + 2g + lh; level q - 32.
+    const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
+    const Bytes16 ql = ld_16B(blk + 64 * n + 32 * s + 16 * lh);
+    const Bytes16 qh = ld_16B(blk + 128 + 32 * n + 16 * lh);
+    const Bytes16 scales = ld_16B(blk + 192);
+    const float d = ld_f16(blk + 208);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int g = s + 2 * half;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t low = (ql.w[i] >> (4 * half)) & 0x0F0F0F0Fu;
+        const uint32_t high = ((qh.w[i] >> (2 * g)) & 0x03030303u) << 4;
+        o.q[4 * half + i] = sub_bytes(low | high, 32);
+      }
+      o.a[half] = mul_rn(d, (float)(int8_t)byte_at(scales, 8 * n + 2 * g + lh));
+      o.e[half] = 128 * n + 32 * g + 16 * lh;
+    }
+  } else {
+    static_assert(T == DType::Q8_K, "decode_item: unhandled block type");
+    // d (f32), qs[256], bsums[16]; item it is elements 32it .. 32it + 31.
+    const uint32_t dbits = ld_u32(blk);
+    float d;
+    memcpy(&d, &dbits, 4);
+    const Bytes16 lo = ld_16B(blk + 4 + 32 * it), hi = ld_16B(blk + 4 + 32 * it + 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o.q[i] = lo.w[i];
+      o.q[4 + i] = hi.w[i];
+    }
+    o.a[0] = o.a[1] = d;
+    o.e[0] = 32 * it;
+    o.e[1] = 32 * it + 16;
+  }
+}
+
+// Signed byte k (< 4) of a packed word.
+__device__ __forceinline__ int level_of(uint32_t w, int k) { return (int)(int8_t)(uint8_t)(w >> (8 * k)); }
+
+// The value of element i (< 16) of half h, as the CPU's dequantization computes it.
+template <DType T>
+__device__ __forceinline__ float item_value(const Item& it, int h, int i) {
+  const float v = mul_rn(it.a[h], (float)level_of(it.q[4 * h + i / 4], i % 4));
+  if constexpr (BlockTraits<T>::kHasMin) return add_rn(v, it.b[h]);
+  else return v;
+}
+
+#endif  // device compilation
+
+}  // namespace rbee::gpu::quant

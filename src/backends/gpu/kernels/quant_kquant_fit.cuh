@@ -1,0 +1,376 @@
+// Device ports of the K-quant quantizers (the CPU's quantize_k.cpp and kquant_fit.cpp): per super-block,
+// (1) fit a scale (and min) per sub-block with the same searches, (2) quantize the sub-block scales against an
+// f16 super-scale, (3) re-quantize every element with the scale it will be decoded with, then pack. One thread
+// runs one super-block; quantizing weights is not on any hot path, and the same searches keep the round-trip
+// errors where the CPU's are (the conformance bounds sit ~15% above them).
+//
+// Every function writes one block of `ts` bytes at y (byte stores: block fields are only 2-byte aligned).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/quant_math.cuh"
+
+namespace rbee::gpu::quant {
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+
+__device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
+  p[0] = (uint8_t)(v & 0xFF);
+  p[1] = (uint8_t)(v >> 8);
+}
+__device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, float_to_f16(v)); }
+
+// Asymmetric fit x ~ scale * L + min, L in [0, nmax], min <= 0 (see the CPU's fit_scale_min). n <= 32.
+__device__ inline float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
+                                      float rmin, float rdelta, int nstep, bool use_abs_error) {
+  float lo = x[0], hi = x[0];
+  float sum_w = w[0], sum_x = w[0] * x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = fminf(lo, x[i]);
+    hi = fmaxf(hi, x[i]);
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (lo > 0) lo = 0;
+  if (hi == lo) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *neg_min = -lo;
+    return 0.f;
+  }
+  float iscale = (float)nmax / (hi - lo);
+  float scale = 1 / iscale;
+  float min = lo;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+    const float diff = scale * (float)L[i] + min - x[i];
+    best += w[i] * (use_abs_error ? fabsf(diff) : diff * diff);
+  }
+  uint8_t trial[32];
+  for (int step = 0; step <= nstep; ++step) {
+    iscale = (rmin + rdelta * (float)step + (float)nmax) / (hi - lo);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp_int(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+      trial[i] = (uint8_t)l;
+      sum_l += w[i] * (float)l;
+      sum_l2 += w[i] * (float)(l * l);
+      sum_xl += w[i] * (float)l * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det <= 0) continue;
+    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float m = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (m > 0) {
+      m = 0;
+      s = sum_xl / sum_l2;
+    }
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = s * (float)trial[i] + m - x[i];
+      err += w[i] * (use_abs_error ? fabsf(diff) : diff * diff);
+    }
+    if (err < best) {
+      for (int i = 0; i < n; ++i) L[i] = trial[i];
+      best = err;
+      scale = s;
+      min = m;
+    }
+  }
+  *neg_min = -min;
+  return scale;
+}
+
+// The element of largest magnitude with its sign (0 when all are below 1e-15).
+__device__ __forceinline__ float signed_max(int n, const float* x) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i) {
+    if (fabsf(x[i]) > amax) {
+      amax = fabsf(x[i]);
+      max = x[i];
+    }
+  }
+  return amax < 1e-15f ? 0.f : max;
+}
+
+// Symmetric fit with coordinate descent, weights x^2 (see the CPU's fit_symmetric_descent). L offset by nmax.
+__device__ inline float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
+  const float max = signed_max(n, x);
+  if (max == 0.f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -(float)nmax / max;
+  float sum_lx = 0, sum_l2 = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = (int8_t)clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+    const float w = x[i] * x[i];
+    sum_lx += w * x[i] * (float)L[i];
+    sum_l2 += w * (float)(L[i] * L[i]);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float lx = sum_lx - w * x[i] * (float)L[i];
+      if (lx <= 0) continue;
+      float l2 = sum_l2 - w * (float)(L[i] * L[i]);
+      const int l = clamp_int(nearest_int(x[i] * l2 / lx), -nmax, nmax - 1);
+      if (l == L[i]) continue;
+      lx += w * x[i] * (float)l;
+      l2 += w * (float)(l * l);
+      if (l2 > 0 && lx * lx * sum_l2 > sum_lx * sum_lx * l2) {
+        L[i] = (int8_t)l;
+        sum_lx = lx;
+        sum_l2 = l2;
+        ++changed;
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+  return sum_l2 > 0 ? sum_lx / sum_l2 : 0.f;
+}
+
+// Symmetric fit over 19 grid scales, weights x^2 (see the CPU's fit_symmetric_grid). L offset by nmax.
+__device__ inline float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L) {
+  const float max = signed_max(n, x);
+  if (max == 0.f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float best = 0, scale = 0;
+  for (int step = 0; step <= 18; ++step) {
+    // step 0 is the plain scale -nmax / max; then -(nmax + 0.1 s) / max for s = -9..9, s != 0
+    const int s = step == 0 ? 0 : step <= 9 ? step - 10 : step - 9;
+    const float iscale = -((float)nmax + 0.1f * (float)s) / max;
+    float sum_lx = 0, sum_l2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+      const float w = x[i] * x[i];
+      sum_lx += w * x[i] * (float)l;
+      sum_l2 += w * (float)(l * l);
+    }
+    const bool better = step == 0 ? true : (sum_l2 > 0 && sum_lx * sum_lx > best * sum_l2);
+    if (better) {
+      for (int i = 0; i < n; ++i) L[i] = (int8_t)(clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1) + nmax);
+      scale = sum_l2 != 0 ? sum_lx / sum_l2 : 0.f;
+      best = scale * sum_lx;
+    }
+  }
+  return scale;
+}
+
+// Packs 2-bit levels L[0..256) as Q2_K / Q3_K store them: element 128n + 32j + l at bits 2j of qs[32n + l].
+__device__ inline void pack_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int n = 0; n < 2; ++n) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* e = L + 128 * n + l;
+      qs[32 * n + l] = (uint8_t)(e[0] | (e[32] << 2) | (e[64] << 4) | (e[96] << 6));
+    }
+  }
+}
+
+// Q2_K: scales[16] @0, qs[64] @16, d @80, dmin @82.
+__device__ inline void quantize_block_q2_k(const float* x, uint8_t* y) {
+  uint8_t L[256];
+  float scales[16], mins[16], w[16];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) w[l] = fabsf(x[16 * j + l]);
+    scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+    max_scale = fmaxf(max_scale, scales[j]);
+    max_min = fmaxf(max_min, mins[j]);
+  }
+  uint8_t sc[16];
+  for (int j = 0; j < 16; ++j) {
+    const int s = max_scale > 0 ? clamp_int(nearest_int(15.f / max_scale * scales[j]), 0, 15) : 0;
+    const int m = max_min > 0 ? clamp_int(nearest_int(15.f / max_min * mins[j]), 0, 15) : 0;
+    sc[j] = (uint8_t)(s | (m << 4));
+    y[j] = sc[j];
+  }
+  const uint16_t dh = float_to_f16(max_scale > 0 ? max_scale / 15.f : 0.f);
+  const uint16_t mh = float_to_f16(max_min > 0 ? max_min / 15.f : 0.f);
+  put_u16(y + 80, dh);
+  put_u16(y + 82, mh);
+  const float d = f16_to_float(dh), dmin = f16_to_float(mh);
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * (float)(sc[j] & 0x0F);
+    if (dl == 0.f) continue;
+    const float ml = dmin * (float)(sc[j] >> 4);
+    for (int l = 16 * j; l < 16 * j + 16; ++l) L[l] = (uint8_t)clamp_int(nearest_int((x[l] + ml) / dl), 0, 3);
+  }
+  pack_2bit(L, y + 16);
+}
+
+// Q3_K: hmask[32] @0, qs[64] @32, scales[12] @96, d @108.
+__device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
+  int8_t L[256];
+  float scales[16];
+  float max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric_descent(16, 4, x + 16 * j, L + 16 * j);
+    if (fabsf(scales[j]) > amax) {
+      amax = fabsf(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  uint8_t* sc = y + 96;
+  for (int i = 0; i < 12; ++i) sc[i] = 0;
+  uint16_t dh = float_to_f16(0.f);
+  if (max_scale != 0.f) {
+    const float iscale = -32.f / max_scale;
+    for (int j = 0; j < 16; ++j) {
+      const int l = clamp_int(nearest_int(iscale * scales[j]), -32, 31) + 32;
+      if (j < 8) sc[j] = (uint8_t)(l & 0x0F);
+      else sc[j - 8] |= (uint8_t)((l & 0x0F) << 4);
+      sc[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+    }
+    dh = float_to_f16(1 / iscale);
+  }
+  put_u16(y + 108, dh);
+  const float d = f16_to_float(dh);
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4);
+    const int high = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+    const float dl = d * (float)((low | (high << 4)) - 32);
+    if (dl == 0.f) continue;
+    for (int l = 16 * j; l < 16 * j + 16; ++l) L[l] = (int8_t)(clamp_int(nearest_int(x[l] / dl), -4, 3) + 4);
+  }
+  uint8_t low[256];
+  for (int i = 0; i < 32; ++i) y[i] = 0;
+  for (int j = 0; j < 256; ++j) {
+    int l = L[j];
+    if (l > 3) {
+      y[j % 32] |= (uint8_t)(1u << (j / 32));
+      l -= 4;
+    }
+    low[j] = (uint8_t)l;
+  }
+  pack_2bit(low, y + 32);
+}
+
+// Packs 6-bit scales and mins of 8 sub-blocks into Q4_K / Q5_K's 12 bytes.
+__device__ inline void pack_scale_min_k4(const uint8_t* sc, const uint8_t* mn, uint8_t* s) {
+  for (int i = 0; i < 12; ++i) s[i] = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      s[j] = sc[j];
+      s[j + 4] = mn[j];
+    } else {
+      s[j + 4] = (uint8_t)((sc[j] & 0x0F) | ((mn[j] & 0x0F) << 4));
+      s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+      s[j] |= (uint8_t)((mn[j] >> 4) << 6);
+    }
+  }
+}
+
+// Q4_K (nmax 15) / Q5_K (nmax 31): d @0, dmin @2, scales[12] @4; levels L[256] in [0, nmax] on return.
+__device__ inline void quantize_k4_common(const float* x, int nmax, float rmin, float rdelta, int nstep, uint8_t* y,
+                                          uint8_t* L) {
+  float scales[8], mins[8], w[32];
+  for (int j = 0; j < 8; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av = sqrtf(sum_x2 / 32.f);
+    for (int l = 0; l < 32; ++l) w[l] = av + fabsf(xs[l]);
+    scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, rdelta, nstep, false);
+  }
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    max_scale = fmaxf(max_scale, scales[j]);
+    max_min = fmaxf(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = (uint8_t)clamp_int(nearest_int(inv_scale * scales[j]), 0, 63);
+    mn[j] = (uint8_t)clamp_int(nearest_int(inv_min * mins[j]), 0, 63);
+  }
+  pack_scale_min_k4(sc, mn, y + 4);
+  const uint16_t dh = float_to_f16(max_scale / 63.f), mh = float_to_f16(max_min / 63.f);
+  put_u16(y, dh);
+  put_u16(y + 2, mh);
+  const float df = f16_to_float(dh), dminf = f16_to_float(mh);
+  for (int j = 0; j < 8; ++j) {
+    // sc / mn are exactly what the packed bytes decode to.
+    const float dl = df * (float)sc[j];
+    if (dl == 0.f) continue;
+    const float ml = dminf * (float)mn[j];
+    for (int i = 32 * j; i < 32 * j + 32; ++i) L[i] = (uint8_t)clamp_int(nearest_int((x[i] + ml) / dl), 0, nmax);
+  }
+}
+
+// Q4_K: qs[128] @16.
+__device__ inline void quantize_block_q4_k(const float* x, uint8_t* y) {
+  uint8_t L[256];
+  quantize_k4_common(x, 15, -1.f, 0.1f, 20, y, L);
+  for (int p = 0; p < 4; ++p) {
+    for (int l = 0; l < 32; ++l) y[16 + 32 * p + l] = (uint8_t)(L[64 * p + l] | (L[64 * p + 32 + l] << 4));
+  }
+}
+
+// Q5_K: qh[32] @16, qs[128] @48.
+__device__ inline void quantize_block_q5_k(const float* x, uint8_t* y) {
+  uint8_t L[256];
+  quantize_k4_common(x, 31, -0.5f, 0.1f, 15, y, L);
+  uint8_t* qh = y + 16;
+  for (int l = 0; l < 32; ++l) qh[l] = 0;
+  for (int p = 0; p < 4; ++p) {
+    for (int l = 0; l < 32; ++l) {
+      const int a = L[64 * p + l], b = L[64 * p + 32 + l];
+      y[48 + 32 * p + l] = (uint8_t)((a & 0x0F) | ((b & 0x0F) << 4));
+      qh[l] |= (uint8_t)(((a >> 4) << (2 * p)) | ((b >> 4) << (2 * p + 1)));
+    }
+  }
+}
+
+// Q6_K: ql[128] @0, qh[64] @128, scales[16] @192 (int8), d @208.
+__device__ inline void quantize_block_q6_k(const float* x, uint8_t* y) {
+  int8_t L[256];
+  float scales[16];
+  float max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric_grid(16, 32, x + 16 * j, L + 16 * j);
+    if (fabsf(scales[j]) > amax) {
+      amax = fabsf(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  if (amax < 1e-15f) {
+    for (int i = 0; i < 210; ++i) y[i] = 0;
+    return;
+  }
+  const float iscale = -128.f / max_scale;
+  const uint16_t dh = float_to_f16(1 / iscale);
+  put_u16(y + 208, dh);
+  int8_t sc[16];
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = (int8_t)clamp_int(nearest_int(iscale * scales[j]), -128, 127);
+    y[192 + j] = (uint8_t)sc[j];
+  }
+  const float d = f16_to_float(dh);
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * (float)sc[j];
+    if (dl == 0.f) continue;
+    for (int l = 16 * j; l < 16 * j + 16; ++l) L[l] = (int8_t)(clamp_int(nearest_int(x[l] / dl), -32, 31) + 32);
+  }
+  for (int n = 0; n < 2; ++n) {
+    const int8_t* e = L + 128 * n;
+    uint8_t* ql = y + 64 * n;
+    uint8_t* qh = y + 128 + 32 * n;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = (uint8_t)((e[l] & 0x0F) | ((e[l + 64] & 0x0F) << 4));
+      ql[l + 32] = (uint8_t)((e[l + 32] & 0x0F) | ((e[l + 96] & 0x0F) << 4));
+      qh[l] = (uint8_t)((e[l] >> 4) | ((e[l + 32] >> 4) << 2) | ((e[l + 64] >> 4) << 4) | ((e[l + 96] >> 4) << 6));
+    }
+  }
+}
+
+#endif  // device compilation
+
+}  // namespace rbee::gpu::quant

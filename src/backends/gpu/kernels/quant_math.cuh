@@ -1,0 +1,56 @@
+// Scalar rounding helpers of the GPU quantizers, each the device twin of the CPU's (quantize_legacy.cpp,
+// kquant_fit.cpp) so that both backends produce the same bytes. Also the 8-bit activation formats' math,
+// shared by quantize (Q8_0 / Q8_1 / Q8_K blocks) and the activation quantizer of qmatmul: the two must agree
+// exactly, because qmatmul's result is defined on dequantize(quantize(x)).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/platform.h"
+
+namespace rbee::gpu::quant {
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+
+// Round to nearest, ties to even; NaN gives 0, out-of-range values saturate (the CPU's nearest_int).
+__device__ __forceinline__ int nearest_int(float v) {
+  if (!(v == v)) return 0;
+  if (v > 2147483520.f) return INT32_MAX;
+  if (v < -2147483520.f) return INT32_MIN;
+  return (int)rintf(v);
+}
+
+__device__ __forceinline__ int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+// Truncation toward zero of v clamped to [0, hi]; NaN gives 0 (the CPU's trunc_clamp).
+__device__ __forceinline__ uint8_t trunc_clamp(float v, int hi) {
+  if (!(v > 0.f)) return 0;
+  if (v >= (float)hi) return (uint8_t)hi;
+  return (uint8_t)(int)v;
+}
+
+// round(v) half away from zero into int8; NaN gives 0 (the CPU's round_to_i8).
+__device__ __forceinline__ int8_t round_to_i8(float v) {
+  if (!(v == v)) return 0;
+  const float r = roundf(v);
+  return (int8_t)(r < -128.f ? -128 : r > 127.f ? 127 : (int)r);
+}
+
+// Q8_0 / Q8_1 scale of a block with largest magnitude amax: d = amax / 127, quants round(x * (1 / d)).
+__device__ __forceinline__ float q8_0_scale(float amax) { return amax / 127.f; }
+__device__ __forceinline__ int8_t q8_0_level(float x, float d) {
+  const float id = d != 0.f ? 1.f / d : 0.f;
+  return round_to_i8(x * id);
+}
+
+// Q8_K: the element of largest magnitude (the first one on ties), max, maps to -127 * sign(max):
+// iscale = -127 / max, quants clamp(nearest(iscale * x), -127, 127), d = 1 / iscale. max == 0: all zero.
+__device__ __forceinline__ float q8_k_iscale(float max) { return -127.f / max; }
+__device__ __forceinline__ int8_t q8_k_level(float x, float iscale) {
+  return (int8_t)clamp_int(nearest_int(iscale * x), -127, 127);
+}
+
+#endif  // device compilation
+
+}  // namespace rbee::gpu::quant

@@ -1,0 +1,94 @@
+// Shared SD layers (src/sd/nn.h).
+#include "sd/nn.h"
+
+#include <cmath>
+
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+
+namespace rbee::sd::nn {
+
+Linear Linear::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, bool bias) {
+  Linear l;
+  l.in = in;
+  l.out = out;
+  l.w = wt.get(name + ".weight", {out, in});
+  if (bias) l.b = wt.get_f32(name + ".bias", {out});
+  return l;
+}
+
+Tensor Linear::operator()(const Tensor& x) const {
+  Tensor y = ops::qmatmul(x, w);
+  return b.defined() ? ops::add(y, b) : y;
+}
+
+Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride, int pad) {
+  Conv2d c;
+  c.in = in;
+  c.out = out;
+  c.k = k;
+  c.stride = stride;
+  c.pad = pad < 0 ? k / 2 : pad;
+  c.w = wt.get_f32(name + ".weight", {out, in, k, k});
+  c.b = wt.get_f32(name + ".bias", {out}).view({1, out, 1, 1});
+  return c;
+}
+
+Tensor Conv2d::operator()(const Tensor& x) const {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  return ops::add(ops::conv2d(x, w, p), b);
+}
+
+Norm Norm::layer(const Weights& wt, const std::string& name, int64_t dim, float eps) {
+  Norm n;
+  n.w = wt.get_f32(name + ".weight", {dim});
+  n.b = wt.get_f32(name + ".bias", {dim});
+  n.eps = eps;
+  return n;
+}
+
+Norm Norm::group(const Weights& wt, const std::string& name, int64_t channels, int groups, float eps) {
+  RBEE_CHECK(groups > 0 && channels % groups == 0, "sd: group norm '{}{}': {} channels are not divisible by {} groups",
+             wt.prefix(), name, channels, groups);
+  Norm n = layer(wt, name, channels, eps);
+  n.groups = groups;
+  return n;
+}
+
+Tensor Norm::operator()(const Tensor& x) const {
+  if (groups == 0) return ops::layer_norm(x, w, b, eps);
+  return ops::group_norm(x, groups, w, b, eps);
+}
+
+Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, bool causal) {
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), S = k.dim(1);
+  RBEE_CHECK(C % heads == 0, "sd attention: {} channels are not divisible by {} heads", C, heads);
+  const int64_t d = C / heads;
+  auto split = [&](const Tensor& x, int64_t len) { return x.view({B, len, heads, d}).transpose(1, 2); };
+  AttentionParams p;
+  p.scale = (float)(1.0 / std::sqrt((double)d));
+  p.causal = causal;
+  Tensor o = ops::attention(split(q.contiguous(), T), split(k.contiguous(), S), split(v.contiguous(), S), p);
+  return o.transpose(1, 2).contiguous().view({B, T, C});
+}
+
+Tensor concat(const Tensor& a, const Tensor& b, int axis) {
+  Shape s = a.shape();
+  s[axis] = a.dim(axis) + b.dim(axis);
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  out.narrow(axis, 0, a.dim(axis)).copy_from(a);
+  out.narrow(axis, a.dim(axis), b.dim(axis)).copy_from(b);
+  return out;
+}
+
+Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right) {
+  Tensor out = ops::zeros({x.dim(0), x.dim(1), x.dim(2) + bottom, x.dim(3) + right}, x.dtype(), x.device());
+  out.narrow(2, 0, x.dim(2)).narrow(3, 0, x.dim(3)).copy_from(x);
+  return out;
+}
+
+Tensor quick_gelu(const Tensor& x) { return ops::mul(x, ops::unary(UnaryOp::Sigmoid, ops::affine(x, 1.702, 0.0))); }
+
+}  // namespace rbee::sd::nn

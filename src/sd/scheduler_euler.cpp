@@ -1,0 +1,86 @@
+// Euler and Euler ancestral (Karras et al. 2022, k-diffusion's samplers) in the sigma parametrization:
+// x = x0 + sigma * eps, the UNet sees x / sqrt(sigma^2 + 1).
+#include <cmath>
+
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+#include "sd/scheduler_impl.h"
+
+namespace rbee::sd::detail {
+namespace {
+
+class EulerScheduler final : public Scheduler {
+ public:
+  EulerScheduler(const NoiseSchedule& s, bool ancestral)
+      : s_(s), ancestral_(ancestral), train_sigmas_(sigmas_of(alphas_cumprod(s))) {}
+
+  SchedulerKind kind() const override { return ancestral_ ? SchedulerKind::EulerAncestral : SchedulerKind::Euler; }
+  bool needs_noise() const override { return ancestral_; }
+
+  void set_timesteps(int steps) override {
+    TimestepSpacing spacing = s_.has_spacing ? s_.spacing : TimestepSpacing::Linspace;
+    timesteps_ = spaced_timesteps(s_, spacing, steps);
+    sigmas_.clear();
+    for (double t : timesteps_) sigmas_.push_back((double)(float)interp(t, train_sigmas_));
+    sigmas_.push_back(0.0);
+    spacing_ = spacing;
+  }
+
+  double init_noise_sigma() const override {
+    RBEE_CHECK(!sigmas_.empty(), "scheduler euler: set_timesteps was not called");
+    double m = sigmas_.front();
+    if (spacing_ == TimestepSpacing::Leading) return std::sqrt(m * m + 1.0);
+    return m;
+  }
+
+  Tensor scale_model_input(const Tensor& sample, int i) const override {
+    RBEE_CHECK(i >= 0 && i < steps(), "scheduler euler: step index {} outside [0, {})", i, steps());
+    double sigma = sigmas_[(size_t)i];
+    return ops::affine(sample, 1.0 / std::sqrt(sigma * sigma + 1.0), 0.0);
+  }
+
+  Tensor step(const Tensor& eps, int i, const Tensor& x, const Tensor& noise) override {
+    check_step(i, eps, x);
+    double sigma = sigmas_[(size_t)i], sigma_next = sigmas_[(size_t)i + 1];
+    // x0 = a * x + b * eps
+    double a = 1.0, b = -sigma;
+    if (s_.prediction_type == PredictionType::VPrediction) {
+      a = 1.0 / (sigma * sigma + 1.0);
+      b = -sigma / std::sqrt(sigma * sigma + 1.0);
+    }
+    Tensor x0 = lincomb(a, x, b, eps);
+    // derivative d = (x - x0) / sigma; x_next = x + d * (target - sigma)
+    double target = sigma_next, sigma_up = 0.0;
+    if (ancestral_) {
+      sigma_up = std::sqrt(sigma_next * sigma_next * (sigma * sigma - sigma_next * sigma_next) / (sigma * sigma));
+      target = std::sqrt(sigma_next * sigma_next - sigma_up * sigma_up);
+    }
+    double dt = target - sigma;
+    Tensor next = lincomb(1.0 + dt / sigma, x, -dt / sigma, x0);
+    if (ancestral_ && sigma_up > 0.0) {
+      RBEE_CHECK(noise.defined() && noise.shape() == x.shape(),
+                 "scheduler euler_a: step {} needs a noise tensor of shape {}", i, x.shape().to_string());
+      next = ops::add(next, ops::affine(noise, sigma_up, 0.0));
+    }
+    return next;
+  }
+
+  Tensor add_noise(const Tensor& x0, const Tensor& noise, int i) const override {
+    RBEE_CHECK(i >= 0 && i < steps(), "scheduler euler: add_noise step {} outside [0, {})", i, steps());
+    return lincomb(1.0, x0, sigmas_[(size_t)i], noise);
+  }
+
+ private:
+  NoiseSchedule s_;
+  bool ancestral_;
+  std::vector<double> train_sigmas_;
+  TimestepSpacing spacing_ = TimestepSpacing::Linspace;
+};
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_euler(const NoiseSchedule& s, bool ancestral) {
+  return std::make_unique<EulerScheduler>(s, ancestral);
+}
+
+}  // namespace rbee::sd::detail

@@ -1,0 +1,131 @@
+// UNet / VAE building blocks (src/sd/unet_blocks.h).
+#include "sd/unet_blocks.h"
+
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+
+namespace rbee::sd::blocks {
+
+Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps) {
+  Resnet r;
+  r.norm1 = nn::Norm::group(w, "norm1", in, groups, eps);
+  r.conv1 = nn::Conv2d::load(w, "conv1", in, out, 3);
+  r.norm2 = nn::Norm::group(w, "norm2", out, groups, eps);
+  r.conv2 = nn::Conv2d::load(w, "conv2", out, out, 3);
+  if (temb > 0) {
+    r.time_proj = nn::Linear::load(w, "time_emb_proj", temb, out);
+    r.has_time = true;
+  }
+  if (in != out) {
+    r.shortcut = nn::Conv2d::load(w, "conv_shortcut", in, out, 1);
+    r.has_shortcut = true;
+  }
+  return r;
+}
+
+Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
+  Tensor h = conv1(ops::silu(norm1(x)));
+  if (has_time) {
+    Tensor t = time_proj(ops::silu(temb));  // [N, out]
+    h = ops::add(h, t.view({t.dim(0), t.dim(1), 1, 1}));
+  }
+  h = conv2(ops::silu(norm2(h)));
+  return ops::add(has_shortcut ? shortcut(x) : x, h);
+}
+
+Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) const {
+  Tensor h = norm1(x);
+  Tensor out = ops::add(x, o1(nn::mha(q1(h), k1(h), v1(h), heads, false)));
+  h = norm2(out);
+  out = ops::add(out, o2(nn::mha(q2(h), k2(context), v2(context), heads, false)));
+  h = ff_in(norm3(out));  // GEGLU: [hidden | gate]
+  const int64_t f = h.dim(-1) / 2;
+  Tensor hidden = h.narrow(h.rank() - 1, 0, f), gate = h.narrow(h.rank() - 1, f, f);
+  return ops::add(out, ff_out(ops::mul(hidden, ops::gelu(gate, /*tanh_approximation=*/false))));
+}
+
+SpatialTransformer SpatialTransformer::load(const Weights& w, int64_t c, int64_t heads, int64_t cross, int layers,
+                                            int groups, bool linear_projection) {
+  SpatialTransformer s;
+  s.norm = nn::Norm::group(w, "norm", c, groups, 1e-6f);
+  s.linear = linear_projection;
+  if (linear_projection) {
+    s.proj_in_lin = nn::Linear::load(w, "proj_in", c, c);
+    s.proj_out_lin = nn::Linear::load(w, "proj_out", c, c);
+  } else {
+    s.proj_in_conv = nn::Conv2d::load(w, "proj_in", c, c, 1);
+    s.proj_out_conv = nn::Conv2d::load(w, "proj_out", c, c, 1);
+  }
+  for (int i = 0; i < layers; ++i) {
+    Weights b = w.sub("transformer_blocks." + std::to_string(i) + ".");
+    TransformerBlock t;
+    t.heads = heads;
+    t.norm1 = nn::Norm::layer(b, "norm1", c, 1e-5f);
+    t.norm2 = nn::Norm::layer(b, "norm2", c, 1e-5f);
+    t.norm3 = nn::Norm::layer(b, "norm3", c, 1e-5f);
+    t.q1 = nn::Linear::load(b, "attn1.to_q", c, c, false);
+    t.k1 = nn::Linear::load(b, "attn1.to_k", c, c, false);
+    t.v1 = nn::Linear::load(b, "attn1.to_v", c, c, false);
+    t.o1 = nn::Linear::load(b, "attn1.to_out.0", c, c);
+    t.q2 = nn::Linear::load(b, "attn2.to_q", c, c, false);
+    t.k2 = nn::Linear::load(b, "attn2.to_k", cross, c, false);
+    t.v2 = nn::Linear::load(b, "attn2.to_v", cross, c, false);
+    t.o2 = nn::Linear::load(b, "attn2.to_out.0", c, c);
+    t.ff_in = nn::Linear::load(b, "ff.net.0.proj", c, 8 * c);
+    t.ff_out = nn::Linear::load(b, "ff.net.2", 4 * c, c);
+    s.blocks.push_back(std::move(t));
+  }
+  return s;
+}
+
+Tensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) const {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  Tensor h = norm(x);
+  if (!linear) h = proj_in_conv(h);
+  h = h.view({N, C, H * W}).transpose(1, 2).contiguous();  // [N, HW, C]
+  if (linear) h = proj_in_lin(h);
+  for (const TransformerBlock& b : blocks) h = b(h, context);
+  if (linear) h = proj_out_lin(h);
+  h = h.transpose(1, 2).contiguous().view({N, C, H, W});
+  if (!linear) h = proj_out_conv(h);
+  return ops::add(h, x);
+}
+
+VaeAttention VaeAttention::load(const Weights& w, int64_t c, int groups, float eps) {
+  VaeAttention a;
+  a.norm = nn::Norm::group(w, "group_norm", c, groups, eps);
+  a.q = nn::Linear::load(w, "to_q", c, c);
+  a.k = nn::Linear::load(w, "to_k", c, c);
+  a.v = nn::Linear::load(w, "to_v", c, c);
+  a.o = nn::Linear::load(w, "to_out.0", c, c);
+  return a;
+}
+
+Tensor VaeAttention::operator()(const Tensor& x) const {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  Tensor h = norm(x).view({N, C, H * W}).transpose(1, 2).contiguous();
+  h = o(nn::mha(q(h), k(h), v(h), 1, false));
+  return ops::add(h.transpose(1, 2).contiguous().view({N, C, H, W}), x);
+}
+
+Downsample Downsample::load(const Weights& w, int64_t c, int padding) {
+  RBEE_CHECK(padding == 0 || padding == 1, "sd: downsample padding {} must be 0 or 1", padding);
+  Downsample d;
+  d.conv = nn::Conv2d::load(w, "conv", c, c, 3, 2, padding);
+  d.asymmetric = padding == 0;
+  return d;
+}
+
+Tensor Downsample::operator()(const Tensor& x) const { return conv(asymmetric ? nn::pad_bottom_right(x, 1, 1) : x); }
+
+Upsample Upsample::load(const Weights& w, int64_t c) {
+  Upsample u;
+  u.conv = nn::Conv2d::load(w, "conv", c, c, 3);
+  return u;
+}
+
+Tensor Upsample::operator()(const Tensor& x) const {
+  return conv(ops::upsample_nearest2d(x, x.dim(2) * 2, x.dim(3) * 2));
+}
+
+}  // namespace rbee::sd::blocks

@@ -1,0 +1,67 @@
+// Building blocks shared by the UNet and the VAE (diffusers' ResnetBlock2D, Transformer2DModel with
+// BasicTransformerBlock, the VAE's single-head spatial attention, Downsample2D, Upsample2D).
+// Tensors are NCHW F32 activations; context is [B, S, cross_dim].
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sd/nn.h"
+
+namespace rbee::sd::blocks {
+
+struct Resnet {
+  nn::Norm norm1, norm2;
+  nn::Conv2d conv1, conv2, shortcut;
+  nn::Linear time_proj;  // absent in the VAE (temb_channels 0)
+  bool has_shortcut = false, has_time = false;
+  static Resnet load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps);
+  // x [N, in, H, W], temb [N, temb] (ignored when has_time is false) -> [N, out, H, W]
+  Tensor operator()(const Tensor& x, const Tensor& temb) const;
+};
+
+struct TransformerBlock {
+  nn::Norm norm1, norm2, norm3;
+  nn::Linear q1, k1, v1, o1, q2, k2, v2, o2, ff_in, ff_out;
+  int64_t heads = 1;
+  // x [B, T, dim], context [B, S, cross] -> [B, T, dim]
+  Tensor operator()(const Tensor& x, const Tensor& context) const;
+};
+
+// Transformer2DModel with continuous input: group norm, proj_in (1x1 conv or linear), blocks, proj_out, residual.
+struct SpatialTransformer {
+  nn::Norm norm;
+  nn::Conv2d proj_in_conv, proj_out_conv;
+  nn::Linear proj_in_lin, proj_out_lin;
+  bool linear = false;
+  std::vector<TransformerBlock> blocks;
+  static SpatialTransformer load(const Weights& w, int64_t channels, int64_t heads, int64_t cross_dim, int layers,
+                                 int groups, bool linear_projection);
+  // x [N, C, H, W], context [N, S, cross] -> [N, C, H, W]
+  Tensor operator()(const Tensor& x, const Tensor& context) const;
+};
+
+// The VAE mid block's attention: one head over all H*W positions, with group norm and a residual.
+struct VaeAttention {
+  nn::Norm norm;
+  nn::Linear q, k, v, o;
+  static VaeAttention load(const Weights& w, int64_t channels, int groups, float eps);
+  Tensor operator()(const Tensor& x) const;
+};
+
+// 3x3 conv with stride 2; pad 1, or diffusers' padding 0 = pad one row/column at the bottom/right.
+struct Downsample {
+  nn::Conv2d conv;
+  bool asymmetric = false;
+  static Downsample load(const Weights& w, int64_t channels, int padding);
+  Tensor operator()(const Tensor& x) const;
+};
+
+// nearest x2 upsampling then a 3x3 conv.
+struct Upsample {
+  nn::Conv2d conv;
+  static Upsample load(const Weights& w, int64_t channels);
+  Tensor operator()(const Tensor& x) const;
+};
+
+}  // namespace rbee::sd::blocks

@@ -1,0 +1,183 @@
+// SD VAE (rbee/sd/vae.h).
+#include "rbee/sd/vae.h"
+
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+#include "sd/unet_blocks.h"
+
+namespace rbee::sd {
+
+VaeConfig VaeConfig::from_json(const nlohmann::json& c) {
+  RBEE_CHECK(c.is_object(), "vae config: expected a JSON object");
+  VaeConfig v;
+  auto integer = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    RBEE_CHECK(c[key].is_number_integer(), "vae config: '{}' must be an integer", key);
+    int64_t x = c[key].get<int64_t>();
+    RBEE_CHECK(x >= lo && x <= hi, "vae config: '{}' = {} outside [{}, {}]", key, x, lo, hi);
+    return x;
+  };
+  v.in_channels = integer("in_channels", 3, 1, 64);
+  v.out_channels = integer("out_channels", 3, 1, 64);
+  v.latent_channels = integer("latent_channels", 4, 1, 64);
+  RBEE_CHECK(c.contains("block_out_channels") && c["block_out_channels"].is_array() &&
+                 !c["block_out_channels"].empty() && c["block_out_channels"].size() <= 8,
+             "vae config: 'block_out_channels' must be a list of 1..8 integers");
+  v.block_out_channels.clear();
+  for (const auto& x : c["block_out_channels"]) {
+    RBEE_CHECK(x.is_number_integer() && x.get<int64_t>() > 0 && x.get<int64_t>() <= 8192,
+               "vae config: bad block_out_channels entry {}", x.dump());
+    v.block_out_channels.push_back(x.get<int64_t>());
+  }
+  v.layers_per_block = (int)integer("layers_per_block", 2, 1, 16);
+  v.norm_num_groups = (int)integer("norm_num_groups", 32, 1, 1024);
+  if (c.contains("scaling_factor") && c["scaling_factor"].is_number()) v.scaling_factor = c["scaling_factor"].get<double>();
+  if (c.contains("use_quant_conv") && c["use_quant_conv"].is_boolean()) v.use_quant_conv = c["use_quant_conv"].get<bool>();
+  if (c.contains("use_post_quant_conv") && c["use_post_quant_conv"].is_boolean())
+    v.use_post_quant_conv = c["use_post_quant_conv"].get<bool>();
+  if (c.contains("mid_block_add_attention") && c["mid_block_add_attention"].is_boolean())
+    v.mid_block_add_attention = c["mid_block_add_attention"].get<bool>();
+  std::string act = c.value("act_fn", std::string("silu"));
+  RBEE_CHECK_CODE(act == "silu", ErrorCode::Unsupported, "vae config: act_fn '{}' is not supported", act);
+  return v;
+}
+
+namespace {
+constexpr float kEps = 1e-6f;
+
+struct Level {
+  std::vector<blocks::Resnet> resnets;
+  bool has_resample = false;
+  blocks::Downsample down;
+  blocks::Upsample up;
+};
+
+struct Mid {
+  blocks::Resnet r0, r1;
+  blocks::VaeAttention attn;
+  bool has_attn = false;
+  static Mid load(const Weights& w, int64_t c, int g, bool attn) {
+    Mid m;
+    m.r0 = blocks::Resnet::load(w.sub("resnets.0."), c, c, 0, g, kEps);
+    m.r1 = blocks::Resnet::load(w.sub("resnets.1."), c, c, 0, g, kEps);
+    if (attn) {
+      m.attn = blocks::VaeAttention::load(w.sub("attentions.0."), c, g, kEps);
+      m.has_attn = true;
+    }
+    return m;
+  }
+  Tensor operator()(const Tensor& x) const {
+    Tensor h = r0(x, Tensor());
+    if (has_attn) h = attn(h);
+    return r1(h, Tensor());
+  }
+};
+}  // namespace
+
+struct Vae::Impl {
+  VaeConfig cfg;
+  bool has_encoder = false;
+  // decoder
+  nn::Conv2d post_quant, dec_in, dec_out;
+  Mid dec_mid;
+  std::vector<Level> dec_up;
+  nn::Norm dec_norm;
+  // encoder
+  nn::Conv2d quant, enc_in, enc_out;
+  Mid enc_mid;
+  std::vector<Level> enc_down;
+  nn::Norm enc_norm;
+};
+
+Vae Vae::load(const Weights& w, const VaeConfig& cfg, bool with_encoder) {
+  auto impl = std::make_shared<Impl>();
+  impl->cfg = cfg;
+  const auto& ch = cfg.block_out_channels;
+  const int levels = (int)ch.size();
+  const int g = cfg.norm_num_groups;
+  const int64_t L = cfg.latent_channels;
+  if (cfg.use_post_quant_conv) impl->post_quant = nn::Conv2d::load(w, "post_quant_conv", L, L, 1);
+  Weights d = w.sub("decoder.");
+  impl->dec_in = nn::Conv2d::load(d, "conv_in", L, ch.back(), 3);
+  impl->dec_mid = Mid::load(d.sub("mid_block."), ch.back(), g, cfg.mid_block_add_attention);
+  int64_t out_ch = ch.back();
+  for (int i = 0; i < levels; ++i) {
+    Weights b = d.sub("up_blocks." + std::to_string(i) + ".");
+    int64_t prev = out_ch;
+    out_ch = ch[(size_t)(levels - 1 - i)];
+    Level lv;
+    for (int j = 0; j <= cfg.layers_per_block; ++j)
+      lv.resnets.push_back(
+          blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), j == 0 ? prev : out_ch, out_ch, 0, g, kEps));
+    if (i < levels - 1) {
+      lv.up = blocks::Upsample::load(b.sub("upsamplers.0."), out_ch);
+      lv.has_resample = true;
+    }
+    impl->dec_up.push_back(std::move(lv));
+  }
+  impl->dec_norm = nn::Norm::group(d, "conv_norm_out", ch[0], g, kEps);
+  impl->dec_out = nn::Conv2d::load(d, "conv_out", ch[0], cfg.out_channels, 3);
+
+  if (with_encoder) {
+    impl->has_encoder = true;
+    if (cfg.use_quant_conv) impl->quant = nn::Conv2d::load(w, "quant_conv", 2 * L, 2 * L, 1);
+    Weights e = w.sub("encoder.");
+    impl->enc_in = nn::Conv2d::load(e, "conv_in", cfg.in_channels, ch[0], 3);
+    out_ch = ch[0];
+    for (int i = 0; i < levels; ++i) {
+      Weights b = e.sub("down_blocks." + std::to_string(i) + ".");
+      int64_t in_ch = out_ch;
+      out_ch = ch[(size_t)i];
+      Level lv;
+      for (int j = 0; j < cfg.layers_per_block; ++j)
+        lv.resnets.push_back(
+            blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), j == 0 ? in_ch : out_ch, out_ch, 0, g, kEps));
+      if (i < levels - 1) {
+        lv.down = blocks::Downsample::load(b.sub("downsamplers.0."), out_ch, 0);
+        lv.has_resample = true;
+      }
+      impl->enc_down.push_back(std::move(lv));
+    }
+    impl->enc_mid = Mid::load(e.sub("mid_block."), ch.back(), g, cfg.mid_block_add_attention);
+    impl->enc_norm = nn::Norm::group(e, "conv_norm_out", ch.back(), g, kEps);
+    impl->enc_out = nn::Conv2d::load(e, "conv_out", ch.back(), 2 * L, 3);
+  }
+  Vae v;
+  v.impl_ = std::move(impl);
+  return v;
+}
+
+const VaeConfig& Vae::config() const { return impl_->cfg; }
+
+Tensor Vae::decode(const Tensor& z) const {
+  const Impl& m = *impl_;
+  RBEE_CHECK(z.rank() == 4 && z.dim(1) == m.cfg.latent_channels && z.dim(2) > 0 && z.dim(3) > 0,
+             "vae decode: latent must be [B, {}, h, w], got {}", m.cfg.latent_channels, z.shape().to_string());
+  Tensor x = m.cfg.use_post_quant_conv ? m.post_quant(z) : z;
+  x = m.dec_mid(m.dec_in(x));
+  for (const Level& lv : m.dec_up) {
+    for (const auto& r : lv.resnets) x = r(x, Tensor());
+    if (lv.has_resample) x = lv.up(x);
+  }
+  return m.dec_out(ops::silu(m.dec_norm(x)));
+}
+
+Tensor Vae::encode(const Tensor& image) const {
+  const Impl& m = *impl_;
+  RBEE_CHECK(m.has_encoder, "vae encode: the encoder was not loaded");
+  const int64_t f = m.cfg.scale();
+  RBEE_CHECK(image.rank() == 4 && image.dim(1) == m.cfg.in_channels && image.dim(2) > 0 && image.dim(3) > 0 &&
+                 image.dim(2) % f == 0 && image.dim(3) % f == 0,
+             "vae encode: image must be [B, {}, H, W] with H, W multiples of {}, got {}", m.cfg.in_channels, f,
+             image.shape().to_string());
+  Tensor x = m.enc_in(image);
+  for (const Level& lv : m.enc_down) {
+    for (const auto& r : lv.resnets) x = r(x, Tensor());
+    if (lv.has_resample) x = lv.down(x);
+  }
+  x = m.enc_out(ops::silu(m.enc_norm(m.enc_mid(x))));
+  if (m.cfg.use_quant_conv) x = m.quant(x);
+  return x.narrow(1, 0, m.cfg.latent_channels).contiguous();
+}
+
+}  // namespace rbee::sd

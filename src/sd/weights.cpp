@@ -1,0 +1,92 @@
+// Component weights (rbee/sd/weights.h).
+#include "rbee/sd/weights.h"
+
+#include "rbee/backend/device.h"
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "rbee/core/error.h"
+
+namespace rbee::sd {
+
+Weights Weights::open(const std::string& path, Device& device, DType dtype) {
+  RBEE_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
+             "sd weights: compute dtype must be f32, f16 or bf16, got {}", dtype_name(dtype));
+  Weights w;
+  w.ckpt_ = std::make_shared<const safetensors::Checkpoint>(safetensors::Checkpoint::open(path));
+  w.device_ = &device;
+  w.dtype_ = dtype;
+  return w;
+}
+
+Weights Weights::sub(const std::string& prefix) const {
+  Weights w = *this;
+  w.prefix_ = prefix_ + prefix;
+  return w;
+}
+
+Weights Weights::random(const nlohmann::json& config, uint64_t seed, Device& device, DType dtype) {
+  RBEE_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
+             "sd weights: compute dtype must be f32, f16 or bf16, got {}", dtype_name(dtype));
+  Weights w;
+  w.random_ = std::make_shared<const Random>(Random{config, seed});
+  w.device_ = &device;
+  w.dtype_ = dtype;
+  return w;
+}
+
+// Random mode never has optional tensors (a checkpoint decides those): has() is false, so optional parts stay off.
+bool Weights::has(const std::string& name) const {
+  return ckpt_ && ckpt_->find_tensor(prefix_ + name) != nullptr;
+}
+
+Tensor Weights::get_random(const std::string& full, const Shape& shape) const {
+  const int64_t n = shape.numel();
+  std::vector<float> v((size_t)n);
+  const bool is_bias = full.size() >= 5 && full.compare(full.size() - 5, 5, ".bias") == 0;
+  const bool is_norm = !is_bias && full.find("norm") != std::string::npos && shape.rank() == 1;
+  if (shape.rank() == 1) {
+    std::fill(v.begin(), v.end(), is_norm ? 1.0f : 0.0f);
+  } else {
+    const int64_t fan_in = n / shape[0];
+    const double a = std::sqrt(3.0 / (double)std::max<int64_t>(fan_in, 1));
+    uint64_t h = random_->seed ^ 0xCBF29CE484222325ull;  // FNV-1a of the name, then an xorshift stream
+    for (char c : full) h = (h ^ (uint8_t)c) * 0x100000001B3ull;
+    uint64_t x = h | 1;
+    for (int64_t i = 0; i < n; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      v[(size_t)i] = (float)(a * (2.0 * ((double)(x >> 11) * (1.0 / 9007199254740992.0)) - 1.0));
+    }
+  }
+  Tensor t = Tensor::from_vector(v, shape, Registry::global().cpu());
+  if (dtype_ != DType::F32) t = t.to(dtype_);
+  return t.to(*device_);
+}
+
+Tensor Weights::get_f32(const std::string& name, const Shape& shape) const {
+  Weights w = *this;
+  w.dtype_ = DType::F32;
+  return w.get(name, shape);
+}
+
+Tensor Weights::get(const std::string& name, const Shape& shape) const {
+  const std::string full = prefix_ + name;
+  if (random_) return get_random(full, shape);
+  const safetensors::TensorInfo* info = ckpt_->find_tensor(full);
+  RBEE_CHECK_CODE(info != nullptr, ErrorCode::NotFound, "sd weights: '{}' has no tensor '{}'", ckpt_->directory(),
+                  full);
+  RBEE_CHECK(info->shape == shape, "sd weights: tensor '{}' has shape {}, the model expects {}", full,
+             info->shape.to_string(), shape.to_string());
+  RBEE_CHECK(info->dtype == DType::F32 || info->dtype == DType::F16 || info->dtype == DType::BF16,
+             "sd weights: tensor '{}' is {}, expected a floating dtype", full, dtype_name(info->dtype));
+  Tensor t = ckpt_->tensor(full, Registry::global().cpu());
+  if (t.dtype() != dtype_) t = t.to(dtype_);
+  return t.to(*device_).contiguous();
+}
+
+const nlohmann::json& Weights::config() const { return random_ ? random_->config : ckpt_->config(); }
+
+}  // namespace rbee::sd

@@ -1,0 +1,42 @@
+// DeviceStats: the device facts /info, /metrics and heartbeats report (name, vendor, arch, VRAM used and
+// total), read from the backend (cudaMemGetInfo / hipMemGetInfo on GPUs, /proc/meminfo on the CPU) and cached
+// for a second so that scrapes and heartbeats never hammer the driver.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace rbee {
+class Device;
+}
+
+namespace rbee::server {
+
+struct DeviceSnapshot {
+  std::string id;       // "cuda:0"
+  std::string backend;  // "cpu", "cuda", "rocm"
+  std::string name, vendor, arch;
+  int64_t vram_total = 0;
+  int64_t vram_used = 0;  // total - free, as the backend reports it
+};
+
+class DeviceStats {
+ public:
+  explicit DeviceStats(Device& device) : device_(device) {}
+  DeviceSnapshot snapshot();
+  // {"id","backend","name","vendor","arch","vram_total","vram_used"}
+  nlohmann::json json();
+
+ private:
+  Device& device_;
+  std::mutex mutex_;
+  DeviceSnapshot cached_;
+  std::chrono::steady_clock::time_point read_at_{};
+  bool valid_ = false;
+};
+
+}  // namespace rbee::server

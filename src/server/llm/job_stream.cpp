@@ -1,0 +1,77 @@
+#include "server/llm/job_stream.h"
+
+#include "rbee/core/log.h"
+#include "server/api_error.h"
+#include "server/sse.h"
+
+namespace rbee::server::llm_api {
+
+void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<LlmJob> job, EventFormatter format) {
+  if (job->consumer_attached.exchange(true)) {
+    throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
+  }
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  auto done = std::make_shared<bool>(false);
+  res.set_chunked_content_provider(
+      kSseContentType,
+      [job, format = std::move(format), done](size_t, httplib::DataSink& sink) {
+        JobEvent ev;
+        switch (job->events.pop(ev, std::chrono::milliseconds(1000))) {
+          case Channel<JobEvent>::Pop::Item: {
+            const std::string frames = format(ev);
+            if (!frames.empty() && !sink.write(frames.data(), frames.size())) return false;
+            return true;
+          }
+          case Channel<JobEvent>::Pop::Timeout: {
+            const std::string ping = sse_comment("keep-alive");
+            return sink.write(ping.data(), ping.size());
+          }
+          case Channel<JobEvent>::Pop::Closed: {
+            const std::string end = sse_done();
+            *done = true;
+            if (!sink.write(end.data(), end.size())) return false;
+            sink.done();
+            return true;
+          }
+        }
+        return false;
+      },
+      [job, done, &service](bool success) {
+        if (!success || !*done) {
+          if (!job->finished) log::info("job={} event=client_disconnected (cancelling)", job->id);
+          job->cancel();
+        }
+        service.forget(job->id);
+      });
+}
+
+JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job) {
+  job->consumer_attached = true;
+  struct Forget {
+    LlmService& s;
+    const std::string& id;
+    ~Forget() { s.forget(id); }
+  } forget{service, job->id};
+  JobResult out;
+  JobEvent ev;
+  while (true) {
+    const auto got = job->events.pop(ev, std::chrono::milliseconds(1000));
+    if (got == Channel<JobEvent>::Pop::Closed) break;
+    if (got != Channel<JobEvent>::Pop::Item) continue;
+    if (ev.type == JobEvent::Type::Text) out.text += ev.text;
+    if (ev.type == JobEvent::Type::Finished) out.summary = ev.summary;
+  }
+  const auto& s = out.summary;
+  if (s.reason == llm::StopReason::Error) {
+    if (s.error_code == "timeout") throw ApiError(504, "timeout", "the request ran past the worker's time limit");
+    throw ApiError(500, "generation_failed", "generation failed: " + s.error_message);
+  }
+  if (s.reason == llm::StopReason::Cancelled) {
+    throw ApiError(503, "cancelled", "the job was cancelled (DELETE or worker shutdown)", "", 1);
+  }
+  return out;
+}
+
+}  // namespace rbee::server::llm_api

@@ -1,0 +1,154 @@
+// The rbee worker contract: /info, POST /v1/jobs (alias /v1/inference), the job's SSE stream, DELETE.
+#include <fmt/format.h>
+
+#include "rbee/backend/device.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+#include "server/llm/job_stream.h"
+#include "server/llm/routes.h"
+#include "server/sse.h"
+#include "server/util.h"
+
+namespace rbee::server::llm_api {
+
+LlmService& LlmWorkerContext::need_service() {
+  LlmService* s = service.load();
+  if (!s) {
+    if (lifecycle.state() == Lifecycle::State::Failed) throw ApiError(503, "load_failed", "the model failed to load");
+    throw ApiError(503, "loading", "the model is still loading; see /ready", "", 1);
+  }
+  return *s;
+}
+
+std::string worker_status(LlmWorkerContext& ctx) {
+  const auto state = ctx.lifecycle.state();
+  if (state != Lifecycle::State::Ready) return ctx.lifecycle.state_name();
+  LlmService* s = ctx.service.load();
+  if (s) {
+    const auto st = s->scheduler().stats();
+    if (st.running >= ctx.parallel) return "busy";
+  }
+  return "ready";
+}
+
+nlohmann::json LlmWorkerContext::info() {
+  const DeviceSnapshot d = device.snapshot();
+  nlohmann::json out = {
+      {"worker_id", identity.worker_id},
+      {"implementation", "rbee"},
+      {"version", identity.version},
+      {"model", model_name},
+      {"model_path", model_path},
+      {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
+      {"backend", d.backend},
+      {"device",
+       {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
+        {"vram_used", d.vram_used}}},
+      {"status", worker_status(*this)},
+      {"ctx_size", ctx_size},
+      {"parallel", parallel},
+  };
+  if (LlmService* s = service.load()) {
+    const auto& c = s->model().config();
+    const auto st = s->scheduler().stats();
+    out["model_info"] = {{"arch", c.arch}, {"name", c.name}, {"vocab_size", c.vocab_size},
+                         {"n_layers", c.n_layers}, {"max_positions", c.max_positions},
+                         {"weight_bytes", s->model().weight_bytes()}};
+    out["slots"] = {{"running", st.running}, {"queued", st.queued}, {"kv_blocks_free", st.free_blocks},
+                    {"kv_blocks_total", st.total_blocks}, {"steps", st.steps}, {"max_batch_rows", st.max_batch_rows}};
+  }
+  return out;
+}
+
+namespace {
+
+// One scheduler event as the rbee SSE contract frames it.
+std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats& device, const JobEvent& ev) {
+  switch (ev.type) {
+    case JobEvent::Type::Started:
+      return sse_data({{"type", "started"}, {"job_id", job.id}, {"model", model}, {"started_at", iso8601_utc(ev.at)}});
+    case JobEvent::Type::Text: return sse_data({{"type", "token"}, {"t", ev.text}, {"i", ev.index}});
+    case JobEvent::Type::Finished: {
+      const auto& s = ev.summary;
+      std::string out;
+      if (s.reason == llm::StopReason::Error) {
+        out += sse_data({{"type", "error"}, {"code", s.error_code.empty() ? "internal" : s.error_code},
+                         {"message", s.error_message}});
+      }
+      const double tps = s.tokens_out > 1 && s.decode_seconds > 0 ? (s.tokens_out - 1) / s.decode_seconds : 0.0;
+      out += sse_data({{"type", "metrics"}, {"tokens_per_sec", tps}, {"vram_bytes", device.snapshot().vram_used},
+                       {"prompt_tokens", s.prompt_tokens}, {"time_to_first_token_ms",
+                                                            (s.queue_seconds + s.prompt_seconds) * 1e3}});
+      out += sse_data({{"type", "end"}, {"tokens_out", s.tokens_out}, {"decode_time_ms", s.decode_seconds * 1e3},
+                       {"stop_reason", llm::stop_reason_name(s.reason)}});
+      return out;
+    }
+  }
+  return "";
+}
+
+void post_job(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const nlohmann::json body = parse_json_object(req.body);
+  const InferRequest r = parse_job_request(body);
+  LlmService& service = ctx.need_service();
+  auto job = service.start(r);
+  if (!r.stream) {
+    const JobResult result = wait_for_job(service, job);
+    send_json(res, 200,
+              {{"job_id", job->id},
+               {"text", result.text},
+               {"tokens_out", result.summary.tokens_out},
+               {"prompt_tokens", result.summary.prompt_tokens},
+               {"decode_time_ms", result.summary.decode_seconds * 1e3},
+               {"stop_reason", llm::stop_reason_name(result.summary.reason)}});
+    return;
+  }
+  send_json(res, 200, {{"job_id", job->id}, {"sse_url", "/v1/jobs/" + job->id + "/stream"}});
+}
+
+std::shared_ptr<LlmJob> find_job(LlmWorkerContext& ctx, const httplib::Request& req) {
+  const std::string id = req.matches[1];
+  auto job = ctx.need_service().find(id);
+  if (!job) throw ApiError(404, "job_not_found", "no job with id \"" + id + "\" (unknown, or already streamed)", "id");
+  return job;
+}
+
+}  // namespace
+
+void add_rbee_routes(HttpServer& http, LlmWorkerContext& ctx) {
+  http.get("/info", "/info", [&ctx](const httplib::Request&, httplib::Response& res) { send_json(res, 200, ctx.info()); });
+  http.post("/v1/jobs", "/v1/jobs", [&ctx](const httplib::Request& req, httplib::Response& res) { post_job(ctx, req, res); });
+  http.post("/v1/inference", "/v1/inference",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { post_job(ctx, req, res); });
+  auto stream = [&ctx](const httplib::Request& req, httplib::Response& res) {
+    auto job = find_job(ctx, req);
+    LlmService& service = ctx.need_service();
+    const std::string model = ctx.model_name;
+    DeviceStats& device = ctx.device;
+    LlmJob* raw = job.get();
+    stream_job(res, service, job, [raw, model, &device](const JobEvent& ev) { return rbee_frames(*raw, model, device, ev); });
+  };
+  http.get(R"(/v1/jobs/([A-Za-z0-9_-]{1,64})/stream)", "/v1/jobs/{id}/stream", stream);
+  http.get(R"(/v1/inference/([A-Za-z0-9_-]{1,64})/stream)", "/v1/inference/{id}/stream", stream);
+  auto cancel = [&ctx](const httplib::Request& req, httplib::Response& res) {
+    auto job = find_job(ctx, req);
+    const bool was_finished = job->finished;
+    job->cancel();
+    send_json(res, 200, {{"job_id", job->id}, {"status", was_finished ? "finished" : "cancelled"}});
+  };
+  http.del(R"(/v1/jobs/([A-Za-z0-9_-]{1,64}))", "/v1/jobs/{id}", cancel);
+  http.del(R"(/v1/inference/([A-Za-z0-9_-]{1,64}))", "/v1/inference/{id}", cancel);
+}
+
+void add_page_route(HttpServer& http, std::string_view html) {
+  std::string page(html);
+  http.get("/", "/", [page](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'");
+    res.set_content(page, "text/html; charset=utf-8");
+  });
+}
+
+}  // namespace rbee::server::llm_api

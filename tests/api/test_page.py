@@ -1,0 +1,71 @@
+"""The chat page at / in headless Chromium: type a prompt, see tokens arrive one after another."""
+import shutil
+import time
+
+import pytest
+
+from conftest import TOKEN
+
+selenium = pytest.importorskip("selenium", reason="selenium is not installed in the venv")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+def find(*names):
+    for n in names:
+        p = shutil.which(n)
+        if p:
+            return p
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = find("chromium", "chromium-browser")
+    driver_bin = find("chromedriver")
+    if not chromium or not driver_bin:
+        pytest.skip("chromium and chromedriver are not installed (Debian: chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,800"):
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    yield d
+    d.quit()
+
+
+def test_chat_page_streams_tokens(worker, browser, tmp_path):
+    browser.get(worker.url + "/?token=" + TOKEN)  # how a browser passes the worker's auth
+    assert "token=" not in browser.current_url, "the page should drop the token from the address bar"
+    assert browser.find_element(By.ID, "token").get_attribute("value") == TOKEN
+    deadline = time.time() + 20
+    while time.time() < deadline and not browser.find_element(By.ID, "model").text.endswith(".gguf"):
+        time.sleep(0.05)
+    assert browser.find_element(By.ID, "model").text.endswith(".gguf")
+    mt = browser.find_element(By.ID, "max_tokens")
+    mt.clear()
+    mt.send_keys("64")
+    temp = browser.find_element(By.ID, "temperature")
+    temp.clear()
+    temp.send_keys("0")
+    browser.find_element(By.ID, "prompt").send_keys("Write a short poem about bees.")
+    browser.find_element(By.ID, "send").click()
+
+    lengths = []
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        state, text = browser.execute_script(
+            "const m = document.querySelector('.msg.assistant, .msg.error');"
+            "return m ? [m.dataset.state, m.textContent] : ['', ''];")
+        if text and (not lengths or lengths[-1] != len(text)):
+            lengths.append(len(text))
+        if state == "done":
+            break
+        time.sleep(0.01)
+    browser.save_screenshot(str(tmp_path / "chat.png"))
+    assert state == "done"
+    assert browser.find_elements(By.CSS_SELECTOR, ".msg.error") == [], text
+    assert text.strip(), "no answer"
+    assert len(lengths) >= 3, f"the answer did not grow token by token: {lengths}"
+    assert "tokens" in browser.find_element(By.CSS_SELECTOR, ".stats").text

@@ -1,0 +1,137 @@
+// Pipelines of the tiny SD 1.5 / 2.1 models: the 4-step txt2img latent (Euler, guidance 7.5, explicit initial
+// noise) against diffusers' StableDiffusionPipeline (tools/goldens/make_tiny_sd.py); determinism of seeds;
+// img2img / inpaint invariants; request errors.
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+#include "rbee/sd/pipeline.h"
+#include "sd_test_util.h"
+
+namespace rbee::sd {
+namespace {
+
+using test::tiny_sd;
+
+const Pipeline& tiny(const std::string& name) {
+  static Pipeline sd15 = Pipeline::load(tiny_sd("sd15"));
+  static Pipeline sd21 = Pipeline::load(tiny_sd("sd21"));
+  return name == "sd15" ? sd15 : sd21;
+}
+
+GenerateRequest base_request() {
+  GenerateRequest r;
+  r.prompt = "a photograph of an astronaut riding a horse";
+  r.steps = 4;
+  r.guidance_scale = 7.5;
+  r.width = r.height = 32;
+  r.sampler = SchedulerKind::Euler;
+  return r;
+}
+
+class SdTinyPipeline : public ::testing::TestWithParam<const char*> {};
+
+// Final latent (values ~1-10 after 4 guided steps) within 2e-3 + 1e-4 * max|ref|.
+TEST_P(SdTinyPipeline, Txt2ImgLatentMatchesDiffusers) {
+  const std::string name = GetParam();
+  Device& cpu = rbee::test::cpu_device();
+  auto g = safetensors::File::open(tiny_sd(name + "/goldens.safetensors"));
+  GenerateRequest r = base_request();
+  r.initial_noise = g.tensor("t2i_noise", cpu).clone();
+  Tensor latent = tiny(name).generate_latents(r);
+  RBEE_EXPECT_TENSOR_NEAR(latent, g.tensor("t2i_latent", cpu), 2e-3, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, SdTinyPipeline, ::testing::Values("sd15", "sd21"));
+
+TEST(SdPipeline, SeedIsDeterministic) {
+  const Pipeline& p = tiny("sd15");
+  GenerateRequest r = base_request();
+  r.steps = 2;
+  r.sampler = SchedulerKind::EulerAncestral;  // also draws noise at every step
+  r.seed = 7;
+  std::vector<float> a = p.generate_latents(r).to_vector<float>();
+  std::vector<float> b = p.generate_latents(r).to_vector<float>();
+  EXPECT_EQ(a, b);
+  r.seed = 8;
+  EXPECT_NE(a, p.generate_latents(r).to_vector<float>());
+  Image img = p.generate(r);
+  EXPECT_EQ(img.width, 32);
+  EXPECT_EQ(img.height, 32);
+  EXPECT_EQ(img.rgb.size(), 32u * 32u * 3u);
+}
+
+TEST(SdPipeline, RandnIsStandardNormal) {
+  Device& cpu = rbee::test::cpu_device();
+  std::vector<float> v = randn({1 << 16}, 123, 0, cpu).to_vector<float>();
+  double mean = 0, var = 0;
+  for (float x : v) mean += x;
+  mean /= (double)v.size();
+  for (float x : v) var += (x - mean) * (x - mean);
+  var /= (double)v.size();
+  EXPECT_NEAR(mean, 0.0, 0.02);
+  EXPECT_NEAR(var, 1.0, 0.02);
+  EXPECT_NE(v, randn({1 << 16}, 123, 1, cpu).to_vector<float>());
+}
+
+// img2img (strength 0.5: the last 2 of 4 steps) and inpaint (strength 1, 4-channel UNet latent blending) against
+// diffusers' pipelines run with the posterior mean and explicit noise (tools/goldens/make_tiny_sd_img2img.py);
+// same tolerance as txt2img.
+TEST(SdPipeline, Img2ImgAndInpaintMatchDiffusers) {
+  Device& cpu = rbee::test::cpu_device();
+  auto g = safetensors::File::open(tiny_sd("sd15/goldens_img2img.safetensors"));
+  GenerateRequest r = base_request();
+  r.initial_noise = g.tensor("noise", cpu).clone();
+  r.init_image = g.tensor("image", cpu).clone();
+  r.strength = 0.5;
+  RBEE_EXPECT_TENSOR_NEAR(tiny("sd15").generate_latents(r), g.tensor("img2img_latent", cpu), 2e-3, 1e-4);
+  r.strength = 1.0;
+  r.mask = g.tensor("mask", cpu).clone();
+  RBEE_EXPECT_TENSOR_NEAR(tiny("sd15").generate_latents(r), g.tensor("inpaint_latent", cpu), 2e-3, 1e-4);
+}
+
+// Inpaint: the kept (unmasked) half of the final latent is the encoded source exactly (the last blend uses the
+// clean source latent), the repainted half is not.
+TEST(SdPipeline, InpaintKeepsTheUnmaskedRegion) {
+  const Pipeline& p = tiny("sd15");
+  Device& cpu = rbee::test::cpu_device();
+  GenerateRequest r = base_request();
+  r.seed = 3;
+  r.init_image = ops::affine(randn({1, 3, 32, 32}, 99, 0, cpu), 0.3, 0.0);
+  r.strength = 1.0;
+  std::vector<float> mask((size_t)32 * 32, 0.0f);
+  for (int y = 0; y < 32; ++y)
+    for (int x = 16; x < 32; ++x) mask[(size_t)(y * 32 + x)] = 1.0f;  // repaint the right half
+  r.mask = Tensor::from_vector(mask, {1, 1, 32, 32}, cpu);
+  Tensor out = p.generate_latents(r);
+  Tensor src = p.encode_image(r.init_image);
+  RBEE_EXPECT_TENSOR_NEAR(out.narrow(3, 0, 4), src.narrow(3, 0, 4), 1e-6, 0);
+  EXPECT_GT(test::max_diff(out.narrow(3, 4, 4), src.narrow(3, 4, 4)).max_abs, 0.1);
+}
+
+TEST(SdPipeline, RequestErrors) {
+  const Pipeline& p = tiny("sd15");
+  Device& cpu = rbee::test::cpu_device();
+  auto bad = [&](auto edit) {
+    GenerateRequest r = base_request();
+    r.steps = 1;
+    edit(r);
+    EXPECT_THROW(p.generate_latents(r), Error);
+  };
+  bad([](GenerateRequest& r) { r.steps = 0; });
+  bad([](GenerateRequest& r) { r.steps = 151; });
+  bad([](GenerateRequest& r) { r.guidance_scale = -1; });
+  bad([](GenerateRequest& r) { r.guidance_scale = 21; });
+  bad([](GenerateRequest& r) { r.width = 30; });
+  bad([](GenerateRequest& r) { r.height = 4096; });
+  bad([&](GenerateRequest& r) { r.initial_noise = ops::zeros({1, 4, 4, 4}, DType::F32, cpu); });
+  bad([&](GenerateRequest& r) { r.init_image = ops::zeros({1, 3, 16, 16}, DType::F32, cpu); });
+  bad([&](GenerateRequest& r) {
+    r.init_image = ops::zeros({1, 3, 32, 32}, DType::F32, cpu);
+    r.strength = 0;
+  });
+  bad([&](GenerateRequest& r) { r.mask = ops::zeros({1, 1, 32, 32}, DType::F32, cpu); });  // mask without image
+  bad([](GenerateRequest& r) { r.on_step = [](int, int) { return false; }; });               // cancelled
+  EXPECT_THROW(Pipeline::load(tiny_sd("no_such_pipeline")), Error);
+}
+
+}  // namespace
+}  // namespace rbee::sd

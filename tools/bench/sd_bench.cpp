@@ -1,0 +1,122 @@
+// rbee_sd_bench: seconds per image of an SD pipeline on one device, independent of the rbee CLI and workers.
+//
+//   rbee_sd_bench --random-sd15 --backend cuda --f16 --steps 20 --width 512 --height 512
+//   rbee_sd_bench --model /path/to/diffusers/folder --backend cpu --steps 4 --width 256 --height 256
+//
+// --random-sd15 builds the full-size SD 1.5 architecture with random weights in memory (no checkpoint needed);
+// the prompt goes through the tiny CLIP vocabulary of tests/data/tiny_sd/sd15/tokenizer (or --tokenizer DIR).
+// Prints load time, then per run: total seconds, UNet seconds per step (both CFG halves), VAE decode seconds.
+// The diffusers peer for the same configuration is tools/bench/sd_bench_diffusers.py.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "rbee/backend/device.h"
+#include "rbee/core/error.h"
+#include "rbee/sd/pipeline.h"
+#include "rbee/sd/png.h"
+
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"rbee_sd_bench: Stable Diffusion seconds per image"};
+  std::string model, tokenizer = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sd15/tokenizer";
+  std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
+  bool random_sd15 = false, f16 = false;
+  int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
+  double guidance = 7.5;
+  uint64_t seed = 42;
+  app.add_option("--model", model, "diffusers folder (model_index.json, unet/, vae/, text_encoder/, ...)");
+  app.add_flag("--random-sd15", random_sd15, "full-size SD 1.5 architecture with random weights");
+  app.add_option("--tokenizer", tokenizer, "CLIP tokenizer folder for --random-sd15");
+  app.add_option("--backend", backend, "auto|cpu|cuda|rocm");
+  app.add_option("--device", device_index, "device index");
+  app.add_flag("--f16", f16, "linear-layer weights in f16");
+  app.add_option("--steps", steps);
+  app.add_option("--width", width);
+  app.add_option("--height", height);
+  app.add_option("--guidance", guidance);
+  app.add_option("--sampler", sampler, "euler|euler_a|ddim|dpmpp_2m_karras|lcm");
+  app.add_option("--seed", seed);
+  app.add_option("--prompt", prompt);
+  app.add_option("--runs", runs, "timed images");
+  app.add_option("--warmup", warmup, "untimed images first");
+  app.add_option("--png", out_png, "write the last image here (parameters in a tEXt chunk)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    RBEE_CHECK(random_sd15 != !model.empty(), "give exactly one of --model and --random-sd15");
+    rbee::Registry& registry = rbee::Registry::global();
+    for (const auto& line : registry.load_plugins()) std::fprintf(stderr, "plugin: %s\n", line.c_str());
+    std::string reason;
+    rbee::Device& device = registry.select(backend, device_index, &reason);
+    std::printf("device: %s (%s)\n", device.info().name.c_str(), reason.c_str());
+
+    rbee::sd::LoadOptions opt;
+    opt.device = &device;
+    opt.dtype = f16 ? rbee::DType::F16 : rbee::DType::F32;
+    opt.load_vae_encoder = false;
+    auto t0 = Clock::now();
+    rbee::sd::Pipeline pipe = random_sd15
+                                  ? rbee::sd::Pipeline::random(rbee::sd::RandomPipelineSpec::sd15(tokenizer), opt)
+                                  : rbee::sd::Pipeline::load(model, opt);
+    device.synchronize();
+    std::printf("load: %.2f s\n", seconds_since(t0));
+
+    rbee::sd::GenerateRequest r;
+    r.prompt = prompt;
+    r.steps = steps;
+    r.width = width;
+    r.height = height;
+    r.guidance_scale = guidance;
+    r.sampler = rbee::sd::scheduler_kind_from_name(sampler);
+    r.seed = seed;
+    Clock::time_point step_t0;
+    double unet_s = 0;
+    r.on_step = [&](int, int) {
+      device.synchronize();
+      unet_s += seconds_since(step_t0);
+      step_t0 = Clock::now();
+      return true;
+    };
+    double best = 1e30, total = 0;
+    rbee::sd::Image img;
+    for (int i = 0; i < warmup + runs; ++i) {
+      unet_s = 0;
+      auto t = Clock::now();
+      step_t0 = t;  // the first "step" also holds the prompt encoding
+      rbee::Tensor lat = pipe.generate_latents(r);
+      device.synchronize();
+      auto td = Clock::now();
+      rbee::Tensor image = pipe.decode(lat);
+      device.synchronize();
+      double dec = seconds_since(td), all = seconds_since(t);
+      img = rbee::sd::Pipeline::to_image(image);
+      std::printf("%s %d: %.3f s/image (denoise %.3f s = %.4f s/step incl. prompt, vae decode %.3f s)\n",
+                  i < warmup ? "warmup" : "run", i, all, unet_s, unet_s / steps, dec);
+      if (i >= warmup) {
+        best = std::min(best, all);
+        total += all;
+      }
+    }
+    if (runs > 0)
+      std::printf("result: %dx%d, %d steps, %s, guidance %.1f, %s weights: mean %.3f s/image, best %.3f s/image\n",
+                  width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", total / runs, best);
+    if (!out_png.empty()) {
+      std::string params = prompt + "\nSteps: " + std::to_string(steps) + ", Sampler: " + sampler +
+                           ", CFG scale: " + std::to_string(guidance) + ", Seed: " + std::to_string(seed) +
+                           ", Size: " + std::to_string(width) + "x" + std::to_string(height);
+      rbee::sd::write_png_file(out_png, img, {{"parameters", params}});
+    }
+  } catch (const rbee::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

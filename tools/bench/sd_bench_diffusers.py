@@ -1,0 +1,79 @@
+"""The diffusers peer of rbee_sd_bench --random-sd15: full-size SD 1.5 architecture with random weights.
+
+Builds UNet2DConditionModel, AutoencoderKL and CLIPTextModel from the SD 1.5 configs (the same ones
+rbee::sd::RandomPipelineSpec::sd15 holds), random init, fp16 on the GPU by default, and times txt2img
+(Euler, guidance 7.5) at the given size and steps. Random weights make the images noise; the timing is what counts.
+
+  python tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 --runs 3
+  ./build/cuda/rbee_sd_bench --random-sd15 --backend cuda --f16 --steps 20 --width 512 --height 512 --runs 3
+
+Needs torch (CUDA build on a GPU box) and diffusers, transformers (tools/requirements-goldens.txt).
+"""
+import argparse
+import os
+import time
+
+import torch
+from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKENIZER = os.path.join(HERE, "..", "..", "tests", "data", "tiny_sd", "sd15", "tokenizer")
+
+UNET = dict(act_fn="silu", attention_head_dim=8, block_out_channels=(320, 640, 1280, 1280), center_input_sample=False,
+            cross_attention_dim=768,
+            down_block_types=("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
+            downsample_padding=1, flip_sin_to_cos=True, freq_shift=0, in_channels=4, layers_per_block=2,
+            mid_block_scale_factor=1, norm_eps=1e-5, norm_num_groups=32, out_channels=4, sample_size=64,
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"))
+VAE = dict(act_fn="silu", block_out_channels=(128, 256, 512, 512), down_block_types=("DownEncoderBlock2D",) * 4,
+           in_channels=3, latent_channels=4, layers_per_block=2, norm_num_groups=32, out_channels=3, sample_size=512,
+           scaling_factor=0.18215, up_block_types=("UpDecoderBlock2D",) * 4)
+TEXT = dict(hidden_act="quick_gelu", hidden_size=768, intermediate_size=3072, max_position_embeddings=77,
+            num_attention_heads=12, num_hidden_layers=12, vocab_size=49408, layer_norm_eps=1e-5, projection_dim=768)
+SCHED = dict(beta_end=0.012, beta_schedule="scaled_linear", beta_start=0.00085, num_train_timesteps=1000,
+             steps_offset=1, prediction_type="epsilon")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--height", type=int, default=512)
+    ap.add_argument("--guidance", type=float, default=7.5)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    a = ap.parse_args()
+    dtype = getattr(torch, a.dtype)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    pipe = StableDiffusionPipeline(
+        vae=AutoencoderKL(**VAE), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
+        tokenizer=CLIPTokenizer(os.path.join(TOKENIZER, "vocab.json"), os.path.join(TOKENIZER, "merges.txt"),
+                                model_max_length=77),
+        unet=UNet2DConditionModel(**UNET), scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None,
+        feature_extractor=None, requires_safety_checker=False).to(a.device, dtype)
+    pipe.set_progress_bar_config(disable=True)
+    print(f"load: {time.perf_counter() - t0:.2f} s on {a.device} ({a.dtype})")
+    times = []
+    for i in range(a.warmup + a.runs):
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        pipe("a photograph of an astronaut riding a horse", num_inference_steps=a.steps, guidance_scale=a.guidance,
+             width=a.width, height=a.height, generator=torch.Generator(a.device).manual_seed(42), output_type="np")
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        print(f"{'warmup' if i < a.warmup else 'run'} {i}: {dt:.3f} s/image")
+        if i >= a.warmup:
+            times.append(dt)
+    if times:
+        print(f"result: {a.width}x{a.height}, {a.steps} steps, euler, guidance {a.guidance}, {a.dtype}: "
+              f"mean {sum(times) / len(times):.3f} s/image, best {min(times):.3f} s/image")
+
+
+if __name__ == "__main__":
+    main()
