@@ -76,6 +76,11 @@ class EmuBlas final : public Blas {
     return colmajor_gemm(dtype, trans_b, trans_a, n, m, k, b, ldb, stride_b, a, lda, stride_a, c, ldc, stride_c,
                          batch);
   }
+  // Not emulated: declining is within the contract (blas.h), so callers take rbee's own kernels here.
+  bool gemm_f32_out(DType, bool, bool, int, int, int, const void*, int64_t, const void*, int64_t, float*, int64_t,
+                    float, Stream) override {
+    return false;
+  }
 };
 
 }  // namespace

@@ -24,10 +24,36 @@
 #define gridDim (::emu::grid_dim())
 inline void __syncthreads() { ::emu::sync_threads(); }
 
+#define __restrict__ __restrict
+
 using dim3 = ::emu::Dim3;
-struct uint4 {
+// CUDA's vector types (with their alignment) and constructors.
+struct alignas(16) uint4 {
   unsigned int x, y, z, w;
 };
+struct alignas(8) uint2 {
+  unsigned int x, y;
+};
+struct alignas(8) int2 {
+  int x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
+// CUDA's global min/max overloads.
+template <class A, class B>
+inline auto min(A a, B b) {
+  return b < a ? b : a;
+}
+template <class A, class B>
+inline auto max(A a, B b) {
+  return a < b ? b : a;
+}
 
 inline float __int_as_float(int v) {
   float f;

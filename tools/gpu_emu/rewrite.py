@@ -6,7 +6,7 @@
   #if defined(__CUDACC__) || defined(__HIPCC__)     ->  #if 1
 
 Usage: rewrite.py SRC_DIR OUT_DIR   (e.g. src/backends/gpu build/emu/src/backends/gpu)
-A launch must start its own line (as every launch in src/backends/gpu does); anything else is an error.
+A launch is a statement: the kernel name may follow indentation or a prefix such as `if (c)` / `else` on its line.
 """
 import pathlib
 import re
@@ -35,9 +35,12 @@ def rewrite_launches(text, name):
             return "".join(out)
         line_start = text.rfind("\n", 0, k) + 1
         head = text[line_start:k]
-        kernel = head.strip()
-        if not re.fullmatch(r"[A-Za-z_][\w:]*(<[^;{}]*>)?", kernel):
-            raise SystemExit(f"{name}: launch does not start its line: {head!r}")
+        # The kernel name (with template arguments) ends the text before <<<; what precedes it on the line
+        # (indentation, or a prefix such as `if (c)` / `else`) is kept.
+        m = re.search(r"[A-Za-z_][\w:]*(<[^;{}]*>)?$", head)
+        if not m or head[:m.start()].strip().endswith(("=", "(", ",")):
+            raise SystemExit(f"{name}: cannot find the kernel of the launch in {head!r}")
+        kernel = m.group(0)
         end_cfg = text.find(">>>", k)
         config = text[k + 3:end_cfg]
         args_open = end_cfg + 3
@@ -45,9 +48,8 @@ def rewrite_launches(text, name):
             raise SystemExit(f"{name}: expected '(' after >>>")
         args_close = matching(text, args_open, "(", ")")
         args = text[args_open + 1:args_close - 1]
-        indent = head[: len(head) - len(head.lstrip())]
         out.append(text[pos:line_start])
-        out.append(f"{indent}::emu::launch([&] {{ {kernel}({args}); }}, {config})")
+        out.append(f"{head[:m.start()]}::emu::launch([&] {{ {kernel}({args}); }}, {config})")
         pos = args_close
 
 

@@ -123,5 +123,14 @@ inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long
   if (v < old) *addr = v;
   return old;
 }
+// One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
+inline float mul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float add_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
 
 }  // namespace rbee::gpu
