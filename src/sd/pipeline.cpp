@@ -84,7 +84,29 @@ Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
                                           Weights::open(dir + "/vae", dev, options.dtype), options));
 }
 
-Pipeline Pipeline::random(const RandomPipelineSpec& spec, const LoadOptions& options) {
+Pipeline Pipeline::load_single_file(const std::string& file, const PipelineSpec& spec, const LoadOptions& options) {
+  Device& dev = options.device ? *options.device : Registry::global().cpu();
+  OriginalLayout layout;
+  layout.unet_layers_per_block = UNetConfig::from_json(spec.unet).layers_per_block;
+  layout.vae_levels = (int)VaeConfig::from_json(spec.vae).block_out_channels.size();
+  return PipelineAssembler::make(
+      assemble(dev, NoiseSchedule::from_json(spec.scheduler), ClipTokenizer::from_folder(spec.tokenizer_dir),
+               Weights::open_original(file, SdComponent::TextEncoder, layout, spec.text_encoder, dev, options.dtype),
+               Weights::open_original(file, SdComponent::Unet, layout, spec.unet, dev, options.dtype),
+               Weights::open_original(file, SdComponent::Vae, layout, spec.vae, dev, options.dtype), options));
+}
+
+PipelineSpec PipelineSpec::from_diffusers_folder(const std::string& dir) {
+  PipelineSpec s;
+  s.unet = safetensors::read_json_file(dir + "/unet/config.json");
+  s.vae = safetensors::read_json_file(dir + "/vae/config.json");
+  s.text_encoder = safetensors::read_json_file(dir + "/text_encoder/config.json");
+  s.scheduler = safetensors::read_json_file(dir + "/scheduler/scheduler_config.json");
+  s.tokenizer_dir = dir + "/tokenizer";
+  return s;
+}
+
+Pipeline Pipeline::random(const PipelineSpec& spec, const LoadOptions& options) {
   Device& dev = options.device ? *options.device : Registry::global().cpu();
   return PipelineAssembler::make(assemble(dev, NoiseSchedule::from_json(spec.scheduler),
                                           ClipTokenizer::from_folder(spec.tokenizer_dir),
@@ -93,8 +115,8 @@ Pipeline Pipeline::random(const RandomPipelineSpec& spec, const LoadOptions& opt
                                           Weights::random(spec.vae, spec.seed + 3, dev, options.dtype), options));
 }
 
-RandomPipelineSpec RandomPipelineSpec::sd15(const std::string& tokenizer_dir) {
-  RandomPipelineSpec s;
+PipelineSpec PipelineSpec::sd15(const std::string& tokenizer_dir) {
+  PipelineSpec s;
   s.tokenizer_dir = tokenizer_dir;
   s.unet = {{"act_fn", "silu"},
             {"attention_head_dim", 8},

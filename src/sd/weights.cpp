@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rbee/core/error.h"
+#include "sd/original_keys.h"
 
 namespace rbee::sd {
 
@@ -36,10 +37,29 @@ Weights Weights::random(const nlohmann::json& config, uint64_t seed, Device& dev
   return w;
 }
 
-// Random mode never has optional tensors (a checkpoint decides those): has() is false, so optional parts stay off.
-bool Weights::has(const std::string& name) const {
-  return ckpt_ && ckpt_->find_tensor(prefix_ + name) != nullptr;
+Weights Weights::open_original(const std::string& file, SdComponent component, const OriginalLayout& layout,
+                               const nlohmann::json& config, Device& device, DType dtype) {
+  Weights w = open(file, device, dtype);
+  w.original_ = std::make_shared<const Original>(Original{component, layout, config});
+  RBEE_CHECK_CODE(component != SdComponent::TextEncoder ||
+                      w.ckpt_->find_tensor("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight"),
+                  ErrorCode::Unsupported,
+                  "sd weights: '{}' has no CLIP text encoder under cond_stage_model.transformer (SD 2.x OpenCLIP "
+                  "single files are not supported)",
+                  file);
+  return w;
 }
+
+std::string Weights::resolve(const std::string& full) const {
+  if (!ckpt_) return "";
+  if (!original_) return ckpt_->find_tensor(full) ? full : "";
+  for (const std::string& k : original_sd_keys(original_->component, full, original_->layout))
+    if (ckpt_->find_tensor(k)) return k;
+  return "";
+}
+
+// Random mode never has optional tensors (a checkpoint decides those): has() is false, so optional parts stay off.
+bool Weights::has(const std::string& name) const { return !resolve(prefix_ + name).empty(); }
 
 Tensor Weights::get_random(const std::string& full, const Shape& shape) const {
   const int64_t n = shape.numel();
@@ -75,18 +95,27 @@ Tensor Weights::get_f32(const std::string& name, const Shape& shape) const {
 Tensor Weights::get(const std::string& name, const Shape& shape) const {
   const std::string full = prefix_ + name;
   if (random_) return get_random(full, shape);
-  const safetensors::TensorInfo* info = ckpt_->find_tensor(full);
-  RBEE_CHECK_CODE(info != nullptr, ErrorCode::NotFound, "sd weights: '{}' has no tensor '{}'", ckpt_->directory(),
-                  full);
-  RBEE_CHECK(info->shape == shape, "sd weights: tensor '{}' has shape {}, the model expects {}", full,
+  const std::string key = resolve(full);
+  RBEE_CHECK_CODE(!key.empty(), ErrorCode::NotFound, "sd weights: '{}' has no tensor '{}'{}", ckpt_->directory(), full,
+                  original_ ? " (looked for its original SD name)" : "");
+  const safetensors::TensorInfo* info = ckpt_->find_tensor(key);
+  // Original VAE attention projections are 1x1 convolutions: [C, C, 1, 1] holds the same values as [C, C].
+  const bool conv_as_linear = original_ && shape.rank() == 2 && info->shape.rank() == 4 && info->shape[0] == shape[0] &&
+                              info->shape[1] == shape[1] && info->shape[2] == 1 && info->shape[3] == 1;
+  RBEE_CHECK(info->shape == shape || conv_as_linear, "sd weights: tensor '{}' has shape {}, the model expects {}", key,
              info->shape.to_string(), shape.to_string());
   RBEE_CHECK(info->dtype == DType::F32 || info->dtype == DType::F16 || info->dtype == DType::BF16,
              "sd weights: tensor '{}' is {}, expected a floating dtype", full, dtype_name(info->dtype));
-  Tensor t = ckpt_->tensor(full, Registry::global().cpu());
+  Tensor t = ckpt_->tensor(key, Registry::global().cpu());
+  if (conv_as_linear) t = t.reshape(shape);
   if (t.dtype() != dtype_) t = t.to(dtype_);
   return t.to(*device_).contiguous();
 }
 
-const nlohmann::json& Weights::config() const { return random_ ? random_->config : ckpt_->config(); }
+const nlohmann::json& Weights::config() const {
+  if (random_) return random_->config;
+  if (original_) return original_->config;
+  return ckpt_->config();
+}
 
 }  // namespace rbee::sd

@@ -42,6 +42,26 @@ TEST_P(SdTinyPipeline, Txt2ImgLatentMatchesDiffusers) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, SdTinyPipeline, ::testing::Values("sd15", "sd21"));
 
+// The same tiny SD 1.5 stored as one original-layout checkpoint (tools/goldens/make_tiny_sd_single_file.py) gives
+// the same txt2img latent as diffusers.
+TEST(SdPipeline, SingleFileCheckpointMatchesDiffusers) {
+  Device& cpu = rbee::test::cpu_device();
+  Pipeline p = Pipeline::load_single_file(tiny_sd("sd15_single_file.safetensors"),
+                                          PipelineSpec::from_diffusers_folder(tiny_sd("sd15")));
+  auto g = safetensors::File::open(tiny_sd("sd15/goldens.safetensors"));
+  GenerateRequest r = base_request();
+  r.initial_noise = g.tensor("t2i_noise", cpu).clone();
+  RBEE_EXPECT_TENSOR_NEAR(p.generate_latents(r), g.tensor("t2i_latent", cpu), 2e-3, 1e-4);
+  // A diffusers component file has none of the original names.
+  EXPECT_THROW(Pipeline::load_single_file(tiny_sd("sd15/unet/diffusion_pytorch_model.safetensors"),
+                                          PipelineSpec::from_diffusers_folder(tiny_sd("sd15"))),
+               Error);
+  // The wrong architecture for the file: shapes differ.
+  PipelineSpec wrong = PipelineSpec::from_diffusers_folder(tiny_sd("sd15"));
+  wrong.unet["block_out_channels"] = nlohmann::json::array({16, 32, 64});
+  EXPECT_THROW(Pipeline::load_single_file(tiny_sd("sd15_single_file.safetensors"), wrong), Error);
+}
+
 TEST(SdPipeline, SeedIsDeterministic) {
   const Pipeline& p = tiny("sd15");
   GenerateRequest r = base_request();

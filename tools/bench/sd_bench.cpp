@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     opt.load_vae_encoder = false;
     auto t0 = Clock::now();
     rbee::sd::Pipeline pipe = random_sd15
-                                  ? rbee::sd::Pipeline::random(rbee::sd::RandomPipelineSpec::sd15(tokenizer), opt)
+                                  ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
                                   : rbee::sd::Pipeline::load(model, opt);
     device.synchronize();
     std::printf("load: %.2f s\n", seconds_since(t0));

@@ -1,7 +1,7 @@
 """The diffusers peer of rbee_sd_bench --random-sd15: full-size SD 1.5 architecture with random weights.
 
 Builds UNet2DConditionModel, AutoencoderKL and CLIPTextModel from the SD 1.5 configs (the same ones
-rbee::sd::RandomPipelineSpec::sd15 holds), random init, fp16 on the GPU by default, and times txt2img
+rbee::sd::PipelineSpec::sd15 holds), random init, fp16 on the GPU by default, and times txt2img
 (Euler, guidance 7.5) at the given size and steps. Random weights make the images noise; the timing is what counts.
 
   python tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 --runs 3

@@ -59,15 +59,17 @@ struct Image {
   std::vector<uint8_t> rgb;
 };
 
-// The parts of a random-weight pipeline (benchmarks): diffusers component configs (the contents of unet/config.json,
+// An architecture without weights (random-weight benchmarks, single-file checkpoints): diffusers component configs (the contents of unet/config.json,
 // vae/config.json, text_encoder/config.json, scheduler/scheduler_config.json) and a CLIP tokenizer folder whose ids
 // fit the text encoder's vocab_size.
-struct RandomPipelineSpec {
+struct PipelineSpec {
   nlohmann::json unet, vae, text_encoder, scheduler;
   std::string tokenizer_dir;
   uint64_t seed = 0;
   // The full-size SD 1.5 architecture (runwayml/stable-diffusion-v1-5's configs).
-  static RandomPipelineSpec sd15(const std::string& tokenizer_dir);
+  static PipelineSpec sd15(const std::string& tokenizer_dir);
+  // The configs and tokenizer of a diffusers folder (e.g. to read a single-file checkpoint of that architecture).
+  static PipelineSpec from_diffusers_folder(const std::string& dir);
 };
 
 class Pipeline {
@@ -76,8 +78,11 @@ class Pipeline {
   // shape, Error(Unsupported) for model features not implemented (SDXL, inpainting UNets).
   static Pipeline load(const std::string& diffusers_dir, const LoadOptions& options = {});
 
+  // An original single-file SD 1.x checkpoint (.safetensors with model.diffusion_model.*, first_stage_model.*,
+  // cond_stage_model.transformer.* names) of the architecture `spec` describes.
+  static Pipeline load_single_file(const std::string& file, const PipelineSpec& spec, const LoadOptions& options = {});
   // The architecture of `spec` with random weights (rbee::sd::Weights::random), no checkpoint needed.
-  static Pipeline random(const RandomPipelineSpec& spec, const LoadOptions& options = {});
+  static Pipeline random(const PipelineSpec& spec, const LoadOptions& options = {});
 
   // Text embeddings [1, 77, cross_attention_dim] of one prompt.
   Tensor encode_prompt(const std::string& prompt) const;

@@ -17,6 +17,14 @@ class Device;
 
 namespace rbee::sd {
 
+enum class SdComponent { Unet, Vae, TextEncoder };
+
+// What the original (single-file) names depend on besides the diffusers name.
+struct OriginalLayout {
+  int unet_layers_per_block = 2;  // resnets per UNet down block (the up blocks have one more)
+  int vae_levels = 4;             // VAE resolution levels (the original decoder numbers them in reverse)
+};
+
 class Weights {
  public:
   // `path` as safetensors::Checkpoint::open takes it (a diffusers component folder such as unet/, or a file).
@@ -26,6 +34,12 @@ class Weights {
   // 1 / fan_in, norm scales 1, biases 0), keyed by `seed` and the tensor's name. Lets benchmarks build full-size
   // architectures without checkpoints. `config` is what config() returns.
   static Weights random(const nlohmann::json& config, uint64_t seed, Device& device, DType dtype = DType::F32);
+  // One component of an original single-file SD checkpoint (model.diffusion_model.*, first_stage_model.*,
+  // cond_stage_model.transformer.*): get() takes diffusers names and reads the original ones; 1x1-conv attention
+  // weights of the VAE ([C, C, 1, 1]) load as the linear [C, C] they are. `config` is what config() returns (single
+  // files carry none). SD 1.x layouts (SD 2.x's OpenCLIP text encoder has other names and is refused).
+  static Weights open_original(const std::string& file, SdComponent component, const OriginalLayout& layout,
+                               const nlohmann::json& config, Device& device, DType dtype = DType::F32);
   // Names below `prefix` ("down_blocks.0.") of the same checkpoint; prefixes nest.
   Weights sub(const std::string& prefix) const;
 
@@ -48,7 +62,16 @@ class Weights {
   };
   Tensor get_random(const std::string& full, const Shape& shape) const;
 
+  struct Original {
+    SdComponent component;
+    OriginalLayout layout;
+    nlohmann::json config;
+  };
+  // The checkpoint name holding `full` (a diffusers name), or "" when absent.
+  std::string resolve(const std::string& full) const;
+
   std::shared_ptr<const safetensors::Checkpoint> ckpt_;  // null in random mode
+  std::shared_ptr<const Original> original_;             // set for single-file checkpoints
   std::shared_ptr<const Random> random_;
   std::string prefix_;
   Device* device_ = nullptr;
