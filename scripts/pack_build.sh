@@ -17,6 +17,6 @@ for f in "$build"/bench/rbee_bench_*; do [ -x "$f" ] && copy "$f" "$out/bench"; 
 # Shared libraries from the system that the packed programs need, except glibc's own and the GPU runtime's.
 find "$out" -type f -perm -u+x | while read -r bin; do
   ldd "$bin" 2>/dev/null | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*)\.so' \
+done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*|libstdc\+\+|libgcc_s)\.so' \
   | grep -v "$(cd "$build" && pwd)" | while read -r lib; do cp -L "$lib" "$out/lib/"; done
 du -sh "$out"

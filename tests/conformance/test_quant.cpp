@@ -12,6 +12,8 @@
 #include <fstream>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "common/harness.h"
 #include "rbee/core/half.h"
 #include "rbee/ops.h"
@@ -111,7 +113,12 @@ TEST_P(QuantizeGolden, MatchesGgufPyBytes) {
   int bad = 0;
   for (int64_t b = 0; b < blocks; ++b) {
     if (std::memcmp(got.data() + b * ts, want + b * ts, (size_t)ts) != 0 && bad++ < 3) {
-      ADD_FAILURE() << "block " << b << " differs from gguf-py";
+      std::string g, w;
+      for (int64_t i = 0; i < ts; ++i) {
+        g += fmt::format("{:02x}", got[(size_t)(b * ts + i)]);
+        w += fmt::format("{:02x}", want[b * ts + i]);
+      }
+      ADD_FAILURE() << "block " << b << " differs from gguf-py\n  got  " << g << "\n  want " << w;
     }
   }
   EXPECT_EQ(bad, 0) << bad << " of " << blocks << " blocks differ";
@@ -167,7 +174,10 @@ TEST_P(RoundTrip, RelativeRmseWithinBound) {
       ref2 += (double)x[i] * x[i];
     }
     const double rel = std::sqrt(err2 / ref2);
-    EXPECT_LE(rel, rmse_bound(type)) << "row " << r;
+    EXPECT_LE(rel, rmse_bound(type)) << "row " << r << ": x[0..3] " << x[(size_t)(r * k)] << " "
+                                     << x[(size_t)(r * k + 1)] << " " << x[(size_t)(r * k + 2)] << " back "
+                                     << back[(size_t)(r * k)] << " " << back[(size_t)(r * k + 1)] << " "
+                                     << back[(size_t)(r * k + 2)];
     EXPECT_GT(rel, 0.0) << "row " << r << ": a lossy format reproduced Gaussian data exactly";
   }
 }

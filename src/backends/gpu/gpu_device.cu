@@ -35,8 +35,9 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
         return p;
       },
       [this](void* p) {
-        activate();
-        device_free(p);
+        // Frees run from destructors, also while the process exits with the runtime already torn down: they
+        // must not throw, and a free that fails then has nothing left to leak.
+        if (set_device(index_) == kSuccess) device_free(p);
       });
   // RBEE_GPU_BLAS=off runs every GEMM on rbee's own kernel (to measure or test the ROCm fallback anywhere).
   if (const char* env = std::getenv("RBEE_GPU_BLAS"); env && std::string_view(env) == "off") {

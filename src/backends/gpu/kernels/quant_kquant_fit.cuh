@@ -20,7 +20,7 @@ __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
   p[0] = (uint8_t)(v & 0xFF);
   p[1] = (uint8_t)(v >> 8);
 }
-__device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, float_to_f16(v)); }
+__device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, float_to_f16_bits_int(v)); }
 
 // Asymmetric fit x ~ scale * L + min, L in [0, nmax], min <= 0 (see the CPU's fit_scale_min). n <= 32.
 __device__ inline float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
@@ -191,8 +191,8 @@ __device__ inline void quantize_block_q2_k(const float* x, uint8_t* y) {
     sc[j] = (uint8_t)(s | (m << 4));
     y[j] = sc[j];
   }
-  const uint16_t dh = float_to_f16(max_scale > 0 ? max_scale / 15.f : 0.f);
-  const uint16_t mh = float_to_f16(max_min > 0 ? max_min / 15.f : 0.f);
+  const uint16_t dh = float_to_f16_bits_int(max_scale > 0 ? max_scale / 15.f : 0.f);
+  const uint16_t mh = float_to_f16_bits_int(max_min > 0 ? max_min / 15.f : 0.f);
   put_u16(y + 80, dh);
   put_u16(y + 82, mh);
   const float d = f16_to_float(dh), dmin = f16_to_float(mh);
@@ -219,7 +219,7 @@ __device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
   }
   uint8_t* sc = y + 96;
   for (int i = 0; i < 12; ++i) sc[i] = 0;
-  uint16_t dh = float_to_f16(0.f);
+  uint16_t dh = float_to_f16_bits_int(0.f);
   if (max_scale != 0.f) {
     const float iscale = -32.f / max_scale;
     for (int j = 0; j < 16; ++j) {
@@ -228,7 +228,7 @@ __device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
       else sc[j - 8] |= (uint8_t)((l & 0x0F) << 4);
       sc[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
     }
-    dh = float_to_f16(1 / iscale);
+    dh = float_to_f16_bits_int(1 / iscale);
   }
   put_u16(y + 108, dh);
   const float d = f16_to_float(dh);
@@ -292,7 +292,7 @@ __device__ inline void quantize_k4_common(const float* x, int nmax, float rmin, 
     mn[j] = (uint8_t)clamp_int(nearest_int(inv_min * mins[j]), 0, 63);
   }
   pack_scale_min_k4(sc, mn, y + 4);
-  const uint16_t dh = float_to_f16(max_scale / 63.f), mh = float_to_f16(max_min / 63.f);
+  const uint16_t dh = float_to_f16_bits_int(max_scale / 63.f), mh = float_to_f16_bits_int(max_min / 63.f);
   put_u16(y, dh);
   put_u16(y + 2, mh);
   const float df = f16_to_float(dh), dminf = f16_to_float(mh);
@@ -346,7 +346,7 @@ __device__ inline void quantize_block_q6_k(const float* x, uint8_t* y) {
     return;
   }
   const float iscale = -128.f / max_scale;
-  const uint16_t dh = float_to_f16(1 / iscale);
+  const uint16_t dh = float_to_f16_bits_int(1 / iscale);
   put_u16(y + 208, dh);
   int8_t sc[16];
   for (int j = 0; j < 16; ++j) {
