@@ -65,7 +65,7 @@ def main():
     args = ap.parse_args()
 
     token = "load-test-token"
-    env = dict(os.environ, LLORCH_API_TOKEN=token, RBEE_LOG_LEVEL="warn")
+    env = dict(os.environ, LLORCH_API_TOKEN=token, RBEE_LOG_LEVEL="info")  # the port is read from the "listening" line
     worker = subprocess.Popen([args.worker, "--model", args.model, "--host", "127.0.0.1", "--port", "0",
                                "--parallel", str(args.parallel), "--queue-size", str(4 * args.concurrency),
                                "--ctx-size", str(args.parallel * 256)],

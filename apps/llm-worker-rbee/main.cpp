@@ -119,6 +119,9 @@ int run(const Options& opt) {
     HeartbeatOptions hb;
     hb.hive_url = opt.hive_url;
     hb.interval_s = opt.heartbeat_interval;
+    // Retries back off up to six intervals (30 s at the default 5 s): a hive that comes back hears from us soon.
+    hb.max_backoff_s = 6 * opt.heartbeat_interval;
+    hb.initial_backoff_s = std::min(hb.initial_backoff_s, opt.heartbeat_interval);
     heartbeat = std::make_unique<Heartbeat>(hb, [&ctx] {
       return heartbeat_body(ctx.identity, llm_api::worker_status(ctx), &ctx.device);
     });

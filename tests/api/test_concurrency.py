@@ -16,7 +16,7 @@ PROMPTS = [
 
 
 def stream_text(worker, prompt):
-    r = worker.post("/v1/completions", {"prompt": prompt, "max_tokens": 24, "temperature": 0, "stream": True},
+    r = worker.post("/v1/completions", {"prompt": prompt, "max_tokens": 16, "temperature": 0, "stream": True},
                     stream=True)
     assert r.status_code == 200, r.text
     text, reason = "", None

@@ -32,7 +32,7 @@ def test_ready_reports_progress_then_ready():
 
 def test_sigterm_finishes_running_jobs_and_exits_0():
     w = Worker("--shutdown-timeout", "60")
-    r = w.post("/v1/jobs", {"operation": "infer", "prompt": "Count: one, two,", "max_tokens": 48, "temperature": 0})
+    r = w.post("/v1/jobs", {"operation": "infer", "prompt": "Count: one, two,", "max_tokens": 16, "temperature": 0})
     job = r.json()
     events = []
     stream = w.get(job["sse_url"], stream=True)

@@ -39,7 +39,8 @@ TEST_P(QmatmulRows, RowEqualsAlone) {
                    dtype_name(GetParam()));
 }
 INSTANTIATE_TEST_SUITE_P(Types, QmatmulRows,
-                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K));
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 TEST(OpRows, NormsAndActivations) {
   const int64_t k = 576;

@@ -207,13 +207,21 @@ TEST_F(SchedulerTest, BoundedQueueAndDrain) {
   auto r1 = std::make_shared<Recorder>(), r2 = std::make_shared<Recorder>(), r3 = std::make_shared<Recorder>();
   ASSERT_EQ(sched.submit(req, r1, nullptr), Scheduler::Submit::Accepted);
   while (!r1->started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(sched.submit(req, r2, nullptr), Scheduler::Submit::Accepted);
+  std::shared_ptr<JobHandle> h2;
+  ASSERT_EQ(sched.submit(req, r2, &h2), Scheduler::Submit::Accepted);
   EXPECT_EQ(sched.submit(req, r3, nullptr), Scheduler::Submit::QueueFull);
+  // A cancelled job still waiting in the queue no longer takes the place of a new one.
+  h2->cancel();
+  auto r4 = std::make_shared<Recorder>();
+  std::shared_ptr<JobHandle> h4;
+  ASSERT_EQ(sched.submit(req, r4, &h4), Scheduler::Submit::Accepted);
   sched.drain(std::chrono::milliseconds(0));
   r1->wait();
   r2->wait();
   EXPECT_EQ(r2->summary.reason, StopReason::Cancelled);
   EXPECT_FALSE(r2->started) << "a queued job is cancelled by drain, never started";
+  r4->wait();
+  EXPECT_EQ(r4->summary.reason, StopReason::Cancelled);
   EXPECT_FALSE(r3->done) << "a refused job never hears from the scheduler";
   EXPECT_EQ(sched.submit(req, r3, nullptr), Scheduler::Submit::Stopped);
 }

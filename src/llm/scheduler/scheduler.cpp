@@ -76,7 +76,9 @@ Scheduler::Submit Scheduler::submit(JobRequest request, std::shared_ptr<JobSink>
   {
     std::lock_guard lock(mutex_);
     if (!accepting_) return Submit::Stopped;
-    if ((int)queue_.size() >= options_.max_queue) return Submit::QueueFull;
+    // Cancelled jobs still in the queue (dropped at the next step) do not count against the bound.
+    const auto waiting = std::count_if(queue_.begin(), queue_.end(), [](const Queued& q) { return !q.handle->cancelled(); });
+    if ((int)waiting >= options_.max_queue) return Submit::QueueFull;
     queue_.push_back({std::move(request), std::move(sink), h, Clock::now()});
     ++submitted_;
   }
