@@ -19,8 +19,9 @@ struct HardwareRates {
   double copy_bytes_per_s = 0;
   std::string copy_method;  // "copy_on_device" or "affine"
   int64_t copy_bytes = 0;
-  // FLOPs per second (2 M N K / time) of ops::matmul on F32 [n, n] x [n, n].
+  // FLOPs per second (2 M N K / time) of ops::matmul on [n, n] x [n, n], the faster of F32 and F16 operands.
   double gemm_flops_per_s = 0;
+  std::string gemm_dtype;  // "f32" or "f16": which one was faster
   int gemm_n = 0;
 };
 

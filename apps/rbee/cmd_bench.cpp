@@ -36,7 +36,7 @@ struct BenchOptions {
   uint64_t seed = 42;
   bool json = false;
   int bandwidth_mib = 256;  // buffer of the copy-bandwidth measurement
-  int gemm_n = 1024;        // size of the GEMM-rate measurement
+  int gemm_n = 0;           // size of the GEMM-rate measurement (0: 1024 on CPUs, 4096 on GPUs)
   bool limits = true;
 };
 
@@ -117,7 +117,8 @@ int run_bench(const BenchOptions& opt) {
   RBEE_CHECK(longest > 0, "bench: nothing to measure (every --n-prompt and --n-gen is 0)");
   RBEE_CHECK(opt.bandwidth_mib >= 1 && opt.bandwidth_mib <= 65536,
              "bench: --bandwidth-mib must be in [1, 65536], got {}", opt.bandwidth_mib);
-  RBEE_CHECK(opt.gemm_n >= 16 && opt.gemm_n <= 16384, "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
+  RBEE_CHECK(opt.gemm_n == 0 || (opt.gemm_n >= 16 && opt.gemm_n <= 16384),
+             "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
   ModelOptions mo = opt.model;
   mo.ctx_size = std::max(mo.ctx_size, longest);
   LoadedModel loaded = load_model(mo);
@@ -142,7 +143,8 @@ int run_bench(const BenchOptions& opt) {
   }
   HardwareRates hw;
   if (opt.limits) {
-    hw = measure_hardware(model.device(), (int64_t)opt.bandwidth_mib << 20, opt.gemm_n, 3, 0.25);
+    const int gemm_n = opt.gemm_n > 0 ? opt.gemm_n : model.device().host_accessible() ? 1024 : 4096;
+    hw = measure_hardware(model.device(), (int64_t)opt.bandwidth_mib << 20, gemm_n, 3, 0.25);
     for (auto& r : results) {
       // ppN: passes/s at the GEMM rate, times N tokens a pass; tgN: bytes/s over bytes per token.
       r.limit_ts = r.n_prompt > 0 ? hw.gemm_flops_per_s / r.work * r.n_prompt : hw.copy_bytes_per_s / r.work;
@@ -185,6 +187,7 @@ int run_bench(const BenchOptions& opt) {
         e["fraction_of_limit"] = r.mean_ts / r.limit_ts;
         e["gemm_flops_per_s"] = hw.gemm_flops_per_s;
         e["gemm_n"] = hw.gemm_n;
+        e["gemm_dtype"] = hw.gemm_dtype;
         e["copy_bytes_per_s"] = hw.copy_bytes_per_s;
         e["copy_method"] = hw.copy_method;
         e["copy_buffer_bytes"] = hw.copy_bytes;
@@ -203,9 +206,9 @@ int run_bench(const BenchOptions& opt) {
                 r.mean_ts, r.std_ts, r.limit_ts, r.limit_ts > 0 ? 100.0 * r.mean_ts / r.limit_ts : 0.0);
   }
   if (opt.limits) {
-    std::printf("limits measured in this run on %s: GEMM %.1f GFLOP/s (F32 %d^3), copy %.1f GB/s (read + write, %s, "
+    std::printf("limits measured in this run on %s: GEMM %.1f GFLOP/s (%s %d^3), copy %.1f GB/s (read + write, %s, "
                 "%.0f MiB)\n",
-                dev.name.c_str(), hw.gemm_flops_per_s * 1e-9, hw.gemm_n, hw.copy_bytes_per_s * 1e-9,
+                dev.name.c_str(), hw.gemm_flops_per_s * 1e-9, hw.gemm_dtype.c_str(), hw.gemm_n, hw.copy_bytes_per_s * 1e-9,
                 hw.copy_method.c_str(), (double)hw.copy_bytes / (1 << 20));
     std::printf("ppN limit: FLOPs of the pass / GEMM rate; tgN limit: bytes read per token / copy bandwidth\n");
   }
@@ -231,7 +234,8 @@ Command add_bench_command(CLI::App& app) {
   sub->add_flag("--json", opt->json, "Print the results as a JSON array (llama-bench's field names)");
   sub->add_option("--bandwidth-mib", opt->bandwidth_mib, "Buffer size of the memory copy bandwidth measurement")
       ->capture_default_str();
-  sub->add_option("--gemm-n", opt->gemm_n, "Matrix size of the GEMM rate measurement (F32 n x n x n)")
+  sub->add_option("--gemm-n", opt->gemm_n,
+                  "Matrix size of the GEMM rate measurement (n x n x n, F32 and F16; default 1024 on CPUs, 4096 on GPUs)")
       ->capture_default_str();
   sub->add_flag("!--no-limits", opt->limits, "Skip measuring the hardware limits (copy bandwidth, GEMM rate)");
   return [opt] { return run_bench(*opt); };

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "rbee/backend/registry.h"
+#include <unistd.h>
+
+#include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/gguf.h"
 #include "rbee/llm/kv_cache.h"
