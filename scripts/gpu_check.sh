@@ -46,20 +46,28 @@ if want conformance; then
   grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/conformance_$backend.log"
 fi
 
+# Logit tolerance per weight type (max |gpu - cpu| over RMS of the CPU's logits). Float weights: rounding only.
+# Block types quantize each activation row to 8 bits (the formats' definition, on both backends): a 1e-6
+# difference upstream can move a value across a rounding boundary of that quantization, and a random-weight
+# model amplifies such flips layer after layer (measured on an H200: Q8_0 <= 0.05, Q4_0/Q4_K <= 0.16,
+# SmolLM2 Q4_1 <= 0.25).
+tolerance() { case "$1" in f32|f16|bf16) echo 0.01 ;; q8_0) echo 0.08 ;; *) echo 0.3 ;; esac; }
+
 if want compare; then
   step "LLM: $backend against the CPU (logits of 3 prompts, batched prefill, 64 greedy steps)"
   for spec in tiny-llama:q4_0 tiny-qwen2:q8_0 tiny-gemma3:f16 tiny-llama:q4_k llama3.2-1b:q4_0 qwen2.5-1.5b:f16; do
     preset_name=${spec%%:*}; type=${spec##*:}
     m="$models/$preset_name-$type.gguf"
     [ -f "$m" ] || "$rbee" random-model --preset "$preset_name" --type "$type" -o "$m" >/dev/null || fail "write $m"
-    echo "--- $preset_name $type"
-    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 2>&1 | grep -v '\[info\]' \
-      || fail "compare $preset_name $type"
+    echo "--- $preset_name $type (tolerance $(tolerance "$type") x RMS of the CPU's logits)"
+    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 --tol "$(tolerance "$type")" 2>&1 \
+      | grep -v '\[info\]' || fail "compare $preset_name $type"
   done
   for m in models/*.gguf; do
     [ -e "$m" ] || continue
     echo "--- $m"
-    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 2>&1 | grep -v '\[info\]' || fail "compare $m"
+    "$rbee" compare -m "$m" --backend "$backend" -q -c 256 --steps 64 --tol 0.3 2>&1 | grep -v '\[info\]' \
+      || fail "compare $m"
     "$rbee" run -m "$m" --backend "$backend" -q --temp 0 -n 32 -p "The capital of France is" || fail "run $m"
   done
 fi

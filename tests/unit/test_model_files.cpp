@@ -90,9 +90,9 @@ TEST(ModelFiles, QuantizeKeepsWeightsWithinTheBlockTypesError) {
     amax = std::max(amax, std::fabs(wa[i]));
     err = std::max(err, std::fabs(wa[i] - wb[i]));
   }
-  // Q8_0: 127 levels per block of 32 over the block's max.
+  // Q8_0: step d = block max / 127, stored as f16: |x - q d'| <= d / 2 + 127 |d - d'| <= d (1/2 + 127 * 2^-11).
   EXPECT_GT(err, 0.0f);
-  EXPECT_LE(err, amax / 127.0f * 0.51f + 1e-6f);
+  EXPECT_LE(err, amax / 127.0f * 0.57f);
   std::filesystem::remove(f16);
   std::filesystem::remove(q8);
 }
