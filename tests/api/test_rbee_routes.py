@@ -164,6 +164,25 @@ def test_client_disconnect_cancels(worker):
     assert any(j["job_id"] in line and "client_disconnected" in line for line in worker.lines)
 
 
+def test_non_streaming_client_disconnect_cancels(worker):
+    """A non-streaming OpenAI completion whose client hangs up is cancelled too (its slot and KV blocks freed)."""
+    import json
+    import socket
+    before = worker.metric("rbee_jobs_total", {"stop_reason": "CANCELLED"})
+    body = json.dumps({"prompt": "Count: one, two, three,", "max_tokens": 2000,
+                       "temperature": 0}).encode()
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {worker.token}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    sock = socket.create_connection(("127.0.0.1", int(worker.url.rsplit(":", 1)[1])))
+    sock.sendall(head + body)
+    assert wait_for(lambda: worker.get("/info").json()["slots"]["running"] == 1), "the completion never started"
+    sock.close()  # hang up while the worker is still generating
+    assert wait_for(lambda: worker.metric("rbee_jobs_total", {"stop_reason": "CANCELLED"}) == before + 1), \
+        "the non-streaming job kept running after its client left"
+    assert wait_for(lambda: blocks_all_free(worker))
+    assert any("client_disconnected" in line for line in worker.lines)
+
+
 def test_second_reader_is_refused(worker):
     j = start_job(worker, max_tokens=64)
     first = worker.get(j["sse_url"], stream=True)

@@ -47,7 +47,8 @@ void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<Llm
       });
 }
 
-JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job) {
+JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
+                       const std::function<bool()>& client_gone) {
   job->consumer_attached = true;
   struct Forget {
     LlmService& s;
@@ -56,9 +57,15 @@ JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job) 
   } forget{service, job->id};
   JobResult out;
   JobEvent ev;
+  bool cancelled_for_client = false;
   while (true) {
-    const auto got = job->events.pop(ev, std::chrono::milliseconds(1000));
+    const auto got = job->events.pop(ev, std::chrono::milliseconds(200));
     if (got == Channel<JobEvent>::Pop::Closed) break;
+    if (!cancelled_for_client && client_gone && client_gone()) {
+      cancelled_for_client = true;
+      if (!job->finished) log::info("job={} event=client_disconnected (cancelling)", job->id);
+      job->cancel();
+    }
     if (got != Channel<JobEvent>::Pop::Item) continue;
     if (ev.type == JobEvent::Type::Text) out.text += ev.text;
     if (ev.type == JobEvent::Type::Finished) out.summary = ev.summary;

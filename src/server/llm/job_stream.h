@@ -25,7 +25,9 @@ struct JobResult {
   llm::JobSummary summary;
 };
 // Blocks until the job finishes; throws ApiError when it ended with an error (504 timeout, 500 otherwise) or was
-// cancelled (503). Forgets the job afterwards.
-JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job);
+// cancelled (503). Forgets the job afterwards. `client_gone`, when given, is asked a few times a second; once it
+// says true the job is cancelled (a non-streaming client that hung up frees its slot at the next decode step).
+JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
+                       const std::function<bool()>& client_gone = {});
 
 }  // namespace rbee::server::llm_api

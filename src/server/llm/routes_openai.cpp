@@ -5,6 +5,7 @@
 #include "server/json_fields.h"
 #include "server/llm/job_stream.h"
 #include "server/llm/routes.h"
+#include "server/peer_watch.h"
 #include "server/sse.h"
 
 namespace rbee::server::llm_api {
@@ -82,7 +83,8 @@ void completion(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Res
                [raw, model, include_usage](const JobEvent& ev) { return openai_frames(*raw, model, include_usage, ev); });
     return;
   }
-  const JobResult result = wait_for_job(service, job);
+  const PeerWatch peer(req);
+  const JobResult result = wait_for_job(service, job, [&peer] { return peer.peer_closed(); });
   nlohmann::json out = envelope(*job, model, chat ? "chat.completion" : "text_completion");
   nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr},
                            {"finish_reason", openai_finish_reason(result.summary.reason)}};

@@ -6,6 +6,7 @@
 #include "server/json_fields.h"
 #include "server/llm/job_stream.h"
 #include "server/llm/routes.h"
+#include "server/peer_watch.h"
 #include "server/sse.h"
 #include "server/util.h"
 
@@ -93,7 +94,8 @@ void post_job(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Respo
   LlmService& service = ctx.need_service();
   auto job = service.start(r);
   if (!r.stream) {
-    const JobResult result = wait_for_job(service, job);
+    const PeerWatch peer(req);
+    const JobResult result = wait_for_job(service, job, [&peer] { return peer.peer_closed(); });
     send_json(res, 200,
               {{"job_id", job->id},
                {"text", result.text},
