@@ -1,29 +1,32 @@
 // IEEE binary16 (f16) and bfloat16 (bf16) storage types with exact conversions.
 //
 // Conversions to the narrow types round to nearest, ties to even; NaN stays NaN, overflow becomes infinity.
-// These are the scalar reference conversions; SIMD kernels use the CPU's own instructions where present.
+// These are the scalar reference conversions; SIMD kernels use the CPU's own instructions where present. The
+// GPU kernels use the same functions (RBEE_HOST_DEVICE), so both backends round 16-bit values identically.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "rbee/core/host_device.h"
+
 namespace rbee {
 
 namespace detail {
-inline uint32_t f32_bits(float f) {
+RBEE_HOST_DEVICE inline uint32_t f32_bits(float f) {
   uint32_t u;
-  std::memcpy(&u, &f, 4);
+  memcpy(&u, &f, 4);
   return u;
 }
-inline float bits_f32(uint32_t u) {
+RBEE_HOST_DEVICE inline float bits_f32(uint32_t u) {
   float f;
-  std::memcpy(&f, &u, 4);
+  memcpy(&f, &u, 4);
   return f;
 }
 }  // namespace detail
 
 // f16 bits -> f32. Exact (every f16 value is representable in f32).
-inline float f16_bits_to_f32(uint16_t h) {
+RBEE_HOST_DEVICE inline float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -47,7 +50,7 @@ inline float f16_bits_to_f32(uint16_t h) {
 }
 
 // f32 -> f16 bits, round to nearest even.
-inline uint16_t f32_to_f16_bits(float f) {
+RBEE_HOST_DEVICE inline uint16_t f32_to_f16_bits(float f) {
   const uint32_t u = detail::f32_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
@@ -74,10 +77,10 @@ inline uint16_t f32_to_f16_bits(float f) {
   return (uint16_t)(sign | (r >> 13));
 }
 
-inline float bf16_bits_to_f32(uint16_t b) { return detail::bits_f32((uint32_t)b << 16); }
+RBEE_HOST_DEVICE inline float bf16_bits_to_f32(uint16_t b) { return detail::bits_f32((uint32_t)b << 16); }
 
 // f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN.
-inline uint16_t f32_to_bf16_bits(float f) {
+RBEE_HOST_DEVICE inline uint16_t f32_to_bf16_bits(float f) {
   uint32_t u = detail::f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);

@@ -12,6 +12,7 @@
 #endif
 
 #include "rbee/core/error.h"
+#include "rbee/core/host_device.h"  // RBEE_HOST_DEVICE
 
 // Checks a runtime call and throws rbee::Error(Backend) with the vendor's message.
 #define RBEE_GPU_CHECK(call)                                                                                   \
@@ -24,9 +25,3 @@
 
 // Checks the launch just issued.
 #define RBEE_GPU_CHECK_LAUNCH() RBEE_GPU_CHECK(::rbee::gpu::get_last_error())
-
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define RBEE_HOST_DEVICE __host__ __device__
-#else
-#define RBEE_HOST_DEVICE
-#endif

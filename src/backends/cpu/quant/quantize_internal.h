@@ -1,9 +1,10 @@
 // Per-type quantizers behind quantize_row (quantize_legacy.cpp, quantize_k.cpp) and the scale searches the
-// K-quants share (kquant_fit.cpp). `nb` counts blocks; x holds nb * block_size floats.
+// K-quants share (backends/common/kquant_fit.h). `nb` counts blocks; x holds nb * block_size floats.
 #pragma once
 
 #include <cstdint>
 
+#include "backends/common/kquant_fit.h"
 #include "backends/cpu/quant/blocks.h"
 
 namespace rbee::cpu::quant {
@@ -21,23 +22,11 @@ void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb);
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb);
 
-// Round to nearest, ties to even (what ggml's nearest_int computes); NaN gives 0.
-int nearest_int(float v);
-
-// Asymmetric fit x ~ scale * L + min with L in [0, nmax] and min <= 0, minimizing sum w * |err|^p (p = 1 when
-// use_abs_error, else 2). Starts from the range [min(x, 0), max(x)], then tries nstep + 1 grid scales
-// (nmax + rmin + rdelta * i) / range, each followed by a weighted least-squares solve for scale and min, and
-// keeps the best. Writes L[0..n), returns the scale and sets *neg_min = -min (>= 0).
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, float rmin,
-                    float rdelta, int nstep, bool use_abs_error);
-
-// Symmetric fit x ~ scale * (L - nmax) with L - nmax in [-nmax, nmax - 1], weights x^2: the scale from the
-// largest-magnitude element, then up to 5 passes of per-element coordinate descent on the weighted error.
-// Writes L[0..n) (offset by nmax) and returns the scale (signed; 0 for an all-zero group).
-float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L);
-
-// Symmetric fit as above, but searching 19 grid scales -(nmax + 0.1 i) / max(x) for the best weighted
-// least-squares scale (weights x^2). Writes L (offset by nmax), returns the scale.
-float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L);
+// The scale searches the K-quants share (one definition for the CPU and the GPU kernels).
+using kquant::clamp_int;
+using kquant::fit_scale_min;
+using kquant::fit_symmetric_descent;
+using kquant::fit_symmetric_grid;
+using kquant::nearest_int;
 
 }  // namespace rbee::cpu::quant

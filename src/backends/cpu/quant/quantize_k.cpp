@@ -1,6 +1,6 @@
 // K-quant quantizers (Q2_K .. Q6_K) and the Q8_K activation format. Each super-block is quantized in three
 // steps, as ggml's reference quantizers do: (1) fit a scale (and min) per sub-block with a search
-// (kquant_fit.cpp), (2) quantize those sub-block scales against one f16 super-scale, (3) re-quantize every
+// (backends/common/kquant_fit.h), (2) quantize those sub-block scales against one f16 super-scale, (3) re-quantize every
 // element with the sub-block scale it will actually be decoded with, then pack the bits.
 #include <cmath>
 #include <cstring>
@@ -10,8 +10,6 @@
 namespace rbee::cpu::quant {
 
 namespace {
-int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 // Packs 2-bit levels L[0..256) as Q2_K / Q3_K store them: element 128n + 32j + l at bits 2j of qs[32n + l].
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
   for (int n = 0; n < 2; ++n) {

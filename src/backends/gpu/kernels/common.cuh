@@ -6,6 +6,7 @@
 
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/platform.h"
+#include "rbee/core/half.h"
 #include "rbee/core/tensor.h"
 
 namespace rbee::gpu {
@@ -18,19 +19,9 @@ struct f16_t {
   uint16_t bits;
 };
 
-RBEE_HOST_DEVICE inline float bf16_to_float(uint16_t b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-RBEE_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
+// The exact conversions of core/half.h (host and device).
+RBEE_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return ::rbee::bf16_bits_to_f32(b); }
+RBEE_HOST_DEVICE inline uint16_t float_to_bf16(float f) { return ::rbee::f32_to_bf16_bits(f); }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 __device__ inline float f16_to_float(uint16_t b) {
@@ -44,33 +35,10 @@ __device__ inline uint16_t float_to_f16(float f) {
   memcpy(&b, &h, 2);
   return b;
 }
-// f32 -> f16 bits in integer arithmetic only (round to nearest even, NaN stays NaN, overflow to infinity: the
-// CPU's f32_to_f16_bits, core/half.h). For f16 values that go to memory byte by byte (the scales of quantized
-// blocks, which are only 2-byte aligned): with nvcc 13.0 for sm_90 the low byte of cvt.rn.f16.f32's result
-// stored through st.global.u8 came out wrong on H100/H200 (block scales with 00 low bytes), while an integer
-// value is stored right.
-__device__ inline uint16_t float_to_f16_bits_int(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000u;
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
-  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return (uint16_t)sign;
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126u - exp;
-    uint32_t q = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1u);
-    const uint32_t half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return (uint16_t)(sign | q);
-  }
-  uint32_t r = abs - 0x38000000u;
-  r += 0xfffu + ((r >> 13) & 1u);
-  return (uint16_t)(sign | (r >> 13));
-}
+// For f16 values that go to memory byte by byte (the scales of quantized blocks), use ::rbee::f32_to_f16_bits
+// (core/half.h, integer arithmetic only) rather than float_to_f16: with nvcc 13 for sm_90, the bytes of a __half
+// stored through st.global.u8 came out wrong on H100/H200 (block scales with 00 low bytes), while an integer value
+// is stored right.
 
 // Arithmetic type of a storage type: float for 16-bit floats, the type itself otherwise.
 template <class T> struct compute_type { using type = T; };

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads)
     const float dd = q8_0_scale(amax);
 #pragma unroll
     for (int j = 0; j < 8; ++j) lv[j] = q8_0_level(v[j], dd);
-    scale = f16_to_float(float_to_f16_bits_int(dd));  // Q8_0 / Q8_1 store d as f16
+    scale = f16_to_float(::rbee::f32_to_f16_bits(dd));  // Q8_0 / Q8_1 store d as f16
   } else {
     // First element of largest magnitude: (amax, position in the 256-block, value), ties to the lower position.
     float amax = 0.f, max = 0.f;

@@ -1,18 +1,23 @@
-// Device ports of the K-quant quantizers (the CPU's quantize_k.cpp and kquant_fit.cpp): per super-block,
-// (1) fit a scale (and min) per sub-block with the same searches, (2) quantize the sub-block scales against an
-// f16 super-scale, (3) re-quantize every element with the scale it will be decoded with, then pack. One thread
-// runs one super-block; quantizing weights is not on any hot path, and the same searches keep the round-trip
-// errors where the CPU's are (the conformance bounds sit ~15% above them).
+// Device ports of the K-quant quantizers (the CPU's quantize_k.cpp): per super-block, (1) fit a scale (and min)
+// per sub-block with the scale searches that both backends share (backends/common/kquant_fit.h), (2) quantize the
+// sub-block scales against an f16 super-scale, (3) re-quantize every element with the scale it will be decoded
+// with, then pack. One thread runs one super-block; quantizing weights is not on any hot path.
 //
 // Every function writes one block of `ts` bytes at y (byte stores: block fields are only 2-byte aligned).
 #pragma once
 
 #include <cstdint>
 
+#include "backends/common/kquant_fit.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_math.cuh"
 
 namespace rbee::gpu::quant {
+
+// The scale searches are shared with the CPU (backends/common/kquant_fit.h).
+using ::rbee::kquant::fit_scale_min;
+using ::rbee::kquant::fit_symmetric_descent;
+using ::rbee::kquant::fit_symmetric_grid;
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
@@ -20,148 +25,7 @@ __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
   p[0] = (uint8_t)(v & 0xFF);
   p[1] = (uint8_t)(v >> 8);
 }
-__device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, float_to_f16_bits_int(v)); }
-
-// Asymmetric fit x ~ scale * L + min, L in [0, nmax], min <= 0 (see the CPU's fit_scale_min). n <= 32.
-__device__ inline float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                                      float rmin, float rdelta, int nstep, bool use_abs_error) {
-  float lo = x[0], hi = x[0];
-  float sum_w = w[0], sum_x = w[0] * x[0];
-  for (int i = 1; i < n; ++i) {
-    lo = fminf(lo, x[i]);
-    hi = fmaxf(hi, x[i]);
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (lo > 0) lo = 0;
-  if (hi == lo) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    *neg_min = -lo;
-    return 0.f;
-  }
-  float iscale = (float)nmax / (hi - lo);
-  float scale = 1 / iscale;
-  float min = lo;
-  float best = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - lo)), 0, nmax);
-    const float diff = scale * (float)L[i] + min - x[i];
-    best += w[i] * (use_abs_error ? fabsf(diff) : diff * diff);
-  }
-  uint8_t trial[32];
-  for (int step = 0; step <= nstep; ++step) {
-    iscale = (rmin + rdelta * (float)step + (float)nmax) / (hi - lo);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - lo)), 0, nmax);
-      trial[i] = (uint8_t)l;
-      sum_l += w[i] * (float)l;
-      sum_l2 += w[i] * (float)(l * l);
-      sum_xl += w[i] * (float)l * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (det <= 0) continue;
-    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float m = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (m > 0) {
-      m = 0;
-      s = sum_xl / sum_l2;
-    }
-    float err = 0;
-    for (int i = 0; i < n; ++i) {
-      const float diff = s * (float)trial[i] + m - x[i];
-      err += w[i] * (use_abs_error ? fabsf(diff) : diff * diff);
-    }
-    if (err < best) {
-      for (int i = 0; i < n; ++i) L[i] = trial[i];
-      best = err;
-      scale = s;
-      min = m;
-    }
-  }
-  *neg_min = -min;
-  return scale;
-}
-
-// The element of largest magnitude with its sign (0 when all are below 1e-15).
-__device__ __forceinline__ float signed_max(int n, const float* x) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (fabsf(x[i]) > amax) {
-      amax = fabsf(x[i]);
-      max = x[i];
-    }
-  }
-  return amax < 1e-15f ? 0.f : max;
-}
-
-// Symmetric fit with coordinate descent, weights x^2 (see the CPU's fit_symmetric_descent). L offset by nmax.
-__device__ inline float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_max(n, x);
-  if (max == 0.f) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  const float iscale = -(float)nmax / max;
-  float sum_lx = 0, sum_l2 = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = (int8_t)clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-    const float w = x[i] * x[i];
-    sum_lx += w * x[i] * (float)L[i];
-    sum_l2 += w * (float)(L[i] * L[i]);
-  }
-  for (int pass = 0; pass < 5; ++pass) {
-    int changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = x[i] * x[i];
-      float lx = sum_lx - w * x[i] * (float)L[i];
-      if (lx <= 0) continue;
-      float l2 = sum_l2 - w * (float)(L[i] * L[i]);
-      const int l = clamp_int(nearest_int(x[i] * l2 / lx), -nmax, nmax - 1);
-      if (l == L[i]) continue;
-      lx += w * x[i] * (float)l;
-      l2 += w * (float)(l * l);
-      if (l2 > 0 && lx * lx * sum_l2 > sum_lx * sum_lx * l2) {
-        L[i] = (int8_t)l;
-        sum_lx = lx;
-        sum_l2 = l2;
-        ++changed;
-      }
-    }
-    if (!changed) break;
-  }
-  for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
-  return sum_l2 > 0 ? sum_lx / sum_l2 : 0.f;
-}
-
-// Symmetric fit over 19 grid scales, weights x^2 (see the CPU's fit_symmetric_grid). L offset by nmax.
-__device__ inline float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_max(n, x);
-  if (max == 0.f) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  float best = 0, scale = 0;
-  for (int step = 0; step <= 18; ++step) {
-    // step 0 is the plain scale -nmax / max; then -(nmax + 0.1 s) / max for s = -9..9, s != 0
-    const int s = step == 0 ? 0 : step <= 9 ? step - 10 : step - 9;
-    const float iscale = -((float)nmax + 0.1f * (float)s) / max;
-    float sum_lx = 0, sum_l2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-      const float w = x[i] * x[i];
-      sum_lx += w * x[i] * (float)l;
-      sum_l2 += w * (float)(l * l);
-    }
-    const bool better = step == 0 ? true : (sum_l2 > 0 && sum_lx * sum_lx > best * sum_l2);
-    if (better) {
-      for (int i = 0; i < n; ++i) L[i] = (int8_t)(clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1) + nmax);
-      scale = sum_l2 != 0 ? sum_lx / sum_l2 : 0.f;
-      best = scale * sum_lx;
-    }
-  }
-  return scale;
-}
+__device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, ::rbee::f32_to_f16_bits(v)); }
 
 // Packs 2-bit levels L[0..256) as Q2_K / Q3_K store them: element 128n + 32j + l at bits 2j of qs[32n + l].
 __device__ inline void pack_2bit(const uint8_t* L, uint8_t* qs) {
@@ -191,8 +55,8 @@ __device__ inline void quantize_block_q2_k(const float* x, uint8_t* y) {
     sc[j] = (uint8_t)(s | (m << 4));
     y[j] = sc[j];
   }
-  const uint16_t dh = float_to_f16_bits_int(max_scale > 0 ? max_scale / 15.f : 0.f);
-  const uint16_t mh = float_to_f16_bits_int(max_min > 0 ? max_min / 15.f : 0.f);
+  const uint16_t dh = ::rbee::f32_to_f16_bits(max_scale > 0 ? max_scale / 15.f : 0.f);
+  const uint16_t mh = ::rbee::f32_to_f16_bits(max_min > 0 ? max_min / 15.f : 0.f);
   put_u16(y + 80, dh);
   put_u16(y + 82, mh);
   const float d = f16_to_float(dh), dmin = f16_to_float(mh);
@@ -219,7 +83,7 @@ __device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
   }
   uint8_t* sc = y + 96;
   for (int i = 0; i < 12; ++i) sc[i] = 0;
-  uint16_t dh = float_to_f16_bits_int(0.f);
+  uint16_t dh = ::rbee::f32_to_f16_bits(0.f);
   if (max_scale != 0.f) {
     const float iscale = -32.f / max_scale;
     for (int j = 0; j < 16; ++j) {
@@ -228,7 +92,7 @@ __device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
       else sc[j - 8] |= (uint8_t)((l & 0x0F) << 4);
       sc[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
     }
-    dh = float_to_f16_bits_int(1 / iscale);
+    dh = ::rbee::f32_to_f16_bits(1 / iscale);
   }
   put_u16(y + 108, dh);
   const float d = f16_to_float(dh);
@@ -292,7 +156,7 @@ __device__ inline void quantize_k4_common(const float* x, int nmax, float rmin, 
     mn[j] = (uint8_t)clamp_int(nearest_int(inv_min * mins[j]), 0, 63);
   }
   pack_scale_min_k4(sc, mn, y + 4);
-  const uint16_t dh = float_to_f16_bits_int(max_scale / 63.f), mh = float_to_f16_bits_int(max_min / 63.f);
+  const uint16_t dh = ::rbee::f32_to_f16_bits(max_scale / 63.f), mh = ::rbee::f32_to_f16_bits(max_min / 63.f);
   put_u16(y, dh);
   put_u16(y + 2, mh);
   const float df = f16_to_float(dh), dminf = f16_to_float(mh);
@@ -346,7 +210,7 @@ __device__ inline void quantize_block_q6_k(const float* x, uint8_t* y) {
     return;
   }
   const float iscale = -128.f / max_scale;
-  const uint16_t dh = float_to_f16_bits_int(1 / iscale);
+  const uint16_t dh = ::rbee::f32_to_f16_bits(1 / iscale);
   put_u16(y + 208, dh);
   int8_t sc[16];
   for (int j = 0; j < 16; ++j) {

@@ -1,11 +1,12 @@
-// Scalar rounding helpers of the GPU quantizers, each the device twin of the CPU's (quantize_legacy.cpp,
-// kquant_fit.cpp) so that both backends produce the same bytes. Also the 8-bit activation formats' math,
+// Scalar rounding helpers of the GPU quantizers, each the device twin of the CPU's (quantize_legacy.cpp;
+// nearest_int and clamp_int are the shared backends/common/kquant_fit.h) so that both backends produce the same bytes. Also the 8-bit activation formats' math,
 // shared by quantize (Q8_0 / Q8_1 / Q8_K blocks) and the activation quantizer of qmatmul: the two must agree
 // exactly, because qmatmul's result is defined on dequantize(quantize(x)).
 #pragma once
 
 #include <cstdint>
 
+#include "backends/common/kquant_fit.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/platform.h"
 
@@ -13,15 +14,8 @@ namespace rbee::gpu::quant {
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
-// Round to nearest, ties to even; NaN gives 0, out-of-range values saturate (the CPU's nearest_int).
-__device__ __forceinline__ int nearest_int(float v) {
-  if (!(v == v)) return 0;
-  if (v > 2147483520.f) return INT32_MAX;
-  if (v < -2147483520.f) return INT32_MIN;
-  return (int)rintf(v);
-}
-
-__device__ __forceinline__ int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+using ::rbee::kquant::clamp_int;    // backends/common/kquant_fit.h: one definition for CPU and GPU
+using ::rbee::kquant::nearest_int;
 
 // Truncation toward zero of v clamped to [0, hi]; NaN gives 0 (the CPU's trunc_clamp).
 __device__ __forceinline__ uint8_t trunc_clamp(float v, int hi) {

@@ -1,32 +1,42 @@
-// Scale searches of the K-quant reference quantizers. They follow the procedures of ggml's reference
-// quantizers (make_qkx2_quants, make_q3_quants, make_qx_quants) so that our quantization errors match theirs.
-#include <cmath>
+// Scale searches of the K-quant quantizers, shared by the CPU backend (backends/cpu/quant/quantize_k.cpp) and the
+// GPU kernels (backends/gpu/kernels/quant_kquant_fit.cuh): one definition, so a tensor quantized on either backend
+// gets the same blocks. They follow the procedures of ggml's reference quantizers (make_qkx2_quants,
+// make_q3_quants, make_qx_quants) so that our quantization errors match theirs. Groups hold n <= 32 values.
+#pragma once
 
-#include "backends/cpu/quant/quantize_internal.h"
+#include <math.h>
 
-namespace rbee::cpu::quant {
+#include <cstdint>
 
-namespace {
+#include "rbee/core/host_device.h"
+
+namespace rbee::kquant {
+
+constexpr int kMaxGroup = 32;
 // Groups whose largest magnitude is below this are treated as all zero.
 constexpr float kGroupMaxEps = 1e-15f;
 
-int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-}  // namespace
-
-int nearest_int(float v) {
+// Round to nearest, ties to even (what ggml's nearest_int computes); NaN gives 0, out-of-range values saturate.
+RBEE_HOST_DEVICE inline int nearest_int(float v) {
   if (!(v == v)) return 0;
   if (v > 2147483520.f) return INT32_MAX;
   if (v < -2147483520.f) return INT32_MIN;
-  return (int)std::nearbyint(v);
+  return (int)rintf(v);
 }
 
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, float rmin,
-                    float rdelta, int nstep, bool use_abs_error) {
+RBEE_HOST_DEVICE inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+// Asymmetric fit x ~ scale * L + min with L in [0, nmax] and min <= 0, minimizing sum w * |err|^p (p = 1 when
+// use_abs_error, else 2). Starts from the range [min(x, 0), max(x)], then tries nstep + 1 grid scales
+// (nmax + rmin + rdelta * i) / range, each followed by a weighted least-squares solve for scale and min, and
+// keeps the best. Writes L[0..n), returns the scale and sets *neg_min = -min (>= 0).
+RBEE_HOST_DEVICE inline float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
+                                            float* neg_min, float rmin, float rdelta, int nstep, bool use_abs_error) {
   float lo = x[0], hi = x[0];
   float sum_w = w[0], sum_x = w[0] * x[0];
   for (int i = 1; i < n; ++i) {
-    lo = std::fmin(lo, x[i]);
-    hi = std::fmax(hi, x[i]);
+    lo = fminf(lo, x[i]);
+    hi = fmaxf(hi, x[i]);
     sum_w += w[i];
     sum_x += w[i] * x[i];
   }
@@ -36,11 +46,12 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
     *neg_min = -lo;
     return 0.f;
   }
+  // Weighted error of the levels `levels` under (scale, min).
   auto error_of = [&](float scale, float min, const uint8_t* levels) {
     float err = 0;
     for (int i = 0; i < n; ++i) {
       const float diff = scale * (float)levels[i] + min - x[i];
-      err += w[i] * (use_abs_error ? std::fabs(diff) : diff * diff);
+      err += w[i] * (use_abs_error ? fabsf(diff) : diff * diff);
     }
     return err;
   };
@@ -50,7 +61,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   for (int i = 0; i < n; ++i) L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - lo)), 0, nmax);
   float best = error_of(scale, min, L);
 
-  uint8_t trial[kQKK];
+  uint8_t trial[kMaxGroup];
   for (int step = 0; step <= nstep; ++step) {
     iscale = (rmin + rdelta * (float)step + (float)nmax) / (hi - lo);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
@@ -82,21 +93,22 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   return scale;
 }
 
-namespace {
 // The element of largest magnitude, with its sign (0 when all are below kGroupMaxEps).
-float signed_max(int n, const float* x) {
+RBEE_HOST_DEVICE inline float signed_max(int n, const float* x) {
   float amax = 0, max = 0;
   for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
+    if (fabsf(x[i]) > amax) {
+      amax = fabsf(x[i]);
       max = x[i];
     }
   }
   return amax < kGroupMaxEps ? 0.f : max;
 }
-}  // namespace
 
-float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
+// Symmetric fit x ~ scale * (L - nmax) with L - nmax in [-nmax, nmax - 1], weights x^2: the scale from the
+// largest-magnitude element, then up to 5 passes of per-element coordinate descent on the weighted error.
+// Writes L[0..n) (offset by nmax) and returns the scale (signed; 0 for an all-zero group).
+RBEE_HOST_DEVICE inline float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
   const float max = signed_max(n, x);
   if (max == 0.f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
@@ -136,13 +148,15 @@ float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
   return sum_l2 > 0 ? sum_lx / sum_l2 : 0.f;
 }
 
-float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L) {
+// Symmetric fit as above, but searching 19 grid scales -(nmax + 0.1 i) / max(x), i = 0, -9..9, for the best
+// weighted least-squares scale (weights x^2). Writes L (offset by nmax), returns the scale.
+RBEE_HOST_DEVICE inline float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L) {
   const float max = signed_max(n, x);
   if (max == 0.f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
-  // Least-squares scale of the assignment that `iscale` gives; returns (sum_lx, sum_l2).
+  // The sums (sum_lx, sum_l2) of the assignment that `iscale` gives; writes the levels when `out` is set.
   auto assign = [&](float iscale, int8_t* out, float& sum_lx, float& sum_l2) {
     sum_lx = sum_l2 = 0;
     for (int i = 0; i < n; ++i) {
@@ -170,4 +184,4 @@ float fit_symmetric_grid(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
-}  // namespace rbee::cpu::quant
+}  // namespace rbee::kquant
