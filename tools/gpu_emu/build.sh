@@ -17,6 +17,8 @@ root=$(cd "$here/../.." && pwd)
 out="$build/gpu_emu"
 mkdir -p "$out/obj"
 python3 "$here/rewrite.py" "$root/src/backends/gpu" "$out/src/backends/gpu"
+# Host-device code shared with the CPU backend (plain C++ already, no rewriting).
+mkdir -p "$out/src/backends" && rm -rf "$out/src/backends/common" && cp -r "$root/src/backends/common" "$out/src/backends/common"
 
 cxx=${CXX:-g++}
 flags="-std=c++20 -O1 -g -fPIC -Wall -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unknown-pragmas -Wno-sign-compare
