@@ -213,11 +213,12 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
       for (int64_t i = 0; i < d; ++i) qcopy[i] = qv[i * q.stride(2)];
       qv = qcopy;
     }
-    // Scores, then exponentials over keys [0, padded) in place; masked keys are exact zeros.
-    const int64_t padded = (pos + 1 + 7) / 8 * 8;
-    float* e = rbee::cpu::scratch<float>(0, (size_t)padded);
+    // Scores, then exponentials over keys [0, padded) in place (the buffer is a whole number of vectors);
+    // masked keys are exact zeros.
+    const int64_t padded = (pos + 1 + 7) / 8 * 8, buffered = (padded + N - 1) / N * N;
+    float* e = rbee::cpu::scratch<float>(0, (size_t)buffered);
     float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < padded; ++j) {
+    for (int64_t j = 0; j < buffered; ++j) {
       if (j < first || j > pos) {
         e[j] = -std::numeric_limits<float>::infinity();
         continue;
@@ -226,7 +227,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
       max = std::max(max, e[j]);
     }
     const auto vmax = hn::Set(df, max);
-    for (int64_t j = 0; j < padded; j += N) hn::StoreU(ExpGgml(df, hn::Sub(hn::LoadU(df, e + j), vmax)), df, e + j);
+    for (int64_t j = 0; j < buffered; j += N) hn::StoreU(ExpGgml(df, hn::Sub(hn::LoadU(df, e + j), vmax)), df, e + j);
     double sum = 0;
     for (int64_t j = 0; j < padded; j += 8) {
       for (int64_t l = 0; l < 8; ++l) {
