@@ -108,8 +108,8 @@ void build_tables(int32_t position, const float* inv_freq, int64_t half, float m
   if (freq_ratio > 0.f) {
     float angle = (float)position;
     for (int64_t i = 0; i < half; ++i, angle *= freq_ratio) {
-      c[i] = (C)std::cos(angle) * (C)mscale;
-      s[i] = (C)std::sin(angle) * (C)mscale;
+      c[i] = std::cos((C)angle) * (C)mscale;  // f64 rows: f64 cos/sin of the f32 angle
+      s[i] = std::sin((C)angle) * (C)mscale;
     }
   } else if constexpr (std::is_same_v<C, float>) {
     float* angle = scratch<float>(4, (size_t)half);
