@@ -89,6 +89,8 @@ std::string ModelConfig::summary() const {
 
 ModelConfig config_from_gguf(const gguf::File& f) {
   ModelConfig c;
+  // A GGUF model is llama.cpp's format: its rope follows llama.cpp's angle arithmetic (where unscaled).
+  c.rope_llamacpp_angles = true;
   const auto arch = f.get_string("general.architecture");
   RBEE_CHECK_CODE(arch.has_value(), ErrorCode::Io, "{}: general.architecture is missing", f.path());
   c.arch = *arch;

@@ -195,6 +195,8 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, co
   RBEE_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= dim,
              "rope: rotary_dim must be even, > 0 and <= head dim {}, got {}", dim, rotary_dim);
   RBEE_CHECK(std::isfinite(params.mscale), "rope: mscale must be finite, got {}", params.mscale);
+  RBEE_CHECK(std::isfinite(params.freq_ratio) && params.freq_ratio >= 0.f && params.freq_ratio <= 1.f,
+             "rope: freq_ratio must be in [0, 1] (0: use inv_freq), got {}", params.freq_ratio);
   RBEE_CHECK(positions.dtype() == DType::I32, "rope: positions must be i32, got {}", dtype_name(positions.dtype()));
   RBEE_CHECK(inv_freq.dtype() == DType::F32, "rope: inv_freq must be f32, got {}", dtype_name(inv_freq.dtype()));
   RBEE_CHECK(inv_freq.rank() == 1 && inv_freq.dim(0) == rotary_dim / 2,

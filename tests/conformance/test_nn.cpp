@@ -343,6 +343,50 @@ INSTANTIATE_TEST_SUITE_P(Ops, RopeConformance,
                                   rope_layout_name(std::get<3>(info.param));
                          });
 
+// llama.cpp's angles (RopeParams::freq_ratio): pair i of a token at position p turns by the f32 running product
+// p * r * ... * r (i factors), r = powf(base, -2 / rotary_dim); reference cos/sin in double of that f32 angle.
+// inv_freq holds NaN: the op must not read it. Positions up to 100000 make the running product differ from
+// p * r^i by up to ~1e-2 rad, far outside the tolerance, so the table's angles would fail here.
+TEST_P(RopeConformance, LlamaCppAngles) {
+  const auto& [backend, dtype, mode, layout] = GetParam();
+  if (layout != RopeLayout::Contiguous) GTEST_SKIP() << "angles do not depend on the layout";
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t tokens = 24, heads = 3, dim = 64, rot = 48, half = rot / 2;
+  const auto xv = random_values(tokens * heads * dim, dtype, 700, -1, 1);
+  auto posv = random_values(tokens, DType::I32, 701, 0, 100000);
+  posv[0] = 0;
+  posv[1] = 1;
+  const Tensor x = make_tensor(xv, {tokens, heads, dim}, dtype, *device);
+  const Tensor positions = make_tensor(posv, {tokens}, DType::I32, *device);
+  const Tensor inv_freq = ops::full({half}, std::nan(""), DType::F32, *device);
+  RopeParams params;
+  params.mode = mode;
+  params.rotary_dim = (int)rot;
+  params.mscale = 0.75f;
+  params.freq_ratio = std::pow(10000.0f, -2.0f / (float)rot);
+  poison_allocations(*device, bytes_of(x.shape(), dtype));
+  const Tensor out = ops::rope(x, positions, inv_freq, params);
+
+  std::vector<double> want(xv);
+  for (int64_t n = 0; n < tokens; ++n) {
+    float angle = (float)posv[(size_t)n];
+    for (int64_t i = 0; i < half; ++i, angle *= params.freq_ratio) {
+      const double cs = std::cos((double)angle) * 0.75, sn = std::sin((double)angle) * 0.75;
+      for (int64_t h = 0; h < heads; ++h) {
+        const double* src = xv.data() + (n * heads + h) * dim;
+        double* dst = want.data() + (n * heads + h) * dim;
+        const int64_t a = mode == RopeMode::Normal ? 2 * i : i;
+        const int64_t b = mode == RopeMode::Normal ? 2 * i + 1 : i + half;
+        dst[a] = src[a] * cs - src[b] * sn;
+        dst[b] = src[b] * cs + src[a] * sn;
+      }
+    }
+  }
+  Tolerance tol = default_tolerance(dtype);
+  if (dtype == DType::F32) tol = {2e-6, 1e-5};  // f32 cos/sin of the same f32 angle
+  EXPECT_TRUE(all_close(to_doubles(out), want, tol));
+}
+
 // ------------------------------------------------------------------------------------------- rope_inv_freq
 // Expected tables, restated from the published descriptions (Llama 3.1 release code, the YaRN paper's
 // reference implementation as Hugging Face ships it) in terms of each pair's frequency.
@@ -653,6 +697,13 @@ TEST_P(NnErrors, RopeRejectsBadArguments) {
   expect_invalid([&] { ops::rope(x, ops::zeros({4}, DType::I32, *device), freq, p); }, "positions");
   expect_invalid([&] { ops::rope(x, pos, ops::ones({8}, DType::F64, *device), p); }, "inv_freq");
   expect_invalid([&] { ops::rope(ops::ones({3, 16}, DType::F32, *device), pos, freq, p); }, "[..., N, H, D]");
+  p.freq_ratio = -0.5f;
+  expect_invalid([&] { ops::rope(x, pos, freq, p); }, "freq_ratio");
+  p.freq_ratio = 2.0f;
+  expect_invalid([&] { ops::rope(x, pos, freq, p); }, "freq_ratio");
+  p.freq_ratio = std::numeric_limits<float>::quiet_NaN();
+  expect_invalid([&] { ops::rope(x, pos, freq, p); }, "freq_ratio");
+  p.freq_ratio = 0.f;
 
   expect_invalid([&] { ops::rope_inv_freq(15, 10000.0f, {}); }, "rotary_dim");
   expect_invalid([&] { ops::rope_inv_freq(16, 0.5f, {}); }, "theta_base");

@@ -245,9 +245,9 @@ TEST(QuantActivationFormats, CarryTheirSums) {
 
 // ------------------------------------------------------------------------------------------ (d) qmatmul
 // x [..., K] f32 times w [N, K]^T. Two references in double:
-//  - tight: sum_k w^[n, k] * x^[m, k], with w^ = dequantize(w) and x^ = dequantize(quantize(x, activation type))
-//    (the activations the kernel really multiplies: Q8_0 for Q4_0/Q5_0/Q8_0/Q8_1, Q8_1 for Q4_1/Q5_1, Q8_K for
-//    K-quants, x itself for f32/f16/bf16). The kernel's integer sums are exact, so only f32 scaling and
+//  - tight: sum_k w^[n, k] * x^[m, k], with w^ = dequantize(w) and x^ the activations the kernel really
+//    multiplies: 8-bit blocks for Q4_0/Q5_0/Q8_0/Q8_1 and Q4_1/Q5_1 weights by the activation rule (below,
+//    naive_activation_q8), dequantize(quantize(x, Q8_K)) for K-quants, x itself for f32/f16/bf16. The kernel's integer sums are exact, so only f32 scaling and
 //    accumulation remain: 2e-5 * sum |w^ x^|. For Q4_1/Q5_1 the activation block sum s enters as f16, adding up
 //    to 2^-10 * |m_w * sum_block x^| per block.
 //  - exact x: sum_k w^[n, k] * x[m, k]; activation quantization moves each x by at most half a step
@@ -267,6 +267,23 @@ const std::vector<QMatmulCase> kQMatmulCases = {
     {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
     {"vector", {kK}, Layout::Contiguous},
 };
+
+// The 8-bit activation rule qmatmul defines for 32-element-block weights (ggml's CPU backend quantizes its
+// activations this way, so rbee's products follow llama.cpp's): per block amax = max |x|, quants
+// nearest-even(x * (127 / amax)) in f32 (0 when amax is 0), scale f16(amax / 127). It differs from the Q8_0
+// weight quantizer (x * (1 / d), ties away from zero, checked against gguf-py above) in the rounding of a few
+// quants. Returns the dequantized values q * d.
+std::vector<double> naive_activation_q8(const std::vector<double>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0.f;
+    for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs((float)x[j]));
+    const float id = amax != 0.f ? 127.f / amax : 0.f;
+    const double d = f16_bits_to_f32(f32_to_f16_bits(amax / 127.f));
+    for (size_t j = b; j < b + 32; ++j) out[j] = (double)std::nearbyint((float)x[j] * id) * d;
+  }
+  return out;
+}
 
 DType activation_type(DType w) {
   switch (w) {
@@ -316,7 +333,9 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
   const Tensor x = make_tensor(xv, c.x_shape, DType::F32, *device, c.layout);
   const DType atype = activation_type(wtype);
   const Tensor x_flat = make_tensor(xv, {m, kK}, DType::F32, *device);
-  const auto x_hat = atype == DType::F32 ? xv : to_doubles(ops::dequantize(ops::quantize(x_flat, atype)));
+  const auto x_hat = atype == DType::F32   ? xv
+                     : atype == DType::Q8_K ? to_doubles(ops::dequantize(ops::quantize(x_flat, atype)))
+                                            : naive_activation_q8(xv);
 
   poison_allocations(*device, (size_t)(m * kN * 4));
   const Tensor out = ops::qmatmul(x, w);

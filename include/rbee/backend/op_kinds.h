@@ -82,6 +82,11 @@ struct RopeParams {
   RopeMode mode = RopeMode::Neox;
   int rotary_dim = 0;     // leading dims of each head that rotate (<= head_dim, even); the rest pass through
   float mscale = 1.0f;    // multiplies cos and sin (YaRN attention factor)
+  // > 0: the angles of llama.cpp's rope instead of positions * inv_freq (GGUF models follow llama.cpp's
+  // numerics): pair i turns by a_i = p * r * ... * r (i factors r = freq_ratio, multiplied left to right in
+  // f32), cos and sin taken of that f32 angle. Only for unscaled frequencies, r = powf(base, -2 / rotary_dim);
+  // inv_freq is then not read.
+  float freq_ratio = 0.f;
 };
 
 }  // namespace rbee

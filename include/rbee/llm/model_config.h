@@ -39,6 +39,7 @@ struct ModelConfig {
   RopeMode rope_mode = RopeMode::Neox;
   ops::RopeScaling rope_scaling;
   float rope_attn_factor = 1.0f;      // multiplies cos/sin (YaRN)
+  bool rope_llamacpp_angles = false;  // GGUF files: unscaled rope angles as llama.cpp forms them (RopeParams)
 
   // Attention
   float attn_scale = 0.0f;            // q.k scale (default 1/sqrt(head_dim))

@@ -13,23 +13,24 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
+#include "backends/cpu/exp_ggml-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// out = g / (1 + exp(-g)) * u. -g is clamped at 88 (exp stays finite; silu(-88) is -0 in f32 anyway).
+// out = g / (1 + exp(-g)) * u.
 void SwigluF32(const float* g, const float* u, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = (int64_t)hn::Lanes(d);
-  const auto one = hn::Set(d, 1.0f), limit = hn::Set(d, 88.0f);
+  const auto one = hn::Set(d, 1.0f);
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     const auto vg = hn::LoadU(d, g + i);
-    const auto e = hn::Exp(d, hn::Min(hn::Neg(vg), limit));
+    const auto e = ExpGgml(d, hn::Sub(hn::Zero(d), vg));
     hn::StoreU(hn::Mul(hn::Div(vg, hn::Add(one, e)), hn::LoadU(d, u + i)), d, out + i);
   }
-  for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(std::min(-g[i], 88.0f))) * u[i];
+  for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
 }  // namespace rbee::cpu::HWY_NAMESPACE

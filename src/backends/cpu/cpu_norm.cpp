@@ -153,6 +153,17 @@ void add(const double* x, const double* r, double* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] + r[i];
 }
 
+// 1 / sqrt(mean(x^2) + eps) of one row. f32 rows follow ggml's CPU rms_norm (llama.cpp's numerics): the f32
+// squares summed in order in double, the mean rounded to f32, then 1 / sqrtf in f32. The row is short (the
+// hidden size) against the matmuls around every norm, so the serial double sum costs nothing measurable.
+float rms_rstd(const float* x, int64_t n, float eps) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (double)(x[i] * x[i]);
+  const float mean = (float)(s / (double)n);
+  return 1.0f / std::sqrt(mean + eps);
+}
+double rms_rstd(const double* x, int64_t n, float eps) { return 1.0 / std::sqrt(sum_sq_dev(x, n, 0.0) / (double)n + eps); }
+
 // A row of T as compute-type values: the row itself for f32/f64, a widened copy in scratch `slot` for 16-bit.
 template <class T>
 const nn_compute_t<T>* input_row(const T* src, int64_t n, int slot) {
@@ -193,7 +204,7 @@ void normalize_rows(const Tensor& x, const Tensor* weight, const Tensor* bias, f
       const C* xr = input_row(px + r * n, n, 0);
       C* orow = output_row(po + r * n, n, 0);  // the same slot: norm_row works in place
       const C mean = rms ? C(0) : sum(xr, n) / C(n);
-      const C rstd = C(1) / std::sqrt(sum_sq_dev(xr, n, mean) / C(n) + C(eps));
+      const C rstd = rms ? rms_rstd(xr, n, eps) : C(1) / std::sqrt(sum_sq_dev(xr, n, mean) / C(n) + C(eps));
       norm_row(xr, mean, rstd, pw, pb, orow, n);
       finish_row(orow, po + r * n, n);
     }
@@ -251,7 +262,7 @@ void add_rms_rows(const Tensor& x, const Tensor& residual, const Tensor& weight,
       // The norm reads the sum as stored, so it matches rms_norm applied to sum_out.
       const C* stored = input_row(ps + r * n, n, 0);
       C* nr = output_row(pn + r * n, n, 1);
-      const C rstd = C(1) / std::sqrt(sum_sq_dev(stored, n, C(0)) / C(n) + C(eps));
+      const C rstd = rms_rstd(stored, n, eps);
       norm_row(stored, C(0), rstd, w.data(), nullptr, nr, n);
       finish_row(nr, pn + r * n, n);
     }

@@ -13,6 +13,8 @@
 
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_nn_util.h"
+#include "backends/cpu/exp_ggml-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::HWY_NAMESPACE {
@@ -124,11 +126,150 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
   });
 }
 
+// ---- f32 cache without softcap: llama.cpp's numerics ----
+// The same attention, computed in the order of ggml's CPU backend without flash attention (a dense softmax over
+// the cache row, then probabilities times V), so that an f32 cache gives llama.cpp's results bit for bit:
+//  - s_j = dot(k_j, q) * scale, the dot summed as ggml_vec_dot_f32 does (VecDotOrder);
+//  - e_j = exp(s_j - max) (ExpGgml), sum = the f64 sum of 8-key chunk sums (Hsum8 order, chunks aligned at
+//    key 0), p_j = e_j * f32(1 / sum);
+//  - o = sum_j p_j v_j with lanes by key position: for a sequence chunk of >= 2 queries one chain per lane
+//    j mod 8 and the Hsum8 reduction (llamafile's tinyBLAS, which llama.cpp uses for a batch), for a single
+//    query 32 lanes j mod 32 and ggml_vec_dot_f32's reduction (decode). The choice is per sequence, so a
+//    stream's result never depends on the other sequences of the batch.
+// Keys outside the causal range or the window take no part, as ggml's -inf mask makes them exact zeros.
+
+// ggml_vec_dot_f32's reduction of its 32 lane sums P[8a + l] (4 accumulators of 8 lanes): accumulators 0+2 and
+// 1+3, then their sum, then the 128-bit halves, then two horizontal adds. Elementwise over the vectors Vec.
+template <class V>
+HWY_INLINE V Reduce32(const V* P) {
+  V x[8];
+  for (int l = 0; l < 8; ++l) x[l] = (P[l] + P[16 + l]) + (P[8 + l] + P[24 + l]);
+  V t[4];
+  for (int m = 0; m < 4; ++m) t[m] = x[m] + x[m + 4];
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+// hsum_float_8's order over 8 lanes: the 128-bit halves, then lanes 0+2 and 1+3, then those two.
+template <class V>
+HWY_INLINE V Hsum8(const V* a) {
+  V h[4];
+  for (int m = 0; m < 4; ++m) h[m] = a[m] + a[m + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+// sum_i x[i] * y[i] as ggml_vec_dot_f32 computes it with 8-lane vectors: lane sums P[e] over whole steps of 32
+// (fma, steps in order), Reduce32, then the leftover elements by scalar fma.
+float VecDotOrder(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, int64_t n) {
+  const hn::CappedTag<float, 16> df;
+  const int64_t N = (int64_t)hn::Lanes(df);
+  const int64_t np = n & ~int64_t{31};
+  HWY_ALIGN float P[32];
+  for (int64_t e = 0; e < 32; e += N) {
+    auto acc = hn::Zero(df);
+    for (int64_t i = 0; i < np; i += 32) acc = hn::MulAdd(hn::LoadU(df, x + i + e), hn::LoadU(df, y + i + e), acc);
+    hn::StoreU(acc, df, P + e);
+  }
+  float s = Reduce32(P);
+  for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
+
+void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
+                           const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
+                           const rbee::AttentionParams& params, rbee::Tensor& out) {
+  const int64_t n_seq = seq_info.dim(0);
+  const int64_t max_blocks = block_tables.dim(1);
+  const int64_t block_size = k_cache.dim(1), hkv = k_cache.dim(2), d = k_cache.dim(3);
+  const int64_t hq = q.dim(1);
+  const int64_t group = hq / hkv;
+  const int32_t* info = static_cast<const int32_t*>(seq_info.data());
+  const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
+  const float* qp = static_cast<const float*>(q.data());
+  const float* kc = static_cast<const float*>(k_cache.data());
+  const float* vc = static_cast<const float*>(v_cache.data());
+  float* op = static_cast<float*>(out.data());
+  const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1);
+  const int64_t row_stride = hkv * d;
+  // q rows are copied when their head dim is strided (VecDotOrder reads contiguous vectors).
+  const bool q_contiguous_rows = q.stride(2) == 1;
+
+  std::vector<std::pair<int64_t, int64_t>> tokens;  // (sequence, token index in q)
+  for (int64_t b = 0; b < n_seq; ++b) {
+    for (int64_t i = 0; i < info[b * 3 + 1]; ++i) tokens.emplace_back(b, info[b * 3] + i);
+  }
+  rbee::ThreadPool::global().run((int64_t)tokens.size() * hq, [&](int64_t task) {
+    const hn::CappedTag<float, 16> df;
+    const int64_t N = (int64_t)hn::Lanes(df);
+    using V = hn::Vec<decltype(df)>;
+    const auto [b, t] = tokens[(size_t)(task / hq)];
+    const int64_t h = task % hq, g = h / group;
+    const int64_t q_start = info[b * 3], q_len = info[b * 3 + 1], ctx = info[b * 3 + 2];
+    const int64_t pos = ctx - q_len + (t - q_start);
+    const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+    const int32_t* table = tables + b * max_blocks;
+    auto slot_of = [&](int64_t j) { return (int64_t)table[j / block_size] * block_size + j % block_size; };
+    const float* qv = qp + t * q_s0 + h * q_s1;
+    if (!q_contiguous_rows) {
+      float* qcopy = rbee::cpu::scratch<float>(2, (size_t)d);
+      for (int64_t i = 0; i < d; ++i) qcopy[i] = qv[i * q.stride(2)];
+      qv = qcopy;
+    }
+    // Scores, then exponentials over keys [0, padded) in place (the buffer is a whole number of vectors);
+    // masked keys are exact zeros.
+    const int64_t padded = (pos + 1 + 7) / 8 * 8, buffered = (padded + N - 1) / N * N;
+    float* e = rbee::cpu::scratch<float>(0, (size_t)buffered);
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < buffered; ++j) {
+      if (j < first || j > pos) {
+        e[j] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      e[j] = VecDotOrder(kc + slot_of(j) * row_stride + g * d, qv, d) * params.scale;
+      max = std::max(max, e[j]);
+    }
+    const auto vmax = hn::Set(df, max);
+    for (int64_t j = 0; j < buffered; j += N) hn::StoreU(ExpGgml(df, hn::Sub(hn::LoadU(df, e + j), vmax)), df, e + j);
+    double sum = 0;
+    for (int64_t j = 0; j < padded; j += 8) {
+      for (int64_t l = 0; l < 8; ++l) {
+        if (j + l < first || j + l > pos) e[j + l] = 0.0f;
+      }
+      sum += (double)Hsum8(e + j);
+    }
+    const float inv = (float)(1.0 / sum);
+    // o = sum_j p_j v_j in lanes of j mod `lanes`, vectorized over the head dim.
+    const int lanes = q_len >= 2 ? 8 : 32;
+    float* acc = rbee::cpu::scratch<float>(1, (size_t)(lanes * d));
+    for (int64_t i = 0; i < lanes * d; ++i) acc[i] = 0.0f;
+    for (int64_t j = first; j <= pos; ++j) {
+      const float p = e[j] * inv;
+      const float* vj = vc + slot_of(j) * row_stride + g * d;
+      float* a = acc + (j % lanes) * d;
+      const auto vp = hn::Set(df, p);
+      int64_t i = 0;
+      for (; i + N <= d; i += N) hn::StoreU(hn::MulAdd(hn::LoadU(df, vj + i), vp, hn::LoadU(df, a + i)), df, a + i);
+      for (; i < d; ++i) a[i] = std::fma(vj[i], p, a[i]);
+    }
+    float* o = op + (t * hq + h) * d;
+    int64_t i = 0;
+    for (; i + N <= d; i += N) {
+      V part[32];
+      for (int l = 0; l < lanes; ++l) part[l] = hn::LoadU(df, acc + l * d + i);
+      hn::StoreU(lanes == 8 ? Hsum8(part) : Reduce32(part), df, o + i);
+    }
+    for (; i < d; ++i) {
+      float part[32];
+      for (int l = 0; l < lanes; ++l) part[l] = acc[l * d + i];
+      o[i] = lanes == 8 ? Hsum8(part) : Reduce32(part);
+    }
+  });
+}
+
 void PagedAttention(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                     const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
                     const rbee::AttentionParams& params, rbee::Tensor& out) {
   switch (k_cache.dtype()) {
     case rbee::DType::F32:
+      if (params.softcap <= 0.0f) return PagedAttentionGgmlF32(q, k_cache, v_cache, seq_info, block_tables, params, out);
       return PagedAttentionTyped<float>(q, k_cache, v_cache, seq_info, block_tables, params, out);
     case rbee::DType::F16:
       return PagedAttentionTyped<hwy::float16_t>(q, k_cache, v_cache, seq_info, block_tables, params, out);

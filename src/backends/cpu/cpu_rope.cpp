@@ -3,6 +3,10 @@
 // x [N, H, D] (last axis contiguous, any strides on N and H) -> out [N, H, D] contiguous. For token n the
 // angles a_i = positions[n] * inv_freq[i] (i < rotary_dim / 2) are formed in double and reduced to [-pi, pi]
 // before f32 sin/cos, so large positions keep full precision; one cos/sin table per token serves all heads.
+// With params.freq_ratio > 0 the angles are llama.cpp's instead (op_kinds.h): the running f32 product
+// p * r * r ..., with libm's f32 cos and sin, as ggml's CPU rope computes them. Every rotated pair (x0, x1)
+// becomes x0 c - x1 s = fma(x0, c, -(x1 s)) and x0 s + x1 c = fma(x0, s, x1 c), the roundings of ggml's
+// compiled rotation.
 // Normal mode rotates pairs (2i, 2i+1), Neox mode pairs (i, i + rotary_dim/2); dims >= rotary_dim are copied.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_rope.cpp"
@@ -45,13 +49,13 @@ void RopeNeoxF32(const float* x, const float* c, const float* s, int64_t half, f
   for (; i + N <= half; i += N) {
     const auto x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + half + i);
     const auto vc = hn::LoadU(d, c + i), vs = hn::LoadU(d, s + i);
-    hn::StoreU(hn::NegMulAdd(x1, vs, hn::Mul(x0, vc)), d, out + i);
+    hn::StoreU(hn::MulSub(x0, vc, hn::Mul(x1, vs)), d, out + i);
     hn::StoreU(hn::MulAdd(x0, vs, hn::Mul(x1, vc)), d, out + half + i);
   }
   for (; i < half; ++i) {
     const float x0 = x[i], x1 = x[half + i];
-    out[i] = x0 * c[i] - x1 * s[i];
-    out[half + i] = x1 * c[i] + x0 * s[i];
+    out[i] = std::fma(x0, c[i], -(x1 * s[i]));
+    out[half + i] = std::fma(x0, s[i], x1 * c[i]);
   }
 }
 
@@ -64,13 +68,15 @@ void RopeNormalF32(const float* x, const float* c2, const float* s2, int64_t rot
   if (N >= 2) {  // pairs never straddle a vector: N and the start are even
     for (; i + N <= rot; i += N) {
       const auto v = hn::LoadU(d, x + i);
-      hn::StoreU(hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, s2 + i), hn::Mul(v, hn::LoadU(d, c2 + i))), d, out + i);
+      const auto sw = hn::Reverse2(d, v), vc = hn::LoadU(d, c2 + i), vs = hn::LoadU(d, s2 + i);
+      // even lanes fma(x0, c, x1 * -s), odd lanes fma(x0, s, x1 * c): x0 is v's even lane, sw's odd lane.
+      hn::StoreU(hn::OddEven(hn::MulAdd(sw, vs, hn::Mul(v, vc)), hn::MulAdd(v, vc, hn::Mul(sw, vs))), d, out + i);
     }
   }
   for (; i < rot; i += 2) {
     const float x0 = x[i], x1 = x[i + 1];
-    out[i] = x0 * c2[i] + x1 * s2[i];
-    out[i + 1] = x1 * c2[i + 1] + x0 * s2[i + 1];
+    out[i] = std::fma(x0, c2[i], x1 * s2[i]);
+    out[i + 1] = std::fma(x0, s2[i + 1], x1 * c2[i + 1]);
   }
 }
 
@@ -97,8 +103,15 @@ inline double reduced_angle(int32_t position, float inv_freq) {
 // c2, s2 of length rotary_dim (Normal, see RopeNormalF32). Each already multiplied by mscale.
 // f64 takes libm's cos/sin of the unreduced angle (libm reduces exactly).
 template <class C>
-void build_tables(int32_t position, const float* inv_freq, int64_t half, float mscale, RopeMode mode, C* c, C* s) {
-  if constexpr (std::is_same_v<C, float>) {
+void build_tables(int32_t position, const float* inv_freq, int64_t half, float mscale, float freq_ratio,
+                  RopeMode mode, C* c, C* s) {
+  if (freq_ratio > 0.f) {
+    float angle = (float)position;
+    for (int64_t i = 0; i < half; ++i, angle *= freq_ratio) {
+      c[i] = std::cos((C)angle) * (C)mscale;  // f64 rows: f64 cos/sin of the f32 angle
+      s[i] = std::sin((C)angle) * (C)mscale;
+    }
+  } else if constexpr (std::is_same_v<C, float>) {
     float* angle = scratch<float>(4, (size_t)half);
     for (int64_t i = 0; i < half; ++i) angle[i] = (float)reduced_angle(position, inv_freq[i]);
     HWY_DYNAMIC_DISPATCH(SinCosF32)(angle, mscale, c, s, half);
@@ -156,7 +169,7 @@ void rope_impl(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
     C* c = scratch<C>(0, (size_t)rot);
     C* s = scratch<C>(1, (size_t)rot);
     for (int64_t n = n0; n < n1; ++n) {
-      build_tables<C>(pos[n], freq, half, params.mscale, params.mode, c, s);
+      build_tables<C>(pos[n], freq, half, params.mscale, params.freq_ratio, params.mode, c, s);
       for (int64_t h = 0; h < heads; ++h) {
         const T* src = px + n * token_stride + h * head_stride;
         T* dst = po + (n * heads + h) * dim;

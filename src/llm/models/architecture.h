@@ -48,6 +48,8 @@ struct StepContext {
   Tensor block_tables;  // [B, max_blocks] I32
   Tensor inv_freq_global;  // [rotary_dim / 2] F32
   Tensor inv_freq_local;   // [rotary_dim / 2] F32 (sliding-window layers; Gemma 3 uses another base)
+  float rope_ratio_global = 0.f;  // RopeParams::freq_ratio of global / local layers (0: use the tables)
+  float rope_ratio_local = 0.f;
 };
 
 // x [N, hidden] F32 -> [N, hidden] F32 after one decoder layer.

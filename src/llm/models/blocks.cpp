@@ -45,6 +45,7 @@ Tensor attention_block(const StepContext& step, const LayerWeights& w, int layer
   rope.mode = c.rope_mode;
   rope.rotary_dim = c.rotary_dim;
   rope.mscale = c.rope_attn_factor;
+  rope.freq_ratio = local ? step.rope_ratio_local : step.rope_ratio_global;
   q = ops::rope(q, step.positions, inv_freq, rope);
   k = ops::rope(k, step.positions, inv_freq, rope);
   ops::kv_cache_write(k, v, step.slots, step.cache.k(layer), step.cache.v(layer));

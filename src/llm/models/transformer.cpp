@@ -105,6 +105,11 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
   const bool scale_local = c.rope_theta_local <= 0;
   const auto global = inv_freq_table(c, c.rope_theta, true, weights_.rope_freqs);
   const auto local = inv_freq_table(c, local_theta, scale_local, weights_.rope_freqs);
+  // llama.cpp's angles (RopeParams::freq_ratio) where a table carries no scaling: its ratio powf(base, -2 / dim).
+  const bool unscaled = c.rope_scaling.kind == ops::RopeScaling::Kind::None && !weights_.rope_freqs.defined();
+  auto ratio = [&](float base) { return std::pow(base, -2.0f / (float)c.rotary_dim); };
+  if (c.rope_llamacpp_angles && unscaled) rope_ratio_global_ = ratio(c.rope_theta);
+  if (c.rope_llamacpp_angles && (unscaled || !scale_local)) rope_ratio_local_ = ratio(local_theta);
   inv_freq_global_ = Tensor::from_vector(global, {(int64_t)global.size()}, device_);
   inv_freq_local_ = Tensor::from_vector(local, {(int64_t)local.size()}, device_);
   report();
@@ -171,7 +176,9 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
                    Tensor::from_vector(info, {b, 3}, device_),
                    Tensor::from_vector(tables, {b, (int64_t)max_blocks}, device_),
                    inv_freq_global_,
-                   inv_freq_local_};
+                   inv_freq_local_,
+                   rope_ratio_global_,
+                   rope_ratio_local_};
   Tensor x = embed(batch.tokens);
   for (int l = 0; l < c.n_layers; ++l) x = arch_.layer(step, weights_.layers[(size_t)l], l, x);
   if ((int64_t)logit_rows.size() != n) {

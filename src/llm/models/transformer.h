@@ -34,6 +34,7 @@ class Transformer final : public Model {
   const Architecture& arch_;
   ModelWeights weights_;
   Tensor inv_freq_global_, inv_freq_local_;
+  float rope_ratio_global_ = 0.f, rope_ratio_local_ = 0.f;  // RopeParams::freq_ratio, 0 for scaled tables
   int64_t weight_bytes_ = 0;
   std::shared_ptr<const void> file_keepalive_;  // the mapped model file
 };

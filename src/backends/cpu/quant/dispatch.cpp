@@ -66,7 +66,8 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k)
     std::memcpy(dst, x, (size_t)k * sizeof(float));
     return;
   }
-  quantize_row(a, x, dst, k);
+  if (a == DType::Q8_0) quantize_q8_0_activation(x, static_cast<BlockQ8_0*>(dst), k / kQK);
+  else quantize_row(a, x, dst, k);
   if (a == DType::Q8_K) return;
   const int64_t nb = k / kQK;
   float* side = reinterpret_cast<float*>(static_cast<char*>(dst) + activation_scales_offset(weight, k));

@@ -6,6 +6,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/quant/dot_legacy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <cmath>
 #include <hwy/highway.h>
 
 #include "backends/cpu/quant/dot_common-inl.h"
@@ -179,7 +180,7 @@ struct Avx2 {
       if (T::kSigned) y = _mm256_sign_epi8(y, q);
       const __m256 sum = _mm256_cvtepi32_ps(DotU8I8(qa, y));
       acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(xd[r] + ib)), sum, acc[r]);
-      if constexpr (T::kHasMin || T::kOffset != 0) macc[r] += mw * xd[r][nb + ib];
+      if constexpr (T::kHasMin || T::kOffset != 0) macc[r] = std::fma(mw, xd[r][nb + ib], macc[r]);
     }
   }
   template <int NR>
@@ -195,19 +196,16 @@ struct Avx2 {
         x[r] = reinterpret_cast<const typename T::X*>(row);
         xd[r] = reinterpret_cast<const float*>(row + side);
       }
-      // Two accumulator sets alternate between blocks so consecutive FMAs do not wait on each other. Every row
-      // count uses the same pattern, so a row's result is the same bit for bit whatever rows share its tile:
-      // continuous batching relies on it (a stream's tokens must not change with its neighbours).
-      __m256 acc0[NR], acc1[NR];
-      float macc0[NR] = {}, macc1[NR] = {};
-      for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-      int64_t ib = 0;
-      for (; ib + 1 < nb; ib += 2) {
-        Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
-        Block<NR>(w[ib + 1], x, xd, nb, ib + 1, acc1, macc1);
-      }
-      if (ib < nb) Block<NR>(w[ib], x, xd, nb, ib, acc0, macc0);
-      for (int r = 0; r < NR; ++r) out[r * os] = HSum(_mm256_add_ps(acc0[r], acc1[r])) + (macc0[r] + macc1[r]);
+      // One accumulator chain per row, blocks in order, as ggml's CPU kernels (ggml_vec_dot_*, llamafile's
+      // tinyBLAS) accumulate: acc = fma(d_w * d_x, sum, acc) in 8 lanes, the min terms by scalar fma, then the
+      // lanes summed as hsum_float_8. So results match llama.cpp's bit for bit where the activations do. Every
+      // row count uses the same order, so a row's result is the same whatever rows share its tile: continuous
+      // batching relies on it (a stream's tokens must not change with its neighbours).
+      __m256 acc[NR];
+      float macc[NR] = {};
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+      for (int64_t ib = 0; ib < nb; ++ib) Block<NR>(w[ib], x, xd, nb, ib, acc, macc);
+      for (int r = 0; r < NR; ++r) out[r * os] = HSum(acc[r]) + macc[r];
     }
   };
   static void Dot(int64_t k, const void* w, const void* x, size_t xs, int rows, float* out, int64_t os) {

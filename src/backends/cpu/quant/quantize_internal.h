@@ -14,7 +14,17 @@ void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb);
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb);
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb);
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb);
+// Q8_1 exists only as an activation format: quants by the activation rule below, s = f16(d * sum(qs)) with d
+// before its f16 rounding.
 void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb);
+// Q8_0 blocks by the activation rule (what qmatmul multiplies Q4_0 / Q5_0 / Q8_0 weights with).
+void quantize_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb);
+// The 8-bit activation rule, as ggml's CPU backend quantizes activations before its dot products (llama.cpp's
+// numerics): amax = max |x|, quants nearest-even(x * (127 / amax)) (0 when amax is 0), d = amax / 127 (f32, the
+// caller rounds it to f16). Unlike the weight rule (quantize_q8_0: x * (1 / d), ties away from zero) the
+// reciprocal is taken of amax, not of d, which moves the rounding of some quants. Writes 32 quants, returns
+// their sum.
+int quantize_q8_activation_block(const float* x, float& d_out, int8_t* qs);
 void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb);
 void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb);
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb);

@@ -116,7 +116,8 @@ void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
 }
 
 namespace {
-// Q8_0 / Q8_1 core: d = amax / 127, q = round-half-away(x / d). Returns sum(q).
+// Q8_0 weight rule (gguf-py, ggml's reference quantizer): d = amax / 127, q = round-half-away(x * (1 / d)).
+// Returns sum(q).
 int quantize_q8_block(const float* x, float& d_out, int8_t* qs) {
   float amax = 0.f;
   for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -130,7 +131,28 @@ int quantize_q8_block(const float* x, float& d_out, int8_t* qs) {
   d_out = d;
   return sum;
 }
+
+// v rounded to the nearest integer, ties to even, for |v| <= 2^22 (adding and removing 1.5 * 2^23 leaves no
+// fraction bits; IEEE round-to-nearest does the rest). NaN becomes 0.
+inline int8_t nearest_even_i8(float v) {
+  if (!(v == v)) return 0;
+  const float r = (v + 12582912.f) - 12582912.f;
+  return (int8_t)(r < -128.f ? -128 : r > 127.f ? 127 : (int)r);
+}
 }  // namespace
+
+int quantize_q8_activation_block(const float* x, float& d_out, int8_t* qs) {
+  float amax = 0.f;
+  for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  const float id = amax != 0.f ? 127.f / amax : 0.f;
+  int sum = 0;
+  for (int j = 0; j < kQK; ++j) {
+    qs[j] = nearest_even_i8(x[j] * id);
+    sum += qs[j];
+  }
+  d_out = amax / 127.f;
+  return sum;
+}
 
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
@@ -140,12 +162,20 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
+void quantize_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float d;
+    quantize_q8_activation_block(x, d, y[i].qs);
+    y[i].d = f32_to_f16(d);
+  }
+}
+
 void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float d;
-    const int sum = quantize_q8_block(x, d, y[i].qs);
+    const int sum = quantize_q8_activation_block(x, d, y[i].qs);
     y[i].d = f32_to_f16(d);
-    y[i].s = f32_to_f16((float)sum * d);
+    y[i].s = f32_to_f16(d * (float)sum);
   }
 }
 

@@ -1,7 +1,7 @@
 // qmatmul's activation quantizer: x [M, K] f32 -> 8-bit levels, per-32 scales and per-16 level sums
 // (QActs in quant_launch.h). Each thread quantizes 8 consecutive elements; the threads of one scale group
-// (4 for a 32-block, 32 for a 256-block) agree on the scale through shuffles. The math is quant_math.cuh's,
-// the same as the Q8_0 / Q8_K quantizers', so the kernels multiply exactly dequantize(quantize(x)).
+// (4 for a 32-block, 32 for a 256-block) agree on the scale through shuffles. The math is quant_math.cuh's:
+// the 8-bit activation rule for 32-blocks (the Q8_1 quantizer's, and the CPU's), Q8_K's quantizer for 256-blocks.
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/quant_math.cuh"
@@ -39,9 +39,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
 #pragma unroll
     for (int o = 1; o < kGroup; o <<= 1) amax = fmaxf(amax, shfl_xor(amax, o));
-    const float dd = q8_0_scale(amax);
+    const float dd = q8_0_scale(amax), inv = q8_act_inv_scale(amax);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) lv[j] = q8_0_level(v[j], dd);
+    for (int j = 0; j < 8; ++j) lv[j] = q8_act_level(v[j], inv);
     scale = f16_to_float(::rbee::f32_to_f16_bits(dd));  // Q8_0 / Q8_1 store d as f16
   } else {
     // First element of largest magnitude: (amax, position in the 256-block, value), ties to the lower position.

@@ -31,11 +31,19 @@ __device__ __forceinline__ int8_t round_to_i8(float v) {
   return (int8_t)(r < -128.f ? -128 : r > 127.f ? 127 : (int)r);
 }
 
-// Q8_0 / Q8_1 scale of a block with largest magnitude amax: d = amax / 127, quants round(x * (1 / d)).
+// Q8_0 / Q8_1 scale of a block with largest magnitude amax: d = amax / 127. Q8_0 weights (quantize): quants
+// round(x * (1 / d)), ties away from zero (the CPU's quantize_q8_0, gguf-py's).
 __device__ __forceinline__ float q8_0_scale(float amax) { return amax / 127.f; }
 __device__ __forceinline__ int8_t q8_0_level(float x, float d) {
   const float id = d != 0.f ? 1.f / d : 0.f;
   return round_to_i8(x * id);
+}
+// The 8-bit activation rule (qmatmul's Q8_0 / Q8_1 activations and quantize to Q8_1; the CPU's
+// quantize_q8_activation_block, as ggml's CPU backend quantizes): quants nearest-even(x * (127 / amax)), 0 when
+// amax is 0; the scale is q8_0_scale(amax).
+__device__ __forceinline__ float q8_act_inv_scale(float amax) { return amax != 0.f ? 127.f / amax : 0.f; }
+__device__ __forceinline__ int8_t q8_act_level(float x, float inv_scale) {
+  return (int8_t)clamp_int(nearest_int(mul_rn(x, inv_scale)), -128, 127);
 }
 
 // Q8_K: the element of largest magnitude (the first one on ties), max, maps to -127 * sign(max):

@@ -77,16 +77,16 @@ __device__ void quantize_min(const float* x, uint8_t* y) {
   }
 }
 
-// Q8_0 (d, qs[32]) and Q8_1 (d, s = f16(sum(qs) * d), qs[32]).
+// Q8_0 (d, qs[32]; the weight rule) and Q8_1 (d, s = f16(sum(qs) * d), qs[32]; the activation rule).
 template <bool kSum>
 __device__ void quantize_q8(const float* x, uint8_t* y) {
   float amax = 0.f;
   for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
-  const float d = q8_0_scale(amax);
+  const float d = q8_0_scale(amax), inv = q8_act_inv_scale(amax);
   int8_t* qs = reinterpret_cast<int8_t*>(y + (kSum ? 4 : 2));
   int sum = 0;
   for (int j = 0; j < 32; ++j) {
-    qs[j] = q8_0_level(x[j], d);
+    qs[j] = kSum ? q8_act_level(x[j], inv) : q8_0_level(x[j], d);
     sum += qs[j];
   }
   put_f16(y, d);

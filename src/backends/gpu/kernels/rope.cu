@@ -2,7 +2,8 @@
 //
 // x [N, H, D] (last axis contiguous, any strides on N and H) -> out [N, H, D] contiguous. The angle
 // positions[n] * inv_freq[i] is formed in f64 and reduced to [-pi, pi] before the f32 cos/sin (f64 inputs take
-// cos/sin of the unreduced f64 angle), both scaled by mscale. Normal mode rotates pairs (2i, 2i+1), Neox pairs
+// cos/sin of the unreduced f64 angle), both scaled by mscale; with RopeParams::freq_ratio the angle is
+// llama.cpp's running f32 product instead (rope_cos_sin). Normal mode rotates pairs (2i, 2i+1), Neox pairs
 // (i, i + rotary_dim/2); dims >= rotary_dim are copied.
 //
 // Work units, per (token, head): rotary units of V pairs each (pairs i0 .. i0+V-1; Normal: the 2V elements from
@@ -23,15 +24,29 @@ namespace {
 constexpr int kThreads = 256;
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-// cos and sin of positions * inv_freq, times mscale, in the compute type C.
+// cos and sin of positions * inv_freq, times mscale, in the compute type C. freq_ratio > 0: of llama.cpp's angle
+// for pair i instead, the running f32 product position * r * ... * r (i factors r), as the CPU's.
 template <class C>
-__device__ inline void rope_cos_sin(int32_t position, float inv_freq, float mscale, C& c, C& s) {
+__device__ inline void rope_cos_sin(int32_t position, const float* inv_freq, int64_t i, float freq_ratio,
+                                    float mscale, C& c, C& s) {
+  if (freq_ratio > 0.f) {
+    float angle = (float)position;
+    for (int64_t k = 0; k < i; ++k) angle = mul_rn(angle, freq_ratio);
+    if constexpr (std::is_same_v<C, double>) {  // f64 cos/sin of the f32 angle
+      c = cos((double)angle) * (double)mscale;
+      s = sin((double)angle) * (double)mscale;
+    } else {
+      c = cosf(angle) * mscale;
+      s = sinf(angle) * mscale;
+    }
+    return;
+  }
   if constexpr (std::is_same_v<C, double>) {
-    const double angle = (double)position * (double)inv_freq;
+    const double angle = (double)position * (double)inv_freq[i];
     c = cos(angle) * (double)mscale;
     s = sin(angle) * (double)mscale;
   } else {
-    double a = (double)position * (double)inv_freq;
+    double a = (double)position * (double)inv_freq[i];
     a -= kTwoPi * rint(a / kTwoPi);
     const float angle = (float)a;
     c = cosf(angle) * mscale;
@@ -45,6 +60,7 @@ struct RopeGeometry {
   int64_t rot_units, units;  // per (token, head): rotary units, all units
   bool neox;
   float mscale;
+  float freq_ratio;  // RopeParams::freq_ratio
 };
 
 template <class T, int V>
@@ -87,8 +103,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       C c, s;
-      rope_cos_sin<C>(pos, inv_freq[i0 + k], g.mscale, c, s);
-      const C ra = a[k] * c - b[k] * s, rb = b[k] * c + a[k] * s;
+      rope_cos_sin<C>(pos, inv_freq, i0 + k, g.freq_ratio, g.mscale, c, s);
+      // The CPU's roundings: a c - b s = fma(a, c, -(b s)), a s + b c = fma(a, s, b c).
+      const C ra = fma(a[k], c, -(b[k] * s)), rb = fma(a[k], s, b[k] * c);
       a[k] = ra;
       b[k] = rb;
     }
@@ -136,6 +153,7 @@ void GpuKernels::rope(const Tensor& x, const Tensor& positions, const Tensor& in
   g.head_stride = x.stride(1);
   g.neox = params.mode == RopeMode::Neox;
   g.mscale = params.mscale;
+  g.freq_ratio = params.freq_ratio;
   if (g.tokens * g.heads * g.dim == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
