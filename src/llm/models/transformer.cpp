@@ -99,6 +99,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       if (!c.fused_gate_up) w.ffn_gate = need(p + "ffn_gate.weight");
       w.ffn_up = need(p + "ffn_up.weight");
       w.ffn_down = need(p + "ffn_down.weight");
+      fuse_qkv(w);
     });
     report();
   }
@@ -110,6 +111,30 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
   inv_freq_global_ = Tensor::from_vector(global, {(int64_t)global.size()}, device_);
   inv_freq_local_ = Tensor::from_vector(local, {(int64_t)local.size()}, device_);
   report();
+}
+
+void Transformer::fuse_qkv(LayerWeights& w) const {
+  // GPUs only: the CPU keeps its tested per-projection path (and gains nothing from fewer launches).
+  if (device_.host_accessible() || w.attn_qkv.defined() || !w.attn_q.defined()) return;
+  if (w.attn_q_bias.defined() || w.attn_k_bias.defined() || w.attn_v_bias.defined()) return;
+  const Tensor* parts[] = {&w.attn_q, &w.attn_k, &w.attn_v};
+  const DType type = w.attn_q.dtype();
+  const int64_t k = w.attn_q.dim(1);
+  int64_t rows = 0;
+  for (const Tensor* t : parts) {
+    if (t->rank() != 2 || t->dtype() != type || t->dim(1) != k || !t->is_contiguous()) return;
+    rows += t->dim(0);
+  }
+  // Rows of one weight matrix are independent (blocks never straddle rows), so stacking them byte-wise gives
+  // the [(Hq + 2 Hkv) * D, hidden] matrix of a fused-qkv model.
+  Tensor qkv = Tensor::empty({rows, k}, type, device_);
+  int64_t offset = 0;
+  for (const Tensor* t : parts) {
+    device_.copy_on_device(static_cast<uint8_t*>(qkv.data()) + offset, t->data(), (size_t)t->nbytes());
+    offset += t->nbytes();
+  }
+  w.attn_qkv = qkv;
+  w.attn_q = w.attn_k = w.attn_v = Tensor();
 }
 
 Tensor Transformer::embed(const Tensor& ids) const {

@@ -30,6 +30,9 @@ class Transformer final : public Model {
   uint64_t decode_graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
 
  private:
+  // On GPUs: q, k and v projections (same type, no biases) stacked into one attn_qkv matrix, so a step runs one
+  // matvec / GEMM and one activation quantization for the three (fewer launches, longer weight streams).
+  void fuse_qkv(LayerWeights& w) const;
   // ids I32 [N] on the device (checked against the vocabulary by the caller) -> embeddings F32 [N, hidden].
   Tensor embed(const Tensor& ids) const;
   // The layers and the head over the packed index inputs `ints` (DecodeGraphs' layout: tokens [N] |
