@@ -1,8 +1,9 @@
 // Conformance: the LLM decode step replayed as a device graph (llm/models/decode_graph.h).
 //  - Graph vs eager: the same model loaded with decode graphs on and off, fed the same tokens (3 sequences of
 //    different lengths, batched decode, a KV cache of 4-position blocks so that the block-table width crosses a
-//    bucket and a second graph is recorded), must give bit-identical logits at every step; on a device that can
-//    capture, the steps must really have been replayed.
+//    bucket and a second graph is recorded), must give bit-identical logits at every step, also when the graphed
+//    model runs again on a second KV cache at other addresses; on a device that can capture, the steps must
+//    really have been replayed.
 //  - Decode vs prefill: the logits of those decode steps (bucketed table width, packed inputs, embeddings of the
 //    packed token ids) must match one teacher-forced prefill pass over the same tokens (F32 weights, so the
 //    two paths differ by float rounding only).
@@ -85,13 +86,17 @@ std::vector<std::vector<int32_t>> prompts() {
   return p;
 }
 
+llm::KvCache make_cache(llm::Model& model) {
+  return llm::KvCache(model.device(), model.config(), (int)prompts().size() * ((57 + kSteps + kBlock) / kBlock + 1),
+                      kBlock);
+}
+
 // Logits per decode step ([seqs x vocab] each) after prefilling the prompts in one batch. `tokens[s]` holds the
 // tokens fed to sequence s after its prompt: chosen greedily when empty, else replayed.
 std::vector<std::vector<float>> decode_run(llm::Model& model, std::vector<std::vector<int32_t>>& tokens) {
-  Device& device = model.device();
   const auto ps = prompts();
   const int n_seq = (int)ps.size();
-  llm::KvCache cache(device, model.config(), n_seq * ((57 + kSteps + kBlock) / kBlock + 1), kBlock);
+  llm::KvCache cache = make_cache(model);
   std::vector<llm::SequenceKv> seqs((size_t)n_seq);
   llm::ForwardBatch prefill;
   for (int s = 0; s < n_seq; ++s) {
@@ -149,11 +154,21 @@ TEST_P(DecodeGraph, ReplayedStepsEqualEagerSteps) {
       EXPECT_EQ(std::memcmp(a[step].data(), b[step].data(), a[step].size() * sizeof(float)), 0)
           << "decode step " << step << ": the replayed logits differ from the eager ones";
     }
+    // Again with a new cache while another one holds the first cache's memory: the graphs recorded on the first
+    // cache's addresses must not be replayed on the second (the prompt's keys would be missing).
+    {
+      llm::KvCache blocker = make_cache(*graphed);
+      const auto again = decode_run(*graphed, tokens);
+      for (size_t step = 0; step < again.size(); ++step) {
+        EXPECT_EQ(std::memcmp(again[step].data(), b[step].data(), b[step].size() * sizeof(float)), 0)
+            << "second cache, decode step " << step << ": the replayed logits differ from the eager ones";
+      }
+    }
     if (capture) {
       // 12 steps, two width buckets (16 and 32 blocks): each bucket's first step is eager, its second captured
       // and replayed, the rest replayed.
       EXPECT_TRUE(graphed->decode_graphs());
-      EXPECT_GE(graphed->decode_graph_replays(), (uint64_t)kSteps - 2);
+      EXPECT_GE(graphed->decode_graph_replays(), 2 * ((uint64_t)kSteps - 4));
     }
     EXPECT_EQ(eager->decode_graph_replays(), 0u);
   }

@@ -1,5 +1,7 @@
 #include "llm/models/decode_graph.h"
 
+#include <algorithm>
+
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
@@ -22,9 +24,10 @@ void DecodeGraphs::release(Entry& e) {
   device_.release_graph(e.graph);
 }
 
-DecodeGraphs::Entry& DecodeGraphs::entry(int64_t batch, int64_t width, size_t ints_count) {
+DecodeGraphs::Entry& DecodeGraphs::entry(int64_t batch, int64_t width, std::span<const void* const> bound,
+                                         size_t ints_count) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->batch == batch && it->width == width) {
+    if (it->batch == batch && it->width == width && std::equal(it->bound.begin(), it->bound.end(), bound.begin(), bound.end())) {
       entries_.splice(entries_.begin(), entries_, it);
       return entries_.front();
     }
@@ -36,17 +39,18 @@ DecodeGraphs::Entry& DecodeGraphs::entry(int64_t batch, int64_t width, size_t in
   Entry e;
   e.batch = batch;
   e.width = width;
+  e.bound.assign(bound.begin(), bound.end());
   e.ints = Tensor::empty({(int64_t)ints_count}, DType::I32, device_);
   e.x = Tensor::empty({batch, hidden_}, DType::F32, device_);
   entries_.push_front(std::move(e));
   return entries_.front();
 }
 
-Tensor DecodeGraphs::run(int64_t batch, int64_t width, std::span<const int32_t> ints, const Embed& embed,
-                         const Body& body) {
+Tensor DecodeGraphs::run(int64_t batch, int64_t width, std::span<const int32_t> ints,
+                         std::span<const void* const> bound, const Embed& embed, const Body& body) {
   RBEE_CHECK(batch > 0 && width > 0 && (int64_t)ints.size() == batch * (6 + width),
              "decode graph: {} index values for {} sequences of table width {}", ints.size(), batch, width);
-  Entry& e = entry(batch, width, ints.size());
+  Entry& e = entry(batch, width, bound, ints.size());
   // Inputs in place: the graph (or the eager step) reads them from these addresses.
   device_.copy_from_host(e.ints.data(), ints.data(), ints.size_bytes());
   ops::copy(e.x, embed(e.ints.narrow(0, 0, batch)));

@@ -6,7 +6,9 @@
 //   ints  I32 [5 B + B * W]: tokens [B] | positions [B] | slots [B] | seq_info [B, 3] | block tables [B, W]
 //   x     F32 [B, hidden]:   the step's embeddings (computed eagerly: the embedding lookup checks its ids on the
 //                            host, which a graph cannot record; it is a few launches)
-// One entry (graph) per shape bucket (B sequences, block-table width W). W is the number of cache blocks the
+// One entry (graph) per shape bucket (B sequences, block-table width W) and set of `bound` addresses: the device
+// memory outside the entry that the step reads or writes in place (the KV cache's per-layer tensors), since a
+// replay uses the addresses of its capture (another KvCache gets its own graphs). W is the number of cache blocks the
 // longest sequence needs rounded up to a multiple of kTableStep: paged_attention sizes its grid from W alone and
 // reads every sequence's real context length from seq_info on the device, so one graph serves all context
 // lengths of its bucket; crossing into the next bucket records a new graph.
@@ -21,6 +23,7 @@
 #include <functional>
 #include <list>
 #include <span>
+#include <vector>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/tensor.h"
@@ -49,7 +52,8 @@ class DecodeGraphs {
 
   // One decode step of `batch` sequences with host inputs `ints` (layout above, width `width`). Returns a fresh
   // logits tensor (a copy of the graph's output, so the caller may keep it past the next step).
-  Tensor run(int64_t batch, int64_t width, std::span<const int32_t> ints, const Embed& embed, const Body& body);
+  Tensor run(int64_t batch, int64_t width, std::span<const int32_t> ints, std::span<const void* const> bound,
+             const Embed& embed, const Body& body);
 
   // Steps replayed from a graph and graphs recorded so far (for tests and logs).
   uint64_t replays() const { return replays_; }
@@ -59,11 +63,12 @@ class DecodeGraphs {
  private:
   struct Entry {
     int64_t batch = 0, width = 0;
+    std::vector<const void*> bound;
     Tensor ints, x, out;
     Device::GraphId graph = 0;
     bool has_graph = false, warmed = false, eager_only = false;
   };
-  Entry& entry(int64_t batch, int64_t width, size_t ints_count);
+  Entry& entry(int64_t batch, int64_t width, std::span<const void* const> bound, size_t ints_count);
   void release(Entry& e);
 
   Device& device_;

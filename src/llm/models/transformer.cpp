@@ -245,8 +245,13 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
   if ((int64_t)logit_rows.size() == n) logit_rows.clear();  // every row: no selection
   const bool all_rows = logit_rows.empty();
   if (decode && all_rows && graphs_) {
+    std::vector<const void*> bound;  // the cache tensors the step writes and reads in place
+    for (int l = 0; l < config_.n_layers; ++l) {
+      bound.push_back(cache.k(l).data());
+      bound.push_back(cache.v(l).data());
+    }
     return graphs_->run(
-        b, width, ints, [this](const Tensor& ids) { return embed(ids); },
+        b, width, ints, bound, [this](const Tensor& ids) { return embed(ids); },
         [&](const Tensor& dev_ints, const Tensor& x) {
           return run_layers(cache, dev_ints, n, b, width, x, logit_rows);
         });
