@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_batched.h"
 #include "bench_limits.h"
 #include "commands.h"
 #include "model_options.h"
@@ -38,6 +39,7 @@ struct BenchOptions {
   int bandwidth_mib = 256;  // buffer of the copy-bandwidth measurement
   int gemm_n = 0;           // size of the GEMM-rate measurement (0: 1024 on CPUs, 4096 on GPUs)
   bool limits = true;
+  std::vector<int> batch;   // --batch: concurrent-sequence throughput through the scheduler (bench_batched.h)
 };
 
 struct BenchResult {
@@ -108,6 +110,49 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
   return r;
 }
 
+// --batch: one model, a KV cache per batch size (the loaded one is kept minimal).
+int run_batched(const BenchOptions& opt) {
+  RBEE_CHECK(opt.prompt.size() == 1 && opt.gen.size() == 1,
+             "bench --batch: give one --n-prompt and one --n-gen (got {} and {})", opt.prompt.size(), opt.gen.size());
+  ModelOptions mo = opt.model;
+  mo.ctx_size = 16;
+  LoadedModel loaded = load_model(mo);
+  loaded.cache.reset();
+  llm::Model& model = *loaded.model;
+  const DType kv = *dtype_from_name(opt.model.kv_dtype);
+  const auto results =
+      bench_batched(model, kv, opt.batch, opt.prompt[0], opt.gen[0], opt.repetitions, opt.seed);
+  const DeviceInfo dev = model.device().info();
+  const llm::ModelConfig& cfg = model.config();
+  if (opt.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      out.push_back({{"model", opt.model.model},   {"arch", cfg.arch},          {"model_size", model.weight_bytes()},
+                     {"backend", dev.backend},     {"device", dev.name},        {"kv_dtype", opt.model.kv_dtype},
+                     {"pp", r.n_prompt},           {"tg", r.n_gen},             {"pl", r.batch},
+                     {"n_kv", r.batch * (r.n_prompt + r.n_gen)},
+                     {"t_pp", r.t_pp},             {"speed_pp", r.s_pp},        {"t_tg", r.t_tg},
+                     {"speed_tg", r.s_tg},         {"t", r.t_pp + r.t_tg},      {"speed", r.s_total},
+                     {"repetitions", opt.repetitions}, {"decode_graphs", model.decode_graphs()},
+                     {"graph_replays", r.graph_replays}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s; llama-batched-bench columns (prompt not shared)\n",
+              (cfg.arch + " " + cfg.name).c_str(), dev.name.c_str(), dev.backend.c_str(),
+              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off");
+  std::printf("| %5s | %5s | %5s | %7s | %8s | %9s | %8s | %9s | %8s | %9s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
+              "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
+  std::printf("|-------|-------|-------|---------|----------|-----------|----------|-----------|----------|-----------|\n");
+  for (const auto& r : results) {
+    std::printf("| %5d | %5d | %5d | %7d | %8.3f | %9.1f | %8.3f | %9.1f | %8.3f | %9.1f |\n", r.n_prompt, r.n_gen,
+                r.batch, r.batch * (r.n_prompt + r.n_gen), r.t_pp, r.s_pp, r.t_tg, r.s_tg, r.t_pp + r.t_tg,
+                r.s_total);
+  }
+  return 0;
+}
+
 int run_bench(const BenchOptions& opt) {
   RBEE_CHECK(opt.repetitions >= 1, "bench: --repetitions must be at least 1, got {}", opt.repetitions);
   for (int p : opt.prompt) RBEE_CHECK(p >= 0, "bench: --n-prompt values must be >= 0, got {}", p);
@@ -119,6 +164,7 @@ int run_bench(const BenchOptions& opt) {
              "bench: --bandwidth-mib must be in [1, 65536], got {}", opt.bandwidth_mib);
   RBEE_CHECK(opt.gemm_n == 0 || (opt.gemm_n >= 16 && opt.gemm_n <= 16384),
              "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
+  if (!opt.batch.empty()) return run_batched(opt);
   ModelOptions mo = opt.model;
   mo.ctx_size = std::max(mo.ctx_size, longest);
   LoadedModel loaded = load_model(mo);
@@ -177,7 +223,8 @@ int run_bench(const BenchOptions& opt) {
                      {"avg_ts", r.mean_ts},
                      {"stddev_ts", r.std_ts},
                      {"samples_ts", samples_ts},
-                     {"samples_ns", samples_ns}});
+                     {"samples_ns", samples_ns},
+                     {"decode_graphs", model.decode_graphs()}});
       nlohmann::json& e = out.back();
       if (r.n_prompt > 0) e["flops_per_pass"] = r.work;
       else e["bytes_per_token"] = r.work;
@@ -212,6 +259,8 @@ int run_bench(const BenchOptions& opt) {
                 hw.copy_method.c_str(), (double)hw.copy_bytes / (1 << 20));
     std::printf("ppN limit: FLOPs of the pass / GEMM rate; tgN limit: bytes read per token / copy bandwidth\n");
   }
+  std::printf("decode graphs: %s (%llu decode steps replayed from a graph)\n", model.decode_graphs() ? "on" : "off",
+              (unsigned long long)model.decode_graph_replays());
   return 0;
 }
 }  // namespace
@@ -238,6 +287,11 @@ Command add_bench_command(CLI::App& app) {
                   "Matrix size of the GEMM rate measurement (n x n x n, F32 and F16; default 1024 on CPUs, 4096 on GPUs)")
       ->capture_default_str();
   sub->add_flag("!--no-limits", opt->limits, "Skip measuring the hardware limits (copy bandwidth, GEMM rate)");
+  sub->add_option("--batch", opt->batch,
+                  "Concurrent sequences, comma-separated: aggregate throughput of that many jobs through the "
+                  "continuous-batching scheduler, each with its own --n-prompt prompt and --n-gen decode steps "
+                  "(llama-batched-bench's PP/TG/B table)")
+      ->delimiter(',');
   return [opt] { return run_bench(*opt); };
 }
 

@@ -29,6 +29,8 @@ void add_model_options(CLI::App& app, ModelOptions& opt) {
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   app.add_flag("-q,--quiet", opt.quiet, "No loading progress bar");
+  app.add_flag("!--no-graph", opt.graphs,
+               "Run decode steps eagerly instead of replaying them as CUDA/HIP graphs (also RBEE_NO_GRAPH=1)");
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& opt) {
@@ -95,6 +97,7 @@ LoadedModel load_model(const ModelOptions& opt) {
   llm::LoadOptions load;
   load.device = &device;
   load.progress = [&](float f) { bar.update(f); };
+  load.decode_graphs = opt.graphs;
   LoadedModel out;
   out.model = llm::Model::load(opt.model, load);
   const auto& cfg = out.model->config();

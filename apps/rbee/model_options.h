@@ -22,6 +22,7 @@ struct ModelOptions {
   int ctx_size = 4096;   // positions in the KV cache (capped at the model's trained context)
   std::string kv_dtype = "f16";
   bool quiet = false;    // no progress bar
+  bool graphs = true;    // decode steps replayed as device graphs where the device has them
 };
 
 struct SamplingOptions {

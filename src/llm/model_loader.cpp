@@ -38,6 +38,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       model = load_gguf(path, options, device);
     }
   });
+  model->set_decode_graphs(options.decode_graphs);
   return model;
 }
 

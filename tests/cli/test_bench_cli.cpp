@@ -100,4 +100,37 @@ TEST(BenchCli, JsonRunHasEveryField) {
   EXPECT_DOUBLE_EQ(j[0]["flops_per_pass"].get<double>(), 2.0 * 16 * 23040 * 2 + 2.0 * 48 * 320 + 4.0 * 64 * 136 * 2);
 }
 
+TEST(BenchCli, RefusesBadBatchedRuns) {
+  expect_refused("--batch 0 -p 8 -n 4", "--batch values must be in [1, 4096], got 0");
+  expect_refused("--batch 2 -p 8,16 -n 4", "give one --n-prompt and one --n-gen");
+  expect_refused("--batch 2 -p 8 -n 0", "needs --n-prompt >= 1 and --n-gen >= 1");
+}
+
+// --batch: N jobs through the scheduler; every job must finish with exactly n_gen + 1 tokens (the run refuses
+// otherwise), and the JSON must carry llama-batched-bench's fields with consistent speeds.
+TEST(BenchCli, BatchedJsonRunHasEveryField) {
+  const CliRun r = bench("-p 8 -n 4 -r 1 -t 1 --batch 1,3 --json", kTinyModel, true);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const size_t start = r.output.find('[');
+  ASSERT_NE(start, std::string::npos) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(start));
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["pl"], 1);
+  EXPECT_EQ(j[1]["pl"], 3);
+  for (const auto& e : j) {
+    const int pl = e["pl"].get<int>();
+    EXPECT_EQ(e["pp"], 8);
+    EXPECT_EQ(e["tg"], 4);
+    EXPECT_EQ(e["n_kv"], pl * 12);
+    const double t_pp = e["t_pp"].get<double>(), t_tg = e["t_tg"].get<double>();
+    ASSERT_GT(t_pp, 0.0);
+    ASSERT_GT(t_tg, 0.0);
+    EXPECT_NEAR(e["speed_pp"].get<double>(), pl * 8 / t_pp, 1e-6 * pl * 8 / t_pp);
+    EXPECT_NEAR(e["speed_tg"].get<double>(), pl * 4 / t_tg, 1e-6 * pl * 4 / t_tg);
+    EXPECT_NEAR(e["speed"].get<double>(), pl * 12 / (t_pp + t_tg), 1e-6 * pl * 12 / (t_pp + t_tg));
+    EXPECT_EQ(e["decode_graphs"], false);  // the CPU has no graphs
+    EXPECT_EQ(e["graph_replays"], 0);
+  }
+}
+
 }  // namespace

@@ -4,7 +4,7 @@
 //     (goldens: tools/goldens/make_quant_goldens.py -> tests/data/quant/dequant_<type>.bin);
 // (b) legacy quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) equals gguf-py's quantize byte for byte;
 // (c) round-trip error bounds per type, on Gaussian data and on ggml's own synthetic test data;
-// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 20, 64,
+// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 20, 64, 144,
 //     strided x with batch dims;
 // (e) bad arguments raise InvalidArgument naming the op and the argument.
 #include <cmath>
@@ -261,8 +261,9 @@ const int64_t kK = 512, kN = 37;
 const std::vector<QMatmulCase> kQMatmulCases = {
     {"m1", {1, kK}, Layout::Contiguous},
     {"m7", {7, kK}, Layout::Contiguous},
-    {"m20", {20, kK}, Layout::Contiguous},  // GPU: more rows than one matvec launch takes
-    {"m64", {64, kK}, Layout::Contiguous},  // GPU: the BLAS path
+    {"m20", {20, kK}, Layout::Contiguous},  // GPU: more rows than one matvec launch takes (16 + 4)
+    {"m64", {64, kK}, Layout::Contiguous},  // GPU: block types 4 matvec launches of 16 rows, floats the BLAS path
+    {"m144", {144, kK}, Layout::Contiguous},  // GPU: the BLAS path for block types too (more than 128 rows)
     {"batch2x3_strided", {2, 3, kK}, Layout::Strided},
     {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
     {"vector", {kK}, Layout::Contiguous},

@@ -21,6 +21,8 @@ namespace rbee::llm {
 struct LoadOptions {
   Device* device = nullptr;                     // where weights live and kernels run (nullptr: the CPU)
   std::function<void(float)> progress;          // called with 0..1 while tensors load
+  // Replay decode steps as device graphs where the device supports them (also off with RBEE_NO_GRAPH=1).
+  bool decode_graphs = true;
 };
 
 // One sequence's part of a forward batch.
@@ -53,6 +55,14 @@ class Model {
   // [rows, vocab] on the model's device, rows in sequence order: each sequence's last new token, or all of
   // its new tokens when all_logits is set.
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
+
+  // Decode steps (every sequence adds one token and wants its logits) recorded once per shape as a device
+  // graph and replayed (CUDA / HIP graphs; llm/models/decode_graph.h). Results equal the eager steps'. Asking
+  // for it on a device without graphs, or with RBEE_NO_GRAPH=1 in the environment, leaves it off.
+  virtual void set_decode_graphs(bool enabled) = 0;
+  virtual bool decode_graphs() const = 0;
+  // Decode steps replayed from a graph so far.
+  virtual uint64_t decode_graph_replays() const = 0;
 };
 
 }  // namespace rbee::llm

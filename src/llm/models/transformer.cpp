@@ -1,6 +1,8 @@
 #include "llm/models/transformer.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
@@ -97,6 +99,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       if (!c.fused_gate_up) w.ffn_gate = need(p + "ffn_gate.weight");
       w.ffn_up = need(p + "ffn_up.weight");
       w.ffn_down = need(p + "ffn_down.weight");
+      fuse_qkv(w);
     });
     report();
   }
@@ -115,19 +118,45 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
   report();
 }
 
-Tensor Transformer::embed(const std::vector<TokenId>& tokens) const {
-  const Tensor& table = weights_.token_embd;
-  const int64_t n = (int64_t)tokens.size(), vocab = table.dim(0);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    RBEE_CHECK(tokens[i] >= 0 && tokens[i] < vocab, "token id {} at position {} is outside the vocabulary [0, {})",
-               tokens[i], i, vocab);
+void Transformer::fuse_qkv(LayerWeights& w) const {
+  // GPUs only: the CPU keeps its tested per-projection path (and gains nothing from fewer launches).
+  if (device_.host_accessible() || w.attn_qkv.defined() || !w.attn_q.defined()) return;
+  if (w.attn_q_bias.defined() || w.attn_k_bias.defined() || w.attn_v_bias.defined()) return;
+  const Tensor* parts[] = {&w.attn_q, &w.attn_k, &w.attn_v};
+  const DType type = w.attn_q.dtype();
+  const int64_t k = w.attn_q.dim(1);
+  int64_t rows = 0;
+  for (const Tensor* t : parts) {
+    if (t->rank() != 2 || t->dtype() != type || t->dim(1) != k || !t->is_contiguous()) return;
+    rows += t->dim(0);
   }
+  // Rows of one weight matrix are independent (blocks never straddle rows), so stacking them byte-wise gives
+  // the [(Hq + 2 Hkv) * D, hidden] matrix of a fused-qkv model.
+  Tensor qkv = Tensor::empty({rows, k}, type, device_);
+  int64_t offset = 0;
+  for (const Tensor* t : parts) {
+    device_.copy_on_device(static_cast<uint8_t*>(qkv.data()) + offset, t->data(), (size_t)t->nbytes());
+    offset += t->nbytes();
+  }
+  w.attn_qkv = qkv;
+  w.attn_q = w.attn_k = w.attn_v = Tensor();
+}
+
+Tensor Transformer::embed(const Tensor& ids) const {
+  const Tensor& table = weights_.token_embd;
+  const int64_t n = ids.dim(0), vocab = table.dim(0), hidden = config_.hidden_size;
   Tensor x;
-  if (is_quantized(table.dtype())) {
-    x = Tensor::empty({n, (int64_t)config_.hidden_size}, DType::F32, device_);
-    for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, tokens[(size_t)i], 1)));
+  if (is_quantized(table.dtype()) && table.is_contiguous()) {
+    // Gather the packed rows as bytes, then dequantize them: two launches for any number of tokens.
+    const int64_t row_bytes = dtype_row_bytes(table.dtype(), hidden);
+    const Tensor bytes = Tensor::wrap(table.data(), {vocab, row_bytes}, DType::U8, device_, table.buffer());
+    const Tensor rows = ops::index_select(bytes, ids, 0);  // [n, row_bytes]
+    x = ops::dequantize(Tensor::wrap(rows.data(), {n, hidden}, table.dtype(), device_, rows.buffer()));
+  } else if (is_quantized(table.dtype())) {
+    const auto host_ids = ids.to_vector<int32_t>();
+    x = Tensor::empty({n, hidden}, DType::F32, device_);
+    for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, host_ids[(size_t)i], 1)));
   } else {
-    const Tensor ids = Tensor::from_vector(tokens, {n}, device_);
     x = ops::index_select(table, ids, 0);
     if (x.dtype() != DType::F32) x = ops::cast(x, DType::F32);
   }
@@ -135,53 +164,32 @@ Tensor Transformer::embed(const std::vector<TokenId>& tokens) const {
   return x;
 }
 
-Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
+void Transformer::set_decode_graphs(bool enabled) {
+  const char* env = std::getenv("RBEE_NO_GRAPH");
+  const bool env_off = env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0";
+  if (enabled && !env_off && device_.supports_graphs()) {
+    if (!graphs_) graphs_ = std::make_unique<DecodeGraphs>(device_, config_.hidden_size);
+  } else {
+    graphs_.reset();
+  }
+}
+
+Tensor Transformer::run_layers(KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width,
+                               const Tensor& x0, const std::vector<int64_t>& logit_rows) const {
   const ModelConfig& c = config_;
-  const int64_t n = (int64_t)batch.tokens.size();
-  RBEE_CHECK(n > 0 && !batch.seqs.empty(), "forward: empty batch");
-  const int bs = cache.block_size();
-  int max_blocks = 1;
-  int64_t total_q = 0;
-  for (const auto& s : batch.seqs) {
-    RBEE_CHECK(s.kv != nullptr && s.q_len >= 0 && s.q_len <= s.ctx_len, "forward: bad sequence chunk (q_len {}, ctx {})",
-               s.q_len, s.ctx_len);
-    RBEE_CHECK((int64_t)s.kv->blocks().size() * bs >= s.ctx_len,
-               "forward: a sequence has {} cache blocks for {} positions", s.kv->blocks().size(), s.ctx_len);
-    max_blocks = std::max(max_blocks, (s.ctx_len + bs - 1) / bs);
-    total_q += s.q_len;
-  }
-  RBEE_CHECK(total_q == n, "forward: sequences claim {} tokens, batch has {}", total_q, n);
-  const int64_t b = (int64_t)batch.seqs.size();
-  std::vector<int32_t> positions((size_t)n), slots((size_t)n), info((size_t)b * 3), tables((size_t)(b * max_blocks), 0);
-  std::vector<int64_t> logit_rows;
-  int64_t t = 0;
-  for (int64_t s = 0; s < b; ++s) {
-    const SequenceChunk& chunk = batch.seqs[(size_t)s];
-    const auto& blocks = chunk.kv->blocks();
-    info[(size_t)s * 3] = (int32_t)t;
-    info[(size_t)s * 3 + 1] = chunk.q_len;
-    info[(size_t)s * 3 + 2] = chunk.ctx_len;
-    for (int j = 0; j < (chunk.ctx_len + bs - 1) / bs; ++j) tables[(size_t)(s * max_blocks + j)] = blocks[(size_t)j];
-    for (int i = 0; i < chunk.q_len; ++i, ++t) {
-      const int pos = chunk.ctx_len - chunk.q_len + i;
-      positions[(size_t)t] = pos;
-      slots[(size_t)t] = blocks[(size_t)(pos / bs)] * bs + pos % bs;
-      if (chunk.all_logits || i == chunk.q_len - 1) logit_rows.push_back(t);
-    }
-  }
   StepContext step{c,
                    cache,
-                   Tensor::from_vector(positions, {n}, device_),
-                   Tensor::from_vector(slots, {n}, device_),
-                   Tensor::from_vector(info, {b, 3}, device_),
-                   Tensor::from_vector(tables, {b, (int64_t)max_blocks}, device_),
+                   ints.narrow(0, n, n),
+                   ints.narrow(0, 2 * n, n),
+                   ints.narrow(0, 3 * n, 3 * b).view({b, 3}),
+                   ints.narrow(0, 3 * n + 3 * b, b * width).view({b, width}),
                    inv_freq_global_,
                    inv_freq_local_,
                    rope_ratio_global_,
                    rope_ratio_local_};
-  Tensor x = embed(batch.tokens);
+  Tensor x = x0;
   for (int l = 0; l < c.n_layers; ++l) x = arch_.layer(step, weights_.layers[(size_t)l], l, x);
-  if ((int64_t)logit_rows.size() != n) {
+  if (!logit_rows.empty()) {
     x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, device_), 0);
   }
   Tensor logits = ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
@@ -189,6 +197,74 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
   }
   return logits;
+}
+
+Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
+  const int64_t n = (int64_t)batch.tokens.size();
+  RBEE_CHECK(n > 0 && !batch.seqs.empty(), "forward: empty batch");
+  const int bs = cache.block_size();
+  int max_blocks = 1;
+  int64_t total_q = 0;
+  bool decode = true;  // every sequence adds one token and wants only its logits
+  for (const auto& s : batch.seqs) {
+    RBEE_CHECK(s.kv != nullptr && s.q_len >= 0 && s.q_len <= s.ctx_len, "forward: bad sequence chunk (q_len {}, ctx {})",
+               s.q_len, s.ctx_len);
+    RBEE_CHECK((int64_t)s.kv->blocks().size() * bs >= s.ctx_len,
+               "forward: a sequence has {} cache blocks for {} positions", s.kv->blocks().size(), s.ctx_len);
+    max_blocks = std::max(max_blocks, (s.ctx_len + bs - 1) / bs);
+    total_q += s.q_len;
+    decode = decode && s.q_len == 1;
+  }
+  RBEE_CHECK(total_q == n, "forward: sequences claim {} tokens, batch has {}", total_q, n);
+  const int64_t vocab = weights_.token_embd.dim(0);
+  for (size_t i = 0; i < batch.tokens.size(); ++i) {
+    RBEE_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < vocab,
+               "token id {} at position {} is outside the vocabulary [0, {})", batch.tokens[i], i, vocab);
+  }
+  const int64_t b = (int64_t)batch.seqs.size();
+  // Decode steps get a bucketed table width whether or not they are replayed from a graph, so that the eager
+  // and the replayed step launch the same shapes (DecodeGraphs).
+  const int64_t width = decode ? DecodeGraphs::table_width(max_blocks) : max_blocks;
+  // Packed index inputs: tokens [n] | positions [n] | slots [n] | seq_info [b, 3] | tables [b, width].
+  std::vector<int32_t> ints((size_t)(3 * n + 3 * b + b * width), 0);
+  int32_t* tokens = ints.data();
+  int32_t* positions = tokens + n;
+  int32_t* slots = positions + n;
+  int32_t* info = slots + n;
+  int32_t* tables = info + 3 * b;
+  std::vector<int64_t> logit_rows;
+  int64_t t = 0;
+  for (int64_t s = 0; s < b; ++s) {
+    const SequenceChunk& chunk = batch.seqs[(size_t)s];
+    const auto& blocks = chunk.kv->blocks();
+    info[s * 3] = (int32_t)t;
+    info[s * 3 + 1] = chunk.q_len;
+    info[s * 3 + 2] = chunk.ctx_len;
+    for (int j = 0; j < (chunk.ctx_len + bs - 1) / bs; ++j) tables[s * width + j] = blocks[(size_t)j];
+    for (int i = 0; i < chunk.q_len; ++i, ++t) {
+      const int pos = chunk.ctx_len - chunk.q_len + i;
+      tokens[t] = batch.tokens[(size_t)t];
+      positions[t] = pos;
+      slots[t] = blocks[(size_t)(pos / bs)] * bs + pos % bs;
+      if (chunk.all_logits || i == chunk.q_len - 1) logit_rows.push_back(t);
+    }
+  }
+  if ((int64_t)logit_rows.size() == n) logit_rows.clear();  // every row: no selection
+  const bool all_rows = logit_rows.empty();
+  if (decode && all_rows && graphs_) {
+    std::vector<const void*> bound;  // the cache tensors the step writes and reads in place
+    for (int l = 0; l < config_.n_layers; ++l) {
+      bound.push_back(cache.k(l).data());
+      bound.push_back(cache.v(l).data());
+    }
+    return graphs_->run(
+        b, width, ints, bound, [this](const Tensor& ids) { return embed(ids); },
+        [&](const Tensor& dev_ints, const Tensor& x) {
+          return run_layers(cache, dev_ints, n, b, width, x, logit_rows);
+        });
+  }
+  const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, device_);
+  return run_layers(cache, dev_ints, n, b, width, embed(dev_ints.narrow(0, 0, n)), logit_rows);
 }
 
 }  // namespace rbee::llm

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "llm/models/architecture.h"
+#include "llm/models/decode_graph.h"
 #include "rbee/llm/model.h"
 
 namespace rbee::llm {
@@ -24,9 +25,21 @@ class Transformer final : public Model {
   Device& device() const override { return device_; }
   int64_t weight_bytes() const override { return weight_bytes_; }
   Tensor forward(const ForwardBatch& batch, KvCache& cache) override;
+  void set_decode_graphs(bool enabled) override;
+  bool decode_graphs() const override { return graphs_ != nullptr; }
+  uint64_t decode_graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
 
  private:
-  Tensor embed(const std::vector<TokenId>& tokens) const;
+  // On GPUs: q, k and v projections (same type, no biases) stacked into one attn_qkv matrix, so a step runs one
+  // matvec / GEMM and one activation quantization for the three (fewer launches, longer weight streams).
+  void fuse_qkv(LayerWeights& w) const;
+  // ids I32 [N] on the device (checked against the vocabulary by the caller) -> embeddings F32 [N, hidden].
+  Tensor embed(const Tensor& ids) const;
+  // The layers and the head over the packed index inputs `ints` (DecodeGraphs' layout: tokens [N] |
+  // positions [N] | slots [N] | seq_info [B, 3] | block tables [B, width]) and embeddings x [N, hidden]. Only
+  // launches kernels when `logit_rows` is empty (every token's logits); otherwise it uploads those rows.
+  Tensor run_layers(KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width, const Tensor& x,
+                    const std::vector<int64_t>& logit_rows) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -37,6 +50,7 @@ class Transformer final : public Model {
   float rope_ratio_global_ = 0.f, rope_ratio_local_ = 0.f;  // RopeParams::freq_ratio, 0 for scaled tables
   int64_t weight_bytes_ = 0;
   std::shared_ptr<const void> file_keepalive_;  // the mapped model file
+  std::unique_ptr<DecodeGraphs> graphs_;         // decode steps as device graphs (null: eager)
 };
 
 // Loads a Hugging Face directory (config.json, safetensors shards, tokenizer.json).

@@ -451,7 +451,10 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   p.group = hq / hkv;
   p.head_chunk = std::min(p.group, rows_max);
   p.n_head_chunks = (p.group + p.head_chunk - 1) / p.head_chunk;
-  p.tile_tokens = std::max(1, rows_max / p.head_chunk);
+  // Tokens per tile: as many as fit, but no more than the sequences have on average (decode: 1), since the
+  // P.V accumulation works on every row of the tile, used or not. Any value is correct: the grid below covers
+  // sum over sequences of ceil(q_len / tile_tokens) tiles for every split of nq tokens over n_seq sequences.
+  p.tile_tokens = std::max(1, std::min(rows_max / p.head_chunk, (nq + n_seq - 1) / n_seq));
   p.rows = p.tile_tokens * p.head_chunk;
   p.kt = kt;
   p.vec_cache = d % 4 == 0 && reinterpret_cast<uintptr_t>(k_cache.data()) % (4 * elem) == 0 &&

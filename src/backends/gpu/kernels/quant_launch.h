@@ -35,10 +35,13 @@ struct QActs {
 // (allocated here from the device's caching allocator; keep it alive while the result is used).
 QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch);
 
-// Largest number of activation rows one matvec launch handles.
+// Largest number of activation rows one float gemv launch handles.
 inline constexpr int kMatvecMaxRows = 8;
+// Largest number of activation rows one quantized matvec launch handles (batched decode: 16 sequences stream
+// the packed weights once).
+inline constexpr int kQuantMatvecMaxRows = 16;
 
-// out[r * ldo + j] = sum_k w[j, k] * x^[r, k] for j < n, r < m (m <= kMatvecMaxRows), where x^ are the
+// out[r * ldo + j] = sum_k w[j, k] * x^[r, k] for j < n, r < m (m <= kQuantMatvecMaxRows), where x^ are the
 // quantized activations and w [n, k] the packed weight rows (row_bytes apart).
 struct QmvArgs {
   const uint8_t* w;

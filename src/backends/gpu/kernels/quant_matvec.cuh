@@ -1,4 +1,4 @@
-// Quantized matrix-vector products for decode (M <= 8 activation rows), read straight from the packed blocks.
+// Quantized matrix-vector products for decode (M <= 16 activation rows), read straight from the packed blocks.
 //
 // A warp owns R consecutive weight rows; its lanes stride over the rows' 32-element items (lane l takes
 // items l, l + W, ...), so a warp's loads of one item index cover consecutive bytes of each row. Per item a
@@ -144,11 +144,13 @@ void launch_quant_matvec_shape(GpuDevice& device, const QmvArgs& a) {
 
 template <DType T>
 void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& a) {
-  RBEE_ASSERT(a.m >= 1 && a.m <= kMatvecMaxRows, "quant matvec takes 1..{} rows, got {}", kMatvecMaxRows, a.m);
+  RBEE_ASSERT(a.m >= 1 && a.m <= kQuantMatvecMaxRows, "quant matvec takes 1..{} rows, got {}", kQuantMatvecMaxRows,
+              a.m);
   if (a.m == 1) launch_quant_matvec_shape<T, 1, 1>(device, a);
   else if (a.m == 2) launch_quant_matvec_shape<T, 2, 2>(device, a);
   else if (a.m <= 4) launch_quant_matvec_shape<T, 4, 2>(device, a);
-  else launch_quant_matvec_shape<T, 8, 4>(device, a);
+  else if (a.m <= 8) launch_quant_matvec_shape<T, 8, 4>(device, a);
+  else launch_quant_matvec_shape<T, 16, 2>(device, a);  // R * M = 32 values per warp: fits any warp width
 }
 
 }  // namespace rbee::gpu::quant

@@ -5,10 +5,11 @@
 // or on the path below beyond f32 rounding.
 //
 // Paths:
-//  - M < kBlasMinRows (decode, small batches): activations quantized once, then the matvec kernels
-//    (quant_matvec.cuh / quant_gemv_float.cu) in launches of up to kMatvecMaxRows rows; each launch streams
-//    the weights once.
-//  - M >= kBlasMinRows with a vendor BLAS (prompt processing): weights dequantized tile by tile and split into
+//  - Block types, M <= kQuantMatvecMaxM (decode, batched decode of up to 128 sequences): activations quantized
+//    once, then the matvec kernels (quant_matvec.cuh) in launches of up to kQuantMatvecMaxRows (16) rows; each
+//    launch streams the packed weights once. Float weights, M < kBlasMinRows: quant_gemv_float.cu in launches
+//    of up to kMatvecMaxRows (8) rows.
+//  - Larger M with a vendor BLAS (prompt processing): weights dequantized tile by tile and split into
 //    bf16 hi + lo, activations likewise, then three bf16 tensor-core GEMMs with f32 output accumulate
 //    hi.hi + lo.hi + hi.lo (quant_split.cu explains the precision: ~2^-16 per product, where plain bf16 / f16
 //    operands would lose ~2^-9 / 2^-12 and break the CPU's f32-level agreement). F16 / BF16 weights are used as
@@ -29,6 +30,10 @@ namespace {
 // At and above this many rows the BLAS path wins over repeated matvec passes (its weight dequantization costs
 // about as much as ~8 matvec launches). Also what the M = 64 conformance cases exercise.
 constexpr int64_t kBlasMinRows = 64;
+// Block types stay on the matvec kernels up to this many rows: 8 launches of 16 rows read 8 x the packed
+// weights (4.5 bits per weight for Q4_0), less than the BLAS path's split weights (4 bytes written and read
+// per weight, plus three GEMMs), so batched decode of up to 128 sequences is faster there.
+constexpr int64_t kQuantMatvecMaxM = 128;
 // Scratch for one tile of split weights (hi + lo bf16 = 4 bytes per weight).
 constexpr int64_t kSplitTileBytes = int64_t{64} << 20;
 
@@ -110,24 +115,25 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   }
   const Tensor xa = aligned_rows(x, device_);
   const float* xp = static_cast<const float*>(xa.data());
-  const bool use_blas = m >= kBlasMinRows && device_.blas() != nullptr && fits_blas(m, n, k);
+  const bool blas_ok = device_.blas() != nullptr && fits_blas(m, n, k);
 
   if (is_quantized(w.dtype())) {
+    const bool use_blas = m > kQuantMatvecMaxM && blas_ok;
     Tensor scratch;
     const quant::QActs acts =
         quant::quantize_activations(device_, xp, m, k, dtype_block_size(w.dtype()) == 256, scratch);
     if (use_blas && blas_quantized(device_, acts, w, m, dst)) return;
     const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
-    for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
+    for (int64_t m0 = 0; m0 < m; m0 += quant::kQuantMatvecMaxRows) {
       const quant::QActs rows{acts.q + m0 * k, acts.d + m0 * (k / 32), acts.s + m0 * (k / 16), k};
-      const int mc = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
+      const int mc = (int)std::min<int64_t>(quant::kQuantMatvecMaxRows, m - m0);
       quant::launch_quant_matvec(device_, w.dtype(),
                                  {static_cast<const uint8_t*>(w.data()), n, k, row_bytes, rows, mc, dst + m0 * n, n});
     }
     return;
   }
 
-  if (use_blas && blas_float(device_, xa, w, dst)) return;
+  if (m >= kBlasMinRows && blas_ok && blas_float(device_, xa, w, dst)) return;
   for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
     const int mc = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
     quant::launch_float_gemv(device_, w.dtype(), {w.data(), n, k, xp + m0 * k, mc, dst + m0 * n, n});

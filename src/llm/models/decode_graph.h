@@ -1,0 +1,81 @@
+// DecodeGraphs: the decode step of a Transformer recorded once as a device graph (CUDA / HIP graph) and
+// replayed, so that a step costs one graph launch instead of ~20 kernel launches per layer.
+//
+// A graph replays fixed device addresses and launch shapes, so every input that changes from step to step lives
+// in persistent device tensors of the graph's entry, refreshed in place before each replay:
+//   ints  I32 [5 B + B * W]: tokens [B] | positions [B] | slots [B] | seq_info [B, 3] | block tables [B, W]
+//   x     F32 [B, hidden]:   the step's embeddings (computed eagerly: the embedding lookup checks its ids on the
+//                            host, which a graph cannot record; it is a few launches)
+// One entry (graph) per shape bucket (B sequences, block-table width W) and set of `bound` addresses: the device
+// memory outside the entry that the step reads or writes in place (the KV cache's per-layer tensors), since a
+// replay uses the addresses of its capture (another KvCache gets its own graphs). W is the number of cache blocks the
+// longest sequence needs rounded up to a multiple of kTableStep: paged_attention sizes its grid from W alone and
+// reads every sequence's real context length from seq_info on the device, so one graph serves all context
+// lengths of its bucket; crossing into the next bucket records a new graph.
+// Life of an entry: the first step of a shape runs eagerly (warm-up: its temporaries land in the caching
+// allocator's cache, which capture requires), the second is captured and replayed, later ones are replayed.
+// Recording is refused (eager from then on) when the device has no graphs or capture fails for this shape
+// (e.g. a vendor BLAS call that cannot be captured). The eager and replayed steps run the same kernels with the
+// same launch shapes on the same data, so their logits are bit-identical.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <span>
+#include <vector>
+
+#include "rbee/backend/device.h"
+#include "rbee/core/tensor.h"
+
+namespace rbee::llm {
+
+class DecodeGraphs {
+ public:
+  // Block-table widths are rounded up to a multiple of this many blocks.
+  static constexpr int64_t kTableStep = 16;
+  // Graphs kept at most; the least recently used one is released beyond this.
+  static constexpr size_t kMaxEntries = 8;
+
+  // embed: ids I32 [B] (a view of the entry's ints) -> embeddings F32 [B, hidden]
+  // body:  (ints as laid out above, x) -> logits F32 [B, vocab]; must only launch kernels (no host copies).
+  using Embed = std::function<Tensor(const Tensor& ids)>;
+  using Body = std::function<Tensor(const Tensor& ints, const Tensor& x)>;
+
+  DecodeGraphs(Device& device, int64_t hidden) : device_(device), hidden_(hidden) {}
+  ~DecodeGraphs();
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+
+  // The width a block table of `max_blocks` blocks gets in decode steps (eager or replayed alike).
+  static int64_t table_width(int64_t max_blocks) { return (max_blocks + kTableStep - 1) / kTableStep * kTableStep; }
+
+  // One decode step of `batch` sequences with host inputs `ints` (layout above, width `width`). Returns a fresh
+  // logits tensor (a copy of the graph's output, so the caller may keep it past the next step).
+  Tensor run(int64_t batch, int64_t width, std::span<const int32_t> ints, std::span<const void* const> bound,
+             const Embed& embed, const Body& body);
+
+  // Steps replayed from a graph and graphs recorded so far (for tests and logs).
+  uint64_t replays() const { return replays_; }
+  uint64_t captures() const { return captures_; }
+  bool disabled() const { return disabled_; }
+
+ private:
+  struct Entry {
+    int64_t batch = 0, width = 0;
+    std::vector<const void*> bound;
+    Tensor ints, x, out;
+    Device::GraphId graph = 0;
+    bool has_graph = false, warmed = false, eager_only = false;
+  };
+  Entry& entry(int64_t batch, int64_t width, std::span<const void* const> bound, size_t ints_count);
+  void release(Entry& e);
+
+  Device& device_;
+  int64_t hidden_;
+  std::list<Entry> entries_;  // most recently used first
+  bool disabled_ = false;     // the device refused to capture at all
+  uint64_t replays_ = 0, captures_ = 0;
+};
+
+}  // namespace rbee::llm
