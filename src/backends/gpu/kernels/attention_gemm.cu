@@ -1,0 +1,169 @@
+// GPU attention for long unmasked sequences (Stable Diffusion's self- and cross-attention over latent pixels:
+// 4096 queries x 4096 keys x 8 heads at 512x512) on the vendor BLAS's tensor cores. Per batch index, per group of
+// query heads that share one key/value layout, and per chunk of cq queries:
+//   S [heads, cq, Tk] (T) = scale * Q K^T        one strided-batched GEMM (Blas::gemm_scaled): f32 sums, the
+//                                                scale applied before S is rounded to T (logits, not raw dots)
+//   P = softmax(S) by rows, in place             one kernel: max, sum of exp(s - max), then the quotients (f32)
+//   O [heads, cq, Dv] (T) = P V                  one strided-batched GEMM written into out
+// The chunk bounds S to about kScoreBudget scores, so it stays in L2 between the three launches. Grouped-query
+// heads: one call per kv head with the key/value batch stride 0. Against the flash kernel (attention.cu) this
+// rounds the logits and P to T (PyTorch's math attention in fp16 does the same), so 16-bit results differ from
+// it by a few units of T's precision.
+#include "backends/gpu/kernels/attention_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "backends/gpu/blas.h"
+#include "backends/gpu/gpu_device.h"
+#include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/ops_common.cuh"
+
+namespace rbee::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kScoreBudget = int64_t{1} << 22;  // scores of S per chunk: 8 MiB of 16-bit values
+constexpr int64_t kMinSeq = 32;                      // shorter query or key ranges take the flash kernel
+constexpr int kRowRegs = 32;                         // S values a thread keeps in registers (rows <= 256 * 32)
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// p [rows, n] = softmax of each row of s [rows, n] (both with row stride ld; p may be s: every element is read
+// and then written by the same thread); `group` threads per row (a power of two dividing the block), each holding
+// its kRowRegs values j = lane + i * group in registers (n <= group * kRowRegs): s is read once.
+template <class T>
+__global__ void softmax_rows_regs_kernel(const T* s, int64_t rows, int64_t n, int64_t ld, int group, T* p) {
+  float* scratch = dynamic_smem<float>();
+  const int lane = threadIdx.x & (group - 1), slot = threadIdx.x / group, per_block = blockDim.x / group;
+  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
+    const int64_t r = base + slot;
+    const bool active = r < rows;
+    float v[kRowRegs];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kRowRegs; ++i) {
+      const int64_t j = lane + (int64_t)i * group;
+      v[i] = active && j < n ? (float)load(s + r * ld + j) : -INFINITY;
+      m = fmaxf(m, v[i]);
+    }
+    m = group_reduce(m, MaxOp{}, scratch, group);
+    float l = 0;
+#pragma unroll
+    for (int i = 0; i < kRowRegs; ++i) {
+      v[i] = lane + (int64_t)i * group < n ? exp_c(v[i] - m) : 0.0f;
+      l += v[i];
+    }
+    l = group_reduce(l, SumOp{}, scratch, group);
+    const float inv = 1.0f / l;
+    if (active) {
+#pragma unroll
+      for (int i = 0; i < kRowRegs; ++i) {
+        const int64_t j = lane + (int64_t)i * group;
+        if (j < n) store(p + r * ld + j, v[i] * inv);
+      }
+    }
+  }
+}
+
+// The same for rows of any length: three passes over the row of s (max, sum, quotients), one row per block; each
+// thread reads and writes only its own elements j = threadIdx.x + k * blockDim.x, so p may be s.
+template <class T>
+__global__ void softmax_rows_long_kernel(const T* s, int64_t rows, int64_t n, int64_t ld, T* p) {
+  float* scratch = dynamic_smem<float>();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* sr = s + r * ld;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, (float)load(sr + j));
+    m = group_reduce(m, MaxOp{}, scratch, blockDim.x);
+    float l = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) l += exp_c((float)load(sr + j) - m);
+    l = group_reduce(l, SumOp{}, scratch, blockDim.x);
+    const float inv = 1.0f / l;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) store(p + r * ld + j, exp_c((float)load(sr + j) - m) * inv);
+  }
+}
+
+template <class T>
+void softmax_rows(GpuDevice& dev, const T* s, int64_t rows, int64_t n, int64_t ld, T* p) {
+  if (n <= (int64_t)kThreads * kRowRegs) {
+    const int group = row_group_size(n, kRowRegs);
+    const int per_block = kThreads / group;
+    softmax_rows_regs_kernel<T><<<blocks_for(rows, per_block), kThreads, kThreads * sizeof(float), dev.stream()>>>(
+        s, rows, n, ld, group, p);
+  } else {
+    softmax_rows_long_kernel<T><<<blocks_for(rows, 1), kThreads, kThreads * sizeof(float), dev.stream()>>>(s, rows,
+                                                                                                          n, ld, p);
+  }
+  RBEE_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool attention_gemm(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                    Tensor& out) {
+  const DType dtype = q.dtype();
+  Blas* blas = dev.blas();
+  if (!blas || (dtype != DType::F16 && dtype != DType::BF16)) return false;
+  if (params.causal || params.window > 0 || params.softcap > 0) return false;
+  const int64_t B = q.dim(0), Hq = q.dim(1), Tq = q.dim(2), D = q.dim(3);
+  const int64_t Hkv = k.dim(1), Tk = k.dim(2), Dv = v.dim(3);
+  if (Tq < kMinSeq || Tk < kMinSeq || D == 0 || Dv == 0 || Hkv == 0 || Hq % Hkv != 0) return false;
+  if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1 || !out.is_contiguous()) return false;
+  if (q.stride(2) < D || k.stride(2) < D || v.stride(2) < Dv) return false;
+  const int64_t int_max = 0x7fffffff;
+  if (q.stride(2) > int_max || k.stride(2) > int_max || v.stride(2) > int_max || Tk > int_max) return false;
+
+  // Heads handled by one call: all q heads (their own k/v heads) without grouping, else the group of one kv head.
+  const int64_t group = Hq / Hkv;
+  const int64_t calls = group == 1 ? 1 : Hkv, heads = group == 1 ? Hq : group;
+  const int64_t kv_head_stride_k = group == 1 ? k.stride(1) : 0, kv_head_stride_v = group == 1 ? v.stride(1) : 0;
+  // Rows of S and P padded to 8 elements, so every row of P starts 16-byte aligned (tensor-core operand).
+  const int64_t ld = ceil_div(Tk, 8) * 8;
+  const int64_t cq = std::clamp<int64_t>(kScoreBudget / (heads * ld), 1, Tq);
+  const Tensor s_store = Tensor::empty({heads * cq * ld}, dtype, dev);
+  const int64_t esize = dtype_type_size(dtype);
+  auto at = [&](const Tensor& t, int64_t offset) {
+    return static_cast<const char*>(t.data()) + offset * esize;
+  };
+  bool ok = true;
+  visit_float_storage(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+      T* s = static_cast<T*>(s_store.data());  // S, then P in place
+      for (int64_t b = 0; b < B && ok; ++b) {
+        for (int64_t c = 0; c < calls && ok; ++c) {
+          const int64_t h0 = c * heads;  // first q head of this call; its kv head is c when grouped
+          for (int64_t i0 = 0; i0 < Tq && ok; i0 += cq) {
+            const int64_t n = std::min(cq, Tq - i0);
+            const void* qp = at(q, b * q.stride(0) + h0 * q.stride(1) + i0 * q.stride(2));
+            const void* kp = at(k, b * k.stride(0) + (group == 1 ? 0 : c) * k.stride(1));
+            const void* vp = at(v, b * v.stride(0) + (group == 1 ? 0 : c) * v.stride(1));
+            void* op = static_cast<char*>(out.data()) + ((b * Hq + h0) * Tq + i0) * Dv * esize;
+            // S[h] [n, Tk] = scale * Q[h] [n, D] . (K[h] [Tk, D])^T
+            ok = blas->gemm_scaled(dtype, dtype, params.scale, false, true, (int)n, (int)Tk, (int)D, qp,
+                                   q.stride(2), q.stride(1), kp, k.stride(2), kv_head_stride_k, s, ld, n * ld,
+                                   (int)heads, dev.stream());
+            if (!ok) break;
+            softmax_rows<T>(dev, s, heads * n, Tk, ld, s);
+            // O[h] [n, Dv] = P[h] [n, Tk] . V[h] [Tk, Dv], into out's rows i0 .. i0 + n of each head
+            ok = blas->gemm_scaled(dtype, dtype, 1.0f, false, false, (int)n, (int)Dv, (int)Tk, s, ld, n * ld, vp,
+                                   v.stride(2), kv_head_stride_v, op, Dv, Tq * Dv, (int)heads, dev.stream());
+          }
+        }
+      }
+    } else {
+      ok = false;
+    }
+  });
+  return ok;
+}
+
+}  // namespace rbee::gpu
