@@ -19,88 +19,71 @@
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kScoreBudget = int64_t{1} << 22;  // scores of S per chunk: 8 MiB of 16-bit values
+constexpr int64_t kScoreBudget = int64_t{1} << 24;  // scores of S per chunk: 32 MiB of 16-bit values
 constexpr int64_t kMinSeq = 32;                      // shorter query or key ranges take the flash kernel
-constexpr int kRowRegs = 32;                         // S values a thread keeps in registers (rows <= 256 * 32)
 
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct SumOp {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
-// p [rows, n] = softmax of each row of s [rows, n] (both with row stride ld; p may be s: every element is read
-// and then written by the same thread); `group` threads per row (a power of two dividing the block), each holding
-// its kRowRegs values j = lane + i * group in registers (n <= group * kRowRegs): s is read once.
-template <class T>
-__global__ void softmax_rows_regs_kernel(const T* s, int64_t rows, int64_t n, int64_t ld, int group, T* p) {
-  float* scratch = dynamic_smem<float>();
-  const int lane = threadIdx.x & (group - 1), slot = threadIdx.x / group, per_block = blockDim.x / group;
-  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
-    const int64_t r = base + slot;
-    const bool active = r < rows;
-    float v[kRowRegs];
-    float m = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kRowRegs; ++i) {
-      const int64_t j = lane + (int64_t)i * group;
-      v[i] = active && j < n ? (float)load(s + r * ld + j) : -INFINITY;
-      m = fmaxf(m, v[i]);
-    }
-    m = group_reduce(m, MaxOp{}, scratch, group);
-    float l = 0;
-#pragma unroll
-    for (int i = 0; i < kRowRegs; ++i) {
-      v[i] = lane + (int64_t)i * group < n ? exp_c(v[i] - m) : 0.0f;
-      l += v[i];
-    }
-    l = group_reduce(l, SumOp{}, scratch, group);
-    const float inv = 1.0f / l;
-    if (active) {
-#pragma unroll
-      for (int i = 0; i < kRowRegs; ++i) {
-        const int64_t j = lane + (int64_t)i * group;
-        if (j < n) store(p + r * ld + j, v[i] * inv);
-      }
-    }
-  }
-}
-
-// The same for rows of any length: three passes over the row of s (max, sum, quotients), one row per block; each
-// thread reads and writes only its own elements j = threadIdx.x + k * blockDim.x, so p may be s.
-template <class T>
-__global__ void softmax_rows_long_kernel(const T* s, int64_t rows, int64_t n, int64_t ld, T* p) {
-  float* scratch = dynamic_smem<float>();
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+// p [rows, n] = softmax of each row of s [rows, n], both with row stride ld; p may be s (every element is read
+// and then written by the same lane). One warp per row: pass 1 reads the row once, each lane keeping a running
+// (max m, sum l of exp(x - m)) merged across the warp with shuffles; pass 2 reads it again (from L2: the chunk
+// was sized for it) and writes exp(x - m) / l. V elements per access: 16-byte vectors when the host checked the
+// alignment (n and ld multiples of V, s and p 16-byte aligned), else V = 1.
+template <class T, int V>
+__global__ void softmax_rows_warp_kernel(const T* s, int64_t rows, int64_t n, int64_t ld, T* p) {
+  constexpr int kW = RBEE_DEVICE_WARP_SIZE;
+  const int lane = threadIdx.x % kW, warps = blockDim.x / kW;
+  // The loop bound is the same for the whole block (a warp past the last row idles through the shuffles).
+  for (int64_t base = (int64_t)blockIdx.x * warps; base < rows; base += (int64_t)gridDim.x * warps) {
+    const int64_t r = base + threadIdx.x / kW;
+    const int64_t len = r < rows ? n : 0;
     const T* sr = s + r * ld;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, (float)load(sr + j));
-    m = group_reduce(m, MaxOp{}, scratch, blockDim.x);
-    float l = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) l += exp_c((float)load(sr + j) - m);
-    l = group_reduce(l, SumOp{}, scratch, blockDim.x);
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j = (int64_t)lane * V; j < len; j += (int64_t)kW * V) {
+      float x[V];
+      load_vec<T, V>(sr + j, x);
+      float mv = x[0];
+#pragma unroll
+      for (int k = 1; k < V; ++k) mv = fmaxf(mv, x[k]);
+      const float m2 = fmaxf(m, mv);
+      float add = 0.0f;
+#pragma unroll
+      for (int k = 0; k < V; ++k) add += exp_c(x[k] - m2);
+      l = (m == -INFINITY ? 0.0f : l * exp_c(m - m2)) + add;
+      m = m2;
+    }
+    for (int o = kW / 2; o > 0; o >>= 1) {
+      const float mo = shfl_xor(m, o), lo = shfl_xor(l, o);
+      const float m2 = fmaxf(m, mo);
+      l = (m == -INFINITY ? 0.0f : l * exp_c(m - m2)) + (mo == -INFINITY ? 0.0f : lo * exp_c(mo - m2));
+      m = m2;
+    }
     const float inv = 1.0f / l;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) store(p + r * ld + j, exp_c((float)load(sr + j) - m) * inv);
+    T* pr = p + r * ld;
+    for (int64_t j = (int64_t)lane * V; j < len; j += (int64_t)kW * V) {
+      float x[V];
+      load_vec<T, V>(sr + j, x);
+#pragma unroll
+      for (int k = 0; k < V; ++k) x[k] = exp_c(x[k] - m) * inv;
+      store_vec<T, V>(pr + j, x);
+    }
   }
 }
 
 template <class T>
 void softmax_rows(GpuDevice& dev, const T* s, int64_t rows, int64_t n, int64_t ld, T* p) {
-  if (n <= (int64_t)kThreads * kRowRegs) {
-    const int group = row_group_size(n, kRowRegs);
-    const int per_block = kThreads / group;
-    softmax_rows_regs_kernel<T><<<blocks_for(rows, per_block), kThreads, kThreads * sizeof(float), dev.stream()>>>(
-        s, rows, n, ld, group, p);
+  constexpr int kV = kVec16<T>;
+  const int per_block = kThreads / dev.props().warp_size;
+  const unsigned blocks = blocks_for(rows, per_block);
+  if (vec16_ok({s, p}, {n, ld}, kV)) {
+    softmax_rows_warp_kernel<T, kV><<<blocks, kThreads, 0, dev.stream()>>>(s, rows, n, ld, p);
   } else {
-    softmax_rows_long_kernel<T><<<blocks_for(rows, 1), kThreads, kThreads * sizeof(float), dev.stream()>>>(s, rows,
-                                                                                                          n, ld, p);
+    softmax_rows_warp_kernel<T, 1><<<blocks, kThreads, 0, dev.stream()>>>(s, rows, n, ld, p);
   }
   RBEE_GPU_CHECK_LAUNCH();
 }

@@ -17,6 +17,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
@@ -66,8 +67,10 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
 }
 
 // The same columns with one block row per (image, column row): blockIdx.z = image, blockIdx.y = row (channel, ky,
-// kx), threads over the positions, so the row's index math is done once and the position math is 32-bit. For
-// calls whose sizes fit (fits_row_columns).
+// kx), and each thread kRowPer consecutive positions, so the row's index math is done once, the position math is
+// 32-bit and incremental, and 16-bit columns are stored as 16-byte vectors when count is a multiple of kRowPer
+// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns).
+constexpr int kRowPer = 8;
 template <class T>
 __global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count, T* cols) {
   const int taps = (int)(g.kh * g.kw), row = (int)blockIdx.y, kw = (int)g.kw;
@@ -76,20 +79,40 @@ __global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0
   const int oy_off = ky * (int)g.dh - (int)g.ph, ox_off = kx * (int)g.dw - (int)g.pw, sh = (int)g.sh, sw = (int)g.sw;
   const T* xc = x + ((img0 + blockIdx.z) * g.cin + c) * g.h * g.w;
   T* dst = cols + ((int64_t)blockIdx.z * gridDim.y + row) * count;
-  for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < count; q += gridDim.x * blockDim.x) {
-    const int pos = q0 + q, oy = pos / wo, ox = pos - oy * wo;
-    const int iy = oy * sh + oy_off, ix = ox * sw + ox_off;
-    if (iy >= 0 && iy < h && ix >= 0 && ix < w) dst[q] = xc[iy * w + ix];
-    else store(dst + q, compute_t<T>(0));
+  const bool vec = sizeof(T) * kRowPer == 16 && count % kRowPer == 0;
+  T zero;
+  store(&zero, compute_t<T>(0));
+  for (int q = (int)(blockIdx.x * blockDim.x + threadIdx.x) * kRowPer; q < count;
+       q += (int)(gridDim.x * blockDim.x) * kRowPer) {
+    const int pos = q0 + q;
+    int oy = pos / wo, ox = pos - oy * wo;
+    T v[kRowPer];
+#pragma unroll
+    for (int k = 0; k < kRowPer; ++k) {
+      const int iy = oy * sh + oy_off, ix = ox * sw + ox_off;
+      v[k] = iy >= 0 && iy < h && ix >= 0 && ix < w ? xc[iy * w + ix] : zero;
+      if (++ox == wo) {
+        ox = 0;
+        ++oy;
+      }
+    }
+    if (vec) {
+      Bytes16 raw;
+      memcpy(&raw, v, 16);
+      *reinterpret_cast<Bytes16*>(dst + q) = raw;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowPer; ++k)
+        if (q + k < count) dst[q + k] = v[k];
+    }
   }
 }
 
 // Whether conv_row_columns_kernel takes a step of `imgs` images and positions up to `positions`.
 bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
   const int64_t lim = 0x7fffffff;
-  return g.cin * g.kh * g.kw <= 65535 && imgs <= 65535 && positions <= lim && g.h * g.w <= lim && g.h <= lim &&
-         g.w <= lim && g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim &&
-         g.wo * g.sw <= lim;
+  return g.cin * g.kh * g.kw <= 65535 && imgs <= 65535 && positions <= lim - (1 << 20) && g.h * g.w <= lim &&
+         g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
 }
 
 template <class T>
@@ -130,8 +153,8 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
       const int64_t nq = std::min(count, positions - q0);
       const int64_t total = ni * g.cin * g.kh * g.kw * nq;
       if (fits_row_columns(g, ni, positions)) {
-        const dim3 grid((unsigned)std::min<int64_t>(ceil_div(nq, kThreads), 64), (unsigned)(g.cin * g.kh * g.kw),
-                        (unsigned)ni);
+        const dim3 grid((unsigned)std::min<int64_t>(ceil_div(nq, kThreads * kRowPer), 64),
+                        (unsigned)(g.cin * g.kh * g.kw), (unsigned)ni);
         conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)nq, cols);
       } else {
         conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
