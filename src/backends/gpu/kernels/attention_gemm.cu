@@ -27,6 +27,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kScoreBudget = int64_t{1} << 24;  // scores of S per chunk: 32 MiB of 16-bit values
+constexpr int64_t kMaxChunkRows = 1024;              // query rows per chunk (also for calls of few heads)
 constexpr int64_t kMinSeq = 32;                      // shorter query or key ranges take the flash kernel
 
 // p [rows, n] = softmax of each row of s [rows, n], both with row stride ld; p may be s (every element is read
@@ -110,7 +111,7 @@ bool attention_gemm(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tens
   const int64_t kv_head_stride_k = group == 1 ? k.stride(1) : 0, kv_head_stride_v = group == 1 ? v.stride(1) : 0;
   // Rows of S and P padded to 8 elements, so every row of P starts 16-byte aligned (tensor-core operand).
   const int64_t ld = ceil_div(Tk, 8) * 8;
-  const int64_t cq = std::clamp<int64_t>(kScoreBudget / (heads * ld), 1, Tq);
+  const int64_t cq = std::clamp<int64_t>(kScoreBudget / (heads * ld), 1, std::min(Tq, kMaxChunkRows));
   const Tensor s_store = Tensor::empty({heads * cq * ld}, dtype, dev);
   const int64_t esize = dtype_type_size(dtype);
   auto at = [&](const Tensor& t, int64_t offset) {
