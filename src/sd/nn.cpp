@@ -3,23 +3,51 @@
 
 #include <cmath>
 
+#include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
+#include "rbee/sd/profile.h"
 
 namespace rbee::sd::nn {
+
+DType act_dtype(const Weights& wt) {
+  return wt.device().info().backend == "cpu" ? DType::F32 : wt.dtype();
+}
+
+namespace {
+
+// `t` in `dtype` (a cast only when it differs).
+Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : ops::cast(t, dtype); }
+
+// A parameter (bias, norm scale) in the activation dtype.
+Tensor get_act(const Weights& wt, const std::string& name, const Shape& shape) {
+  return act_dtype(wt) == DType::F32 ? wt.get_f32(name, shape) : wt.get(name, shape);
+}
+
+}  // namespace
 
 Linear Linear::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, bool bias) {
   Linear l;
   l.in = in;
   l.out = out;
   l.w = wt.get(name + ".weight", {out, in});
-  if (bias) l.b = wt.get_f32(name + ".bias", {out});
+  if (bias) l.b = get_act(wt, name + ".bias", {out});
   return l;
 }
 
 Tensor Linear::operator()(const Tensor& x) const {
-  Tensor y = ops::qmatmul(x, w);
-  return b.defined() ? ops::add(y, b) : y;
+  profile::Scope scope("linear", x, w.shape());
+  Tensor y;
+  if (x.dtype() == w.dtype() && x.dtype() != DType::F32) {
+    // 16-bit activations and weights: one GEMM on the vendor BLAS, x [rows, in] . w^T.
+    const Tensor xc = x.contiguous();
+    Shape ys = x.shape();
+    ys[ys.rank() - 1] = out;
+    y = ops::matmul(xc.view({xc.numel() / in, in}), w.transpose(0, 1)).view(ys);
+  } else {
+    y = ops::qmatmul(as_dtype(x, DType::F32), w);  // F32 activations; w F32, 16-bit or quantized
+  }
+  return b.defined() ? ops::add(y, as_dtype(b, y.dtype())) : y;
 }
 
 Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride, int pad) {
@@ -29,8 +57,8 @@ Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int6
   c.k = k;
   c.stride = stride;
   c.pad = pad < 0 ? k / 2 : pad;
-  c.w = wt.get_f32(name + ".weight", {out, in, k, k});
-  c.b = wt.get_f32(name + ".bias", {out}).view({1, out, 1, 1});
+  c.w = get_act(wt, name + ".weight", {out, in, k, k});
+  c.b = get_act(wt, name + ".bias", {out}).view({1, out, 1, 1});
   return c;
 }
 
@@ -38,13 +66,14 @@ Tensor Conv2d::operator()(const Tensor& x) const {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = pad;
-  return ops::add(ops::conv2d(x, w, p), b);
+  profile::Scope scope("conv2d", x, w.shape());
+  return ops::add(ops::conv2d(as_dtype(x, w.dtype()), w, p), b);
 }
 
 Norm Norm::layer(const Weights& wt, const std::string& name, int64_t dim, float eps) {
   Norm n;
-  n.w = wt.get_f32(name + ".weight", {dim});
-  n.b = wt.get_f32(name + ".bias", {dim});
+  n.w = get_act(wt, name + ".weight", {dim});
+  n.b = get_act(wt, name + ".bias", {dim});
   n.eps = eps;
   return n;
 }
@@ -58,14 +87,17 @@ Norm Norm::group(const Weights& wt, const std::string& name, int64_t channels, i
 }
 
 Tensor Norm::operator()(const Tensor& x) const {
-  if (groups == 0) return ops::layer_norm(x, w, b, eps);
-  return ops::group_norm(x, groups, w, b, eps);
+  profile::Scope scope(groups == 0 ? "layer_norm" : "group_norm", x);
+  const Tensor wx = as_dtype(w, x.dtype()), bx = as_dtype(b, x.dtype());
+  if (groups == 0) return ops::layer_norm(x, wx, bx, eps);
+  return ops::group_norm(x, groups, wx, bx, eps);
 }
 
 Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, bool causal) {
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), S = k.dim(1);
   RBEE_CHECK(C % heads == 0, "sd attention: {} channels are not divisible by {} heads", C, heads);
   const int64_t d = C / heads;
+  profile::Scope scope("attention", q, Shape{S, heads});
   auto split = [&](const Tensor& x, int64_t len) { return x.view({B, len, heads, d}).transpose(1, 2); };
   AttentionParams p;
   p.scale = (float)(1.0 / std::sqrt((double)d));
@@ -77,6 +109,7 @@ Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, boo
 Tensor concat(const Tensor& a, const Tensor& b, int axis) {
   Shape s = a.shape();
   s[axis] = a.dim(axis) + b.dim(axis);
+  profile::Scope scope("concat", a);
   Tensor out = Tensor::empty(s, a.dtype(), a.device());
   out.narrow(axis, 0, a.dim(axis)).copy_from(a);
   out.narrow(axis, a.dim(axis), b.dim(axis)).copy_from(b);

@@ -1,5 +1,8 @@
 // Layers shared by the SD models, composed from rbee::ops (so they run on whichever device holds the tensors).
-// Activations are F32; weights may be F32 or F16 (linear layers go through qmatmul, which takes either).
+// Activation dtype (act_dtype): F32 on the CPU, whatever the weights' dtype; on GPUs the weights' dtype (F16 or
+// BF16 with --f16: activations, convolution weights, biases and norm parameters in 16 bits, every kernel summing
+// in f32). Layers take inputs of either dtype: an F32 input to a 16-bit linear goes through qmatmul, parameters
+// of another dtype than the input are cast on the fly (the text encoder keeps F32 activations on every device).
 #pragma once
 
 #include <string>
@@ -9,8 +12,11 @@
 
 namespace rbee::sd::nn {
 
+// The dtype of activations (and of conv weights, biases, norm parameters) for models loaded from `wt`.
+DType act_dtype(const Weights& wt);
+
 struct Linear {
-  Tensor w, b;  // w [out, in] (compute dtype), b [out] F32 or undefined
+  Tensor w, b;  // w [out, in] (weights dtype), b [out] (act_dtype) or undefined
   int64_t in = 0, out = 0;
   static Linear load(const Weights& wt, const std::string& name, int64_t in, int64_t out, bool bias = true);
   // x [..., in] -> [..., out]
@@ -18,17 +24,17 @@ struct Linear {
 };
 
 struct Conv2d {
-  Tensor w, b;  // w [out, in, k, k] F32, b [out] F32
+  Tensor w, b;  // w [out, in, k, k], b [1, out, 1, 1], both act_dtype
   int64_t in = 0, out = 0;
   int k = 1, stride = 1, pad = 0;
   static Conv2d load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride = 1,
                      int pad = -1);
-  // x [N, in, H, W] -> [N, out, Ho, Wo]
+  // x [N, in, H, W] -> [N, out, Ho, Wo] in w's dtype (x is cast to it first when it differs)
   Tensor operator()(const Tensor& x) const;
 };
 
 struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels
-  Tensor w, b;
+  Tensor w, b;  // [channels], act_dtype
   int groups = 0;  // 0: layer norm
   float eps = 1e-5f;
   static Norm layer(const Weights& wt, const std::string& name, int64_t dim, float eps);

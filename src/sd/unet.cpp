@@ -201,15 +201,20 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
     emb[(size_t)i] = cfg.flip_sin_to_cos ? c : s;
     emb[(size_t)(half + i)] = cfg.flip_sin_to_cos ? s : c;
   }
-  Tensor t = Tensor::from_vector(emb, {1, ch0}, dev).expand({B, ch0}).contiguous();
+  // Activations in the conv weights' dtype (nn::act_dtype: 16-bit on GPUs with 16-bit weights); the embedding is
+  // computed in f32 and then cast, and the prediction comes back in F32, as diffusers does in fp16.
+  const DType act = m.conv_in.w.dtype();
+  auto to_act = [&](const Tensor& v) { return v.dtype() == act ? v : ops::cast(v, act); };
+  Tensor t = to_act(Tensor::from_vector(emb, {1, ch0}, dev).expand({B, ch0}).contiguous());
   Tensor temb = m.time2(ops::silu(m.time1(t)));
+  const Tensor ctx = to_act(context);
 
-  Tensor x = m.conv_in(sample);
+  Tensor x = m.conv_in(to_act(sample));
   std::vector<Tensor> skips{x};
   for (const Level& L : m.down) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
       x = L.resnets[j](x, temb);
-      if (!L.attentions.empty()) x = L.attentions[j](x, context);
+      if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
       skips.push_back(x);
     }
     if (L.has_down) {
@@ -218,18 +223,19 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
     }
   }
   x = m.mid_res0(x, temb);
-  x = m.mid_attn(x, context);
+  x = m.mid_attn(x, ctx);
   x = m.mid_res1(x, temb);
   for (const Level& L : m.up) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
       x = nn::concat(x, skips.back(), 1);
       skips.pop_back();
       x = L.resnets[j](x, temb);
-      if (!L.attentions.empty()) x = L.attentions[j](x, context);
+      if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
     }
     if (L.has_up) x = L.up(x);
   }
-  return m.conv_out(ops::silu(m.norm_out(x)));
+  Tensor out = m.conv_out(ops::silu(m.norm_out(x)));
+  return out.dtype() == DType::F32 ? out : ops::cast(out, DType::F32);
 }
 
 }  // namespace rbee::sd

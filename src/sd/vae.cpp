@@ -153,13 +153,16 @@ Tensor Vae::decode(const Tensor& z) const {
   const Impl& m = *impl_;
   RBEE_CHECK(z.rank() == 4 && z.dim(1) == m.cfg.latent_channels && z.dim(2) > 0 && z.dim(3) > 0,
              "vae decode: latent must be [B, {}, h, w], got {}", m.cfg.latent_channels, z.shape().to_string());
-  Tensor x = m.cfg.use_post_quant_conv ? m.post_quant(z) : z;
+  // Activations in the conv weights' dtype (nn::act_dtype); the image comes back in F32.
+  const Tensor zc = z.dtype() == m.dec_in.w.dtype() ? z : ops::cast(z, m.dec_in.w.dtype());
+  Tensor x = m.cfg.use_post_quant_conv ? m.post_quant(zc) : zc;
   x = m.dec_mid(m.dec_in(x));
   for (const Level& lv : m.dec_up) {
     for (const auto& r : lv.resnets) x = r(x, Tensor());
     if (lv.has_resample) x = lv.up(x);
   }
-  return m.dec_out(ops::silu(m.dec_norm(x)));
+  x = m.dec_out(ops::silu(m.dec_norm(x)));
+  return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }
 
 Tensor Vae::encode(const Tensor& image) const {
@@ -170,14 +173,15 @@ Tensor Vae::encode(const Tensor& image) const {
                  image.dim(2) % f == 0 && image.dim(3) % f == 0,
              "vae encode: image must be [B, {}, H, W] with H, W multiples of {}, got {}", m.cfg.in_channels, f,
              image.shape().to_string());
-  Tensor x = m.enc_in(image);
+  Tensor x = m.enc_in(image);  // cast to the conv weights' dtype inside
   for (const Level& lv : m.enc_down) {
     for (const auto& r : lv.resnets) x = r(x, Tensor());
     if (lv.has_resample) x = lv.down(x);
   }
   x = m.enc_out(ops::silu(m.enc_norm(m.enc_mid(x))));
   if (m.cfg.use_quant_conv) x = m.quant(x);
-  return x.narrow(1, 0, m.cfg.latent_channels).contiguous();
+  x = x.narrow(1, 0, m.cfg.latent_channels).contiguous();
+  return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }
 
 }  // namespace rbee::sd

@@ -507,6 +507,12 @@ const AttnCase kAttnCases[] = {
     {"head_dim_128", 1, 4, 2, 40, 40, 128, 128, true, 0, 0, 0},    // GPU: more columns per thread
     {"head_dim_256_decode", 1, 2, 1, 1, 300, 256, 256, true, 0, 0, 0},  // GPU: smallest tiles (f64)
     {"head_dim_200_chunks", 1, 2, 1, 3, 90, 200, 72, true, 0, 0, 0},    // GPU f64: q.k in chunks 64,64,64,8
+    // Long unmasked sequences (Stable Diffusion): 16-bit GPU inputs take the BLAS path (attention_gemm.cu).
+    {"sd_self_dim40", 2, 8, 8, 96, 96, 40, 40, false, 0, 0, 0},
+    {"sd_cross_dim80", 1, 4, 4, 100, 77, 80, 80, false, 0, 0, 0},
+    {"gqa_long_dim160", 1, 4, 2, 64, 50, 160, 160, false, 0, 0, 0},
+    {"long_query_chunks", 1, 1, 1, 2100, 4000, 8, 8, false, 0, 0, 0},  // GPU BLAS path: 2 query chunks
+    {"long_rows_9000", 1, 1, 1, 40, 9000, 8, 8, false, 0, 0, 0},       // GPU BLAS path: rows past the registers
 };
 
 // q/k/v layouts: contiguous [B, H, T, D]; permuted from [B, T, H, D] storage (the usual projection output);

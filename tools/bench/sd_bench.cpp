@@ -7,8 +7,17 @@
 // the prompt goes through the tiny CLIP vocabulary of tests/data/tiny_sd/sd15/tokenizer (or --tokenizer DIR).
 // Prints load time, then per run: total seconds, UNet seconds per step (both CFG halves), VAE decode seconds.
 // The diffusers peer for the same configuration is tools/bench/sd_bench_diffusers.py.
+// RBEE_OP_PROFILE=1 adds a per-layer time table of the timed runs (rbee/sd/profile.h; it synchronizes after every
+// layer, so the timed runs get slower).
+//
+// --compare-cpu (with --model, a small pipeline such as tests/data/tiny_sd/sd15) generates the same image on the
+// CPU in f32 and on the chosen device (f16 activations with --f16) and fails (exit 2) when the images differ by
+// more than --tol-mean (mean absolute difference) or --tol-max (largest difference), on the [-1, 1] scale.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <vector>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -17,8 +26,14 @@
 #include "rbee/core/error.h"
 #include "rbee/sd/pipeline.h"
 #include "rbee/sd/png.h"
+#include "rbee/sd/profile.h"
 
 using Clock = std::chrono::steady_clock;
+
+// Generates one image of request r with `pipe` (decoded, F32 [1, 3, H, W] on the host).
+static rbee::Tensor image_on_host(const rbee::sd::Pipeline& pipe, const rbee::sd::GenerateRequest& r) {
+  return pipe.decode(pipe.generate_latents(r)).to(rbee::Registry::global().cpu()).contiguous();
+}
 
 static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -28,7 +43,8 @@ int main(int argc, char** argv) {
   CLI::App app{"rbee_sd_bench: Stable Diffusion seconds per image"};
   std::string model, tokenizer = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sd15/tokenizer";
   std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
-  bool random_sd15 = false, f16 = false;
+  bool random_sd15 = false, f16 = false, compare_cpu = false;
+  double tol_mean = 1e-2, tol_max = 0.1;
   int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
   double guidance = 7.5;
   uint64_t seed = 42;
@@ -37,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer, "CLIP tokenizer folder for --random-sd15");
   app.add_option("--backend", backend, "auto|cpu|cuda|rocm");
   app.add_option("--device", device_index, "device index");
-  app.add_flag("--f16", f16, "linear-layer weights in f16");
+  app.add_flag("--f16", f16, "f16 weights (and f16 activations on GPUs)");
   app.add_option("--steps", steps);
   app.add_option("--width", width);
   app.add_option("--height", height);
@@ -48,6 +64,9 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed images");
   app.add_option("--warmup", warmup, "untimed images first");
   app.add_option("--png", out_png, "write the last image here (parameters in a tEXt chunk)");
+  app.add_flag("--compare-cpu", compare_cpu, "compare one image with the CPU's (f32) instead of timing");
+  app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
+  app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -77,6 +96,30 @@ int main(int argc, char** argv) {
     r.guidance_scale = guidance;
     r.sampler = rbee::sd::scheduler_kind_from_name(sampler);
     r.seed = seed;
+    if (compare_cpu) {
+      RBEE_CHECK(!model.empty(), "--compare-cpu needs --model");
+      rbee::sd::LoadOptions cpu_opt;
+      cpu_opt.load_vae_encoder = false;
+      const rbee::sd::Pipeline cpu_pipe = rbee::sd::Pipeline::load(model, cpu_opt);
+      const rbee::Tensor want = image_on_host(cpu_pipe, r), got = image_on_host(pipe, r);
+      RBEE_CHECK(want.shape() == got.shape(), "image shapes differ");
+      const std::vector<float> a = want.to_vector<float>(), b = got.to_vector<float>();
+      double sum = 0, worst = 0;
+      bool finite = true;
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double d = std::fabs((double)a[i] - (double)b[i]);
+        finite = finite && std::isfinite(b[i]);
+        sum += d;
+        worst = std::max(worst, d);
+      }
+      const double mean = sum / (double)a.size();
+      const bool ok = finite && mean <= tol_mean && worst <= tol_max;
+      std::printf("compare-cpu: %s %s vs cpu f32, %dx%d, %d steps: mean |diff| %.3g (tol %.3g), max |diff| %.3g "
+                  "(tol %.3g)%s: %s\n",
+                  device.info().backend.c_str(), f16 ? "f16" : "f32", width, height, steps, mean, tol_mean, worst,
+                  tol_max, finite ? "" : ", non-finite values", ok ? "PASS" : "FAIL");
+      return ok ? 0 : 2;
+    }
     Clock::time_point step_t0;
     double unet_s = 0;
     r.on_step = [&](int, int) {
@@ -100,6 +143,7 @@ int main(int argc, char** argv) {
       img = rbee::sd::Pipeline::to_image(image);
       std::printf("%s %d: %.3f s/image (denoise %.3f s = %.4f s/step incl. prompt, vae decode %.3f s)\n",
                   i < warmup ? "warmup" : "run", i, all, unet_s, unet_s / steps, dec);
+      if (i + 1 == warmup) rbee::sd::profile::reset();
       if (i >= warmup) {
         best = std::min(best, all);
         total += all;
@@ -108,6 +152,7 @@ int main(int argc, char** argv) {
     if (runs > 0)
       std::printf("result: %dx%d, %d steps, %s, guidance %.1f, %s weights: mean %.3f s/image, best %.3f s/image\n",
                   width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", total / runs, best);
+    if (rbee::sd::profile::enabled()) std::printf("%s", rbee::sd::profile::report().c_str());
     if (!out_png.empty()) {
       std::string params = prompt + "\nSteps: " + std::to_string(steps) + ", Sampler: " + sampler +
                            ", CFG scale: " + std::to_string(guidance) + ", Seed: " + std::to_string(seed) +

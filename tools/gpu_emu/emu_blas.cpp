@@ -41,7 +41,8 @@ void store(DType t, void* p, int64_t i, float v) {
 // Column-major C[b] (m x n, ldc) = op(A[b]) (m x k) . op(B[b]) (k x n), f32 accumulation; false when an
 // argument is one cuBLAS would reject.
 bool colmajor_gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int64_t lda, int64_t sa,
-                   const void* b, int64_t ldb, int64_t sb, void* c, int64_t ldc, int64_t sc, int batch) {
+                   const void* b, int64_t ldb, int64_t sb, void* c, int64_t ldc, int64_t sc, int batch,
+                   DType ct, float alpha) {
   auto at_least = [](int64_t ld, int64_t rows) { return ld >= (rows > 1 ? rows : 1); };
   if (m < 0 || n < 0 || k < 0 || batch < 0) return false;
   if (!at_least(lda, ta ? k : m) || !at_least(ldb, tb ? n : k) || !at_least(ldc, m)) {
@@ -58,7 +59,7 @@ bool colmajor_gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a
           const float bv = load(t, b, bi * sb + (tb ? p * ldb + j : j * ldb + p));
           acc += av * bv;
         }
-        store(t, c, bi * sc + j * ldc + i, acc);
+        store(ct, c, bi * sc + j * ldc + i, alpha * acc);
       }
     }
   }
@@ -74,7 +75,15 @@ class EmuBlas final : public Blas {
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
     // As cublas_blas.cu: C^T [n x m] = op(B)^T . op(A)^T in column-major terms.
     return colmajor_gemm(dtype, trans_b, trans_a, n, m, k, b, ldb, stride_b, a, lda, stride_a, c, ldc, stride_c,
-                         batch);
+                         batch, dtype, 1.0f);
+  }
+  bool gemm_scaled(DType ab_dtype, DType c_dtype, float alpha, bool trans_a, bool trans_b, int m, int n, int k,
+                   const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, void* c,
+                   int64_t ldc, int64_t stride_c, int batch, Stream) override {
+    if (ab_dtype != DType::F32 && ab_dtype != DType::F16 && ab_dtype != DType::BF16) return false;
+    if (c_dtype != DType::F32 && c_dtype != ab_dtype) return false;
+    return colmajor_gemm(ab_dtype, trans_b, trans_a, n, m, k, b, ldb, stride_b, a, lda, stride_a, c, ldc, stride_c,
+                         batch, c_dtype, alpha);
   }
   // Not emulated: declining is within the contract (blas.h), so callers take rbee's own kernels here.
   bool gemm_f32_out(DType, bool, bool, int, int, int, const void*, int64_t, const void*, int64_t, float*, int64_t,

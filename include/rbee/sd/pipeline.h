@@ -28,7 +28,9 @@ struct PipelineAssembler;
 
 struct LoadOptions {
   Device* device = nullptr;  // nullptr: the CPU
-  // Weights of linear layers in this dtype (F16 on GPUs halves their memory); activations stay F32.
+  // Weights in this dtype. On GPUs a 16-bit dtype also makes the UNet's and the VAE's activations 16-bit (sums in
+  // f32 inside the kernels, as diffusers in fp16); the text encoder, schedulers and latents stay F32. On the CPU
+  // only linear-layer weights take it (activations and convolutions stay F32).
   DType dtype = DType::F32;
   bool load_vae_encoder = true;  // img2img and inpaint need it
 };

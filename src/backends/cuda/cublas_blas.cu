@@ -8,6 +8,15 @@ namespace rbee::gpu {
 
 namespace {
 
+bool cuda_type(DType dtype, cudaDataType_t* type) {
+  switch (dtype) {
+    case DType::F32: *type = CUDA_R_32F; return true;
+    case DType::F16: *type = CUDA_R_16F; return true;
+    case DType::BF16: *type = CUDA_R_16BF; return true;
+    default: return false;
+  }
+}
+
 class CublasBlas final : public Blas {
  public:
   explicit CublasBlas(cublasHandle_t handle) : handle_(handle) {}
@@ -34,6 +43,22 @@ class CublasBlas final : public Blas {
     const cublasStatus_t s = cublasGemmStridedBatchedEx(
         handle_, op_b, op_a, n, m, k, &alpha, b, type, (int)ldb, stride_b, a, type, (int)lda, stride_a, &beta, c,
         type, (int)ldc, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS;
+  }
+
+  bool gemm_scaled(DType ab_dtype, DType c_dtype, float alpha, bool trans_a, bool trans_b, int m, int n, int k,
+                   const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, void* c,
+                   int64_t ldc, int64_t stride_c, int batch, Stream stream) override {
+    cudaDataType_t type, ctype;
+    if (!cuda_type(ab_dtype, &type) || !cuda_type(c_dtype, &ctype)) return false;
+    if (c_dtype != DType::F32 && c_dtype != ab_dtype) return false;
+    if (cublasSetStream(handle_, stream) != CUBLAS_STATUS_SUCCESS) return false;
+    const float beta = 0.0f;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasStatus_t s = cublasGemmStridedBatchedEx(
+        handle_, op_b, op_a, n, m, k, &alpha, b, type, (int)ldb, stride_b, a, type, (int)lda, stride_a, &beta, c,
+        ctype, (int)ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return s == CUBLAS_STATUS_SUCCESS;
   }
 

@@ -12,12 +12,13 @@
 // > p - window; tiles outside every row's range are never visited. A row that sees no key gets zeros.
 // When there are too few (batch, kv head, row tile) items to fill the GPU (decode), the key range is split
 // across blocks that keep partial (m, l, O), merged afterwards as O = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s.
-// f16/bf16/f32 compute in f32, f64 in f64.
+// f16/bf16/f32 compute in f32, f64 in f64. Long unmasked 16-bit sequences take attention_gemm.cu instead.
 #include <cmath>
 #include <iterator>
 #include <type_traits>
 
 #include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/attention_gemm.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
@@ -332,6 +333,8 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   g.group = g.q_heads / g.kv_heads;
   g.rows = g.group * g.tq;
   if (g.batch == 0 || g.rows == 0 || g.dim_v == 0) return;
+  // Long unmasked 16-bit sequences: tensor-core GEMMs through the vendor Blas (attention_gemm.cu).
+  if (attention_gemm(device_, q, k, v, params, out)) return;
   g.qs0 = q.stride(0), g.qs1 = q.stride(1), g.qs2 = q.stride(2);
   g.ks0 = k.stride(0), g.ks1 = k.stride(1), g.ks2 = k.stride(2);
   g.vs0 = v.stride(0), g.vs1 = v.stride(1), g.vs2 = v.stride(2);

@@ -17,6 +17,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
@@ -25,6 +26,12 @@ namespace {
 constexpr int kThreads = 256;
 // Elements of the column scratch one step of a convolution may use (128 MiB of f32).
 constexpr int64_t kColumnBudget = 1 << 25;
+// Bytes of the 16-bit column scratch of one conv step (whole images while they fit, e.g. both CFG halves of SD's
+// 960-channel 64x64 convolutions in one batched GEMM).
+constexpr int64_t kColumnBytes16 = int64_t{256} << 20;
+// Position chunks are multiples of this, so every row of the columns starts 16-byte aligned (16-bit tensor-core
+// GEMM operands; odd row lengths send cuBLAS to much slower kernels).
+constexpr int64_t kPositionAlign = 64;
 
 // NCHW sizes of one call: x [n, cin, h, w], out [n, cout, ho, wo], kernel kh x kw.
 struct ConvGeometry {
@@ -59,6 +66,55 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
   }
 }
 
+// The same columns with one block row per (image, column row): blockIdx.z = image, blockIdx.y = row (channel, ky,
+// kx), and each thread kRowPer consecutive positions, so the row's index math is done once, the position math is
+// 32-bit and incremental, and 16-bit columns are stored as 16-byte vectors when count is a multiple of kRowPer
+// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns).
+constexpr int kRowPer = 8;
+template <class T>
+__global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count, T* cols) {
+  const int taps = (int)(g.kh * g.kw), row = (int)blockIdx.y, kw = (int)g.kw;
+  const int c = row / taps, ky = row % taps / kw, kx = row % kw;
+  const int h = (int)g.h, w = (int)g.w, wo = (int)g.wo;
+  const int oy_off = ky * (int)g.dh - (int)g.ph, ox_off = kx * (int)g.dw - (int)g.pw, sh = (int)g.sh, sw = (int)g.sw;
+  const T* xc = x + ((img0 + blockIdx.z) * g.cin + c) * g.h * g.w;
+  T* dst = cols + ((int64_t)blockIdx.z * gridDim.y + row) * count;
+  const bool vec = sizeof(T) * kRowPer == 16 && count % kRowPer == 0;
+  T zero;
+  store(&zero, compute_t<T>(0));
+  for (int q = (int)(blockIdx.x * blockDim.x + threadIdx.x) * kRowPer; q < count;
+       q += (int)(gridDim.x * blockDim.x) * kRowPer) {
+    const int pos = q0 + q;
+    int oy = pos / wo, ox = pos - oy * wo;
+    T v[kRowPer];
+#pragma unroll
+    for (int k = 0; k < kRowPer; ++k) {
+      const int iy = oy * sh + oy_off, ix = ox * sw + ox_off;
+      v[k] = iy >= 0 && iy < h && ix >= 0 && ix < w ? xc[iy * w + ix] : zero;
+      if (++ox == wo) {
+        ox = 0;
+        ++oy;
+      }
+    }
+    if (vec) {
+      Bytes16 raw;
+      memcpy(&raw, v, 16);
+      *reinterpret_cast<Bytes16*>(dst + q) = raw;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowPer; ++k)
+        if (q + k < count) dst[q + k] = v[k];
+    }
+  }
+}
+
+// Whether conv_row_columns_kernel takes a step of `imgs` images and positions up to `positions`.
+bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
+  const int64_t lim = 0x7fffffff;
+  return g.cin * g.kh * g.kw <= 65535 && imgs <= 65535 && positions <= lim - (1 << 20) && g.h * g.w <= lim &&
+         g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
+}
+
 template <class T>
 void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, T* out) {
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
@@ -81,9 +137,14 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     return;
   }
   const int64_t per_image = g.cin * g.kh * g.kw * positions;
+  const int64_t budget = sizeof(T) == 2 ? kColumnBytes16 / 2 : kColumnBudget;
   int64_t imgs = 1, count = positions;
-  if (per_image <= kColumnBudget) imgs = std::min(g.n, std::max<int64_t>(1, kColumnBudget / per_image));
-  else count = std::max<int64_t>(1, kColumnBudget / (g.cin * g.kh * g.kw));
+  if (per_image <= budget) {
+    imgs = std::min(g.n, std::max<int64_t>(1, budget / per_image));
+  } else {
+    count = std::max<int64_t>(1, budget / (g.cin * g.kh * g.kw));
+    if (count >= kPositionAlign) count -= count % kPositionAlign;
+  }
   const Tensor scratch = Tensor::empty({imgs * g.cin * g.kh * g.kw * count}, dtype, dev);
   T* cols = static_cast<T*>(scratch.data());
   for (int64_t img0 = 0; img0 < g.n; img0 += imgs) {
@@ -91,7 +152,13 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     for (int64_t q0 = 0; q0 < positions; q0 += count) {
       const int64_t nq = std::min(count, positions - q0);
       const int64_t total = ni * g.cin * g.kh * g.kw * nq;
-      conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
+      if (fits_row_columns(g, ni, positions)) {
+        const dim3 grid((unsigned)std::min<int64_t>(ceil_div(nq, kThreads * kRowPer), 64),
+                        (unsigned)(g.cin * g.kh * g.kw), (unsigned)ni);
+        conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)nq, cols);
+      } else {
+        conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
+      }
       RBEE_GPU_CHECK_LAUNCH();
       s.n = nq;
       s.batch_shape[0] = ni;

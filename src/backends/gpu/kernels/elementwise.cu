@@ -1,5 +1,9 @@
 // GPU elementwise ops: unary, binary, affine, cast, copy, fill, arange, where. Grid-stride loops over the
-// output's row-major index; inputs are read through their strides (broadcasts have stride 0).
+// output's row-major index; inputs are read through their strides (broadcasts have stride 0). Before a launch the
+// operands' layouts are collapsed (size-1 dims dropped, neighbouring dims merged where every operand's strides
+// allow), so contiguous operands become one dim and a per-channel broadcast three; calls of fewer than 2^31
+// elements do the remaining index math in 32 bits.
+#include <initializer_list>
 #include <limits>
 
 #include "backends/gpu/gpu_kernels.h"
@@ -94,10 +98,74 @@ __device__ To convert_value(From v) {
   }
 }
 
+// Element offset of row-major index i in layout l (as strided_offset), cheaper: one multiply for one dim, 32-bit
+// divisions when the call's element count n (which bounds i and every dim) fits 31 bits.
+__device__ inline int64_t elem_offset(const Layout& l, int64_t i, int64_t n) {
+  if (l.rank == 1) return i * l.strides[0];
+  if (n > 0x7fffffff) return strided_offset(l, i);
+  uint32_t u = (uint32_t)i;
+  int64_t off = 0;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    const uint32_t len = (uint32_t)l.shape[d];
+    off += (int64_t)(u % len) * l.strides[d];
+    u /= len;
+  }
+  return off;
+}
+
+// Offsets of index i in two layouts collapsed together (same rank and shape): the coordinates are computed once.
+__device__ inline void elem_offsets(const Layout& a, const Layout& b, int64_t i, int64_t n, int64_t& oa,
+                                    int64_t& ob) {
+  if (a.rank == 1) {
+    oa = i * a.strides[0];
+    ob = i * b.strides[0];
+    return;
+  }
+  if (n > 0x7fffffff) {
+    oa = strided_offset(a, i);
+    ob = strided_offset(b, i);
+    return;
+  }
+  uint32_t u = (uint32_t)i;
+  oa = 0;
+  ob = 0;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    const uint32_t len = (uint32_t)a.shape[d], q = u / len, c = u - q * len;
+    oa += (int64_t)c * a.strides[d];
+    ob += (int64_t)c * b.strides[d];
+    u = q;
+  }
+}
+
+// Collapses layouts of one shape (the call's index space) in place, keeping offset(i) of each: drops size-1 dims,
+// then merges dim d into its left neighbour p when stride[p] == stride[d] * shape[d] for every layout.
+void collapse(std::initializer_list<Layout*> layouts) {
+  Layout* first = *layouts.begin();
+  const int rank = first->rank;
+  int m = 0;  // dims kept so far
+  for (int d = 0; d < rank; ++d) {
+    const int64_t len = first->shape[d];
+    if (len == 1) continue;
+    bool merge = m > 0;
+    for (Layout* l : layouts) merge = merge && l->strides[m - 1] == l->strides[d] * len;
+    for (Layout* l : layouts) {
+      if (merge) {
+        l->shape[m - 1] *= len;
+        l->strides[m - 1] = l->strides[d];
+      } else {
+        l->shape[m] = len;
+        l->strides[m] = l->strides[d];
+      }
+    }
+    if (!merge) ++m;
+  }
+  for (Layout* l : layouts) l->rank = m;
+}
+
 template <class T>
 __global__ void unary_kernel(UnaryOp op, compute_t<T> param, const T* x, Layout xl, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    store(out + i, unary_value<compute_t<T>>(op, load(x + strided_offset(xl, i)), param));
+    store(out + i, unary_value<compute_t<T>>(op, load(x + elem_offset(xl, i, n)), param));
   }
 }
 
@@ -105,7 +173,9 @@ template <class T, class O>
 __global__ void binary_kernel(BinaryOp op, const T* a, Layout al, const T* b, Layout bl, O* out, int64_t n) {
   using C = compute_t<T>;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const C r = binary_value<C>(op, load(a + strided_offset(al, i)), load(b + strided_offset(bl, i)));
+    int64_t oa, ob;
+    elem_offsets(al, bl, i, n, oa, ob);
+    const C r = binary_value<C>(op, load(a + oa), load(b + ob));
     if constexpr (std::is_same_v<O, uint8_t> && !std::is_same_v<T, uint8_t>) out[i] = (uint8_t)(r != C(0));
     else store(out + i, (compute_t<O>)r);
   }
@@ -114,14 +184,14 @@ __global__ void binary_kernel(BinaryOp op, const T* a, Layout al, const T* b, La
 template <class T>
 __global__ void affine_kernel(const T* x, Layout xl, compute_t<T> mul, compute_t<T> add, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    store(out + i, load(x + strided_offset(xl, i)) * mul + add);
+    store(out + i, load(x + elem_offset(xl, i, n)) * mul + add);
   }
 }
 
 template <class I, class O>
 __global__ void cast_kernel(const I* x, Layout xl, O* out, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const auto v = load(x + strided_offset(xl, i));
+    const auto v = load(x + elem_offset(xl, i, n));
     if constexpr (std::is_same_v<O, f16_t> || std::is_same_v<O, bf16_t>) store(out + i, (float)v);
     else out[i] = convert_value<O>(v);
   }
@@ -130,7 +200,9 @@ __global__ void cast_kernel(const I* x, Layout xl, O* out, int64_t n) {
 template <class T>
 __global__ void copy_kernel(const T* src, Layout sl, T* dst, Layout dl, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    dst[strided_offset(dl, i)] = src[strided_offset(sl, i)];
+    int64_t od, os;
+    elem_offsets(dl, sl, i, n, od, os);
+    dst[od] = src[os];
   }
 }
 
@@ -147,7 +219,7 @@ __global__ void copy_rows_kernel(const char* src, Layout sl, char* dst, Layout d
 template <class T>
 __global__ void fill_kernel(T* dst, Layout dl, T value, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    dst[strided_offset(dl, i)] = value;
+    dst[elem_offset(dl, i, n)] = value;
   }
 }
 
@@ -164,7 +236,7 @@ template <class T>
 __global__ void where_kernel(const uint8_t* c, Layout cl, const T* a, Layout al, const T* b, Layout bl, T* out,
                              int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    out[i] = c[strided_offset(cl, i)] ? a[strided_offset(al, i)] : b[strided_offset(bl, i)];
+    out[i] = c[elem_offset(cl, i, n)] ? a[elem_offset(al, i, n)] : b[elem_offset(bl, i, n)];
   }
 }
 
@@ -200,8 +272,10 @@ void GpuKernels::unary(UnaryOp op, double param, const Tensor& x, Tensor& out) {
     if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint8_t>) {
       RBEE_THROW(ErrorCode::Unsupported, "unary {} is not defined for {}", unary_op_name(op), dtype_name(x.dtype()));
     } else {
+      Layout xl = layout_of(x);
+      collapse({&xl});
       unary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-          op, (compute_t<T>)param, static_cast<const T*>(x.data()), layout_of(x), static_cast<T*>(out.data()), n);
+          op, (compute_t<T>)param, static_cast<const T*>(x.data()), xl, static_cast<T*>(out.data()), n);
       RBEE_GPU_CHECK_LAUNCH();
     }
   });
@@ -213,11 +287,13 @@ void GpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
   if (n == 0) return;
   visit_plain_storage(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    Layout al = layout_of(a), bl = layout_of(b);
+    collapse({&al, &bl});
     auto launch = [&](auto out_tag) {
       using O = decltype(out_tag);
       binary_kernel<T, O><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-          op, static_cast<const T*>(a.data()), layout_of(a), static_cast<const T*>(b.data()), layout_of(b),
-          static_cast<O*>(out.data()), n);
+          op, static_cast<const T*>(a.data()), al, static_cast<const T*>(b.data()), bl, static_cast<O*>(out.data()),
+          n);
     };
     if (is_comparison(op)) launch(uint8_t{});
     else launch(T{});
@@ -231,8 +307,10 @@ void GpuKernels::affine(const Tensor& x, double mul, double add, Tensor& out) {
   if (n == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    Layout xl = layout_of(x);
+    collapse({&xl});
     affine_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const T*>(x.data()), layout_of(x), (compute_t<T>)mul, (compute_t<T>)add,
+        static_cast<const T*>(x.data()), xl, (compute_t<T>)mul, (compute_t<T>)add,
         static_cast<T*>(out.data()), n);
     RBEE_GPU_CHECK_LAUNCH();
   });
@@ -246,8 +324,10 @@ void GpuKernels::cast(const Tensor& x, Tensor& out) {
     using I = decltype(in_tag);
     visit_plain_storage(out.dtype(), [&](auto out_tag) {
       using O = decltype(out_tag);
+      Layout xl = layout_of(x);
+      collapse({&xl});
       cast_kernel<I, O><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-          static_cast<const I*>(x.data()), layout_of(x), static_cast<O*>(out.data()), n);
+          static_cast<const I*>(x.data()), xl, static_cast<O*>(out.data()), n);
       RBEE_GPU_CHECK_LAUNCH();
     });
   });
@@ -275,8 +355,10 @@ void GpuKernels::copy(const Tensor& src, Tensor& dst) {
   }
   visit_plain_storage(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    copy_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const T*>(src.data()), layout_of(src), static_cast<T*>(dst.data()), layout_of(dst), n);
+    Layout sl = layout_of(src), dl = layout_of(dst);
+    collapse({&sl, &dl});
+    copy_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<const T*>(src.data()), sl,
+                                                                             static_cast<T*>(dst.data()), dl, n);
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
@@ -287,8 +369,10 @@ void GpuKernels::fill(Tensor& dst, double value) {
   if (n == 0) return;
   visit_plain_storage(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<T*>(dst.data()),
-                                                                             layout_of(dst), host_element<T>(value), n);
+    Layout dl = layout_of(dst);
+    collapse({&dl});
+    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<T*>(dst.data()), dl,
+                                                                             host_element<T>(value), n);
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
@@ -311,9 +395,11 @@ void GpuKernels::where(const Tensor& cond, const Tensor& a, const Tensor& b, Ten
   if (n == 0) return;
   visit_plain_storage(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    Layout cl = layout_of(cond), al = layout_of(a), bl = layout_of(b);
+    collapse({&cl, &al, &bl});
     where_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const uint8_t*>(cond.data()), layout_of(cond), static_cast<const T*>(a.data()), layout_of(a),
-        static_cast<const T*>(b.data()), layout_of(b), static_cast<T*>(out.data()), n);
+        static_cast<const uint8_t*>(cond.data()), cl, static_cast<const T*>(a.data()), al,
+        static_cast<const T*>(b.data()), bl, static_cast<T*>(out.data()), n);
     RBEE_GPU_CHECK_LAUNCH();
   });
 }

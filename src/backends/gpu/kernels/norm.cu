@@ -140,9 +140,11 @@ template <class T>
 __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const T* w, const T* b, int64_t total,
                                    int64_t channels, int64_t spatial, int64_t per_group, T* out) {
   using C = compute_t<T>;
+  const bool small = total <= 0x7fffffff;  // then the index math below runs in 32 bits
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t ch = e / spatial % channels;
-    const int64_t g = e / (spatial * per_group);  // image * groups + group
+    const int64_t ch = small ? (int64_t)((uint32_t)e / (uint32_t)spatial % (uint32_t)channels) : e / spatial % channels;
+    // image * groups + group
+    const int64_t g = small ? (int64_t)((uint32_t)e / (uint32_t)(spatial * per_group)) : e / (spatial * per_group);
     const C mean = stats[2 * g], rstd = stats[2 * g + 1];
     const C a = w ? rstd * load(w + ch) : rstd;
     const C shift_b = b ? load(b + ch) : C(0);
