@@ -229,6 +229,61 @@ PipelineSpec PipelineSpec::sd15(const std::string& tokenizer_dir) {
   return s;
 }
 
+PipelineSpec PipelineSpec::sdxl(const std::string& tokenizer_dir, const std::string& tokenizer_2_dir) {
+  PipelineSpec s;
+  s.tokenizer_dir = tokenizer_dir;
+  s.tokenizer_2_dir = tokenizer_2_dir;
+  s.force_zeros_for_empty_prompt = true;
+  s.unet = {{"act_fn", "silu"},
+            {"addition_embed_type", "text_time"},
+            {"addition_embed_type_num_heads", 64},
+            {"addition_time_embed_dim", 256},
+            {"attention_head_dim", {5, 10, 20}},
+            {"block_out_channels", {320, 640, 1280}},
+            {"center_input_sample", false},
+            {"cross_attention_dim", 2048},
+            {"down_block_types", {"DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"}},
+            {"downsample_padding", 1},
+            {"flip_sin_to_cos", true},
+            {"freq_shift", 0},
+            {"in_channels", 4},
+            {"layers_per_block", 2},
+            {"mid_block_scale_factor", 1},
+            {"norm_eps", 1e-05},
+            {"norm_num_groups", 32},
+            {"out_channels", 4},
+            {"projection_class_embeddings_input_dim", 2816},
+            {"sample_size", 128},
+            {"transformer_layers_per_block", {1, 2, 10}},
+            {"up_block_types", {"CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"}},
+            {"use_linear_projection", true}};
+  s.vae = {{"act_fn", "silu"},
+           {"block_out_channels", {128, 256, 512, 512}},
+           {"down_block_types", {"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"}},
+           {"force_upcast", true},
+           {"in_channels", 3},
+           {"latent_channels", 4},
+           {"layers_per_block", 2},
+           {"norm_num_groups", 32},
+           {"out_channels", 3},
+           {"sample_size", 1024},
+           {"scaling_factor", 0.13025},
+           {"up_block_types", {"UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"}}};
+  s.text_encoder = {{"architectures", {"CLIPTextModel"}}, {"hidden_act", "quick_gelu"}, {"hidden_size", 768},
+                    {"intermediate_size", 3072}, {"max_position_embeddings", 77}, {"num_attention_heads", 12},
+                    {"num_hidden_layers", 12}, {"vocab_size", 49408}, {"layer_norm_eps", 1e-05},
+                    {"projection_dim", 768}};
+  s.text_encoder_2 = {{"architectures", {"CLIPTextModelWithProjection"}}, {"hidden_act", "gelu"},
+                      {"hidden_size", 1280}, {"intermediate_size", 5120}, {"max_position_embeddings", 77},
+                      {"num_attention_heads", 20}, {"num_hidden_layers", 32}, {"vocab_size", 49408},
+                      {"layer_norm_eps", 1e-05}, {"projection_dim", 1280}};
+  s.scheduler = {{"beta_end", 0.012}, {"beta_schedule", "scaled_linear"}, {"beta_start", 0.00085},
+                 {"interpolation_type", "linear"}, {"num_train_timesteps", 1000}, {"prediction_type", "epsilon"},
+                 {"set_alpha_to_one", false}, {"steps_offset", 1}, {"timestep_spacing", "leading"},
+                 {"use_karras_sigmas", false}};
+  return s;
+}
+
 int64_t Pipeline::latent_scale() const { return impl_->vae->config().scale(); }
 int64_t Pipeline::latent_channels() const { return impl_->vae->config().latent_channels; }
 const NoiseSchedule& Pipeline::noise_schedule() const { return impl_->schedule; }

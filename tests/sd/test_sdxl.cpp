@@ -255,5 +255,55 @@ TEST(SdxlPipeline, RandomWeightsAndAssemblyErrors) {
   EXPECT_THROW(Pipeline::random(sd15), Error);
 }
 
+// The same tiny SDXL as one original-layout single file (tools/goldens/make_tiny_sdxl_single_file.py: OpenCLIP
+// fused q/k/v and transposed text_projection for the second encoder, label_emb for add_embedding) gives
+// diffusers' txt2img latent.
+TEST(SdxlPipeline, SingleFileCheckpointMatchesDiffusers) {
+  Device& cpu = rbee::test::cpu_device();
+  auto g = goldens();
+  const PipelineSpec spec = PipelineSpec::from_diffusers_folder(tiny_sd("sdxl"));
+  Pipeline p = Pipeline::load_single_file(tiny_sd("sdxl_single_file.safetensors"), spec);
+  EXPECT_TRUE(p.is_sdxl());
+  Pipeline::PromptEmbeddings e = p.embed_prompt(kPrompt);
+  RBEE_EXPECT_TENSOR_NEAR(e.context, g.tensor("context_cond", cpu), 1e-4, 1e-5);
+  RBEE_EXPECT_TENSOR_NEAR(e.pooled, g.tensor("pooled_cond", cpu), 1e-4, 1e-5);
+  GenerateRequest r = base_request();
+  r.initial_noise = g.tensor("t2i_noise", cpu).clone();
+  r.original_height = 48;
+  r.original_width = 64;
+  r.crop_top = 2;
+  r.crop_left = 3;
+  RBEE_EXPECT_TENSOR_NEAR(p.generate_latents(r), g.tensor("t2i_latent", cpu), 2e-3, 1e-4);
+
+  // An SD 1.5 single file has no conditioner.embedders; the SDXL file has no cond_stage_model.
+  EXPECT_THROW(Pipeline::load_single_file(tiny_sd("sd15_single_file.safetensors"), spec), Error);
+  EXPECT_THROW(Pipeline::load_single_file(tiny_sd("sdxl_single_file.safetensors"),
+                                          PipelineSpec::from_diffusers_folder(tiny_sd("sd15"))),
+               Error);
+  // The wrong width for the second encoder: its stored embeddings and fused in_proj rows have other shapes.
+  PipelineSpec wrong = spec;
+  wrong.text_encoder_2["hidden_size"] = 64;
+  wrong.text_encoder_2["intermediate_size"] = 128;
+  wrong.unet["cross_attention_dim"] = 96;
+  EXPECT_THROW(Pipeline::load_single_file(tiny_sd("sdxl_single_file.safetensors"), wrong), Error);
+}
+
+// The full-size SDXL base architecture: configs parse and fit together (no weights are built: 2.6 G parameters).
+TEST(SdxlConfig, FullSizeSpecIsConsistent) {
+  PipelineSpec s = PipelineSpec::sdxl(tiny_sd("sdxl/tokenizer"), tiny_sd("sdxl/tokenizer_2"));
+  UNetConfig u = UNetConfig::from_json(s.unet);
+  ClipTextConfig t1 = ClipTextConfig::from_json(s.text_encoder), t2 = ClipTextConfig::from_json(s.text_encoder_2);
+  EXPECT_TRUE(u.text_time);
+  EXPECT_EQ(u.transformer_depth(1), 2);
+  EXPECT_EQ(u.transformer_depth(2), 10);
+  EXPECT_EQ(u.heads, (std::vector<int64_t>{5, 10, 20}));
+  EXPECT_EQ(t1.hidden_size + t2.hidden_size, u.cross_attention_dim);
+  EXPECT_TRUE(t2.with_projection);
+  EXPECT_FALSE(t2.quick_gelu);
+  EXPECT_EQ(t2.projection_dim + 6 * u.addition_time_embed_dim, u.projection_class_embeddings_input_dim);
+  EXPECT_DOUBLE_EQ(VaeConfig::from_json(s.vae).scaling_factor, 0.13025);
+  EXPECT_EQ(NoiseSchedule::from_json(s.scheduler).spacing, TimestepSpacing::Leading);
+}
+
 }  // namespace
 }  // namespace rbee::sd
