@@ -106,9 +106,9 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   for (const char* key : {"encoder_hid_dim_type", "time_embedding_dim", "time_embedding_act_fn", "timestep_post_act"})
     RBEE_CHECK_CODE(!c.contains(key) || c[key].is_null(), ErrorCode::Unsupported, "unet config: {} {} is not supported",
                     key, c[key].dump());
-  const std::string mid = c.value("mid_block_type", std::string("UNetMidBlock2DCrossAttn"));
-  RBEE_CHECK_CODE(mid == "UNetMidBlock2DCrossAttn", ErrorCode::Unsupported, "unet config: mid_block_type '{}' is not supported",
-                  mid);
+  if (c.contains("mid_block_type") && !c["mid_block_type"].is_null())
+    RBEE_CHECK_CODE(c["mid_block_type"] == "UNetMidBlock2DCrossAttn", ErrorCode::Unsupported,
+                    "unet config: mid_block_type {} is not supported", c["mid_block_type"].dump());
   RBEE_CHECK_CODE(!c.contains("class_embed_type") || c["class_embed_type"].is_null(), ErrorCode::Unsupported,
                   "unet config: class_embed_type is not supported");
   RBEE_CHECK_CODE(!c.contains("time_cond_proj_dim") || c["time_cond_proj_dim"].is_null(), ErrorCode::Unsupported,
@@ -119,7 +119,10 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
 }
 
 int UNetConfig::transformer_depth(size_t level) const {
-  return transformer_layers_per_level.empty() ? transformer_layers : transformer_layers_per_level.at(level);
+  if (transformer_layers_per_level.empty()) return transformer_layers;
+  RBEE_CHECK(level < transformer_layers_per_level.size(), "unet config: no transformer depth for level {} of {}", level,
+             transformer_layers_per_level.size());
+  return transformer_layers_per_level[level];
 }
 
 namespace {

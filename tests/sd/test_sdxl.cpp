@@ -215,6 +215,11 @@ TEST(SdxlConfig, UNetConfigErrors) {
   throws([](nlohmann::json& c) { c["transformer_layers_per_block"] = nlohmann::json::array({1, 0, 2}); });
   throws([](nlohmann::json& c) { c["reverse_transformer_layers_per_block"] = nlohmann::json::array({1, 1, 1}); });
   throws([](nlohmann::json& c) { c["mid_block_type"] = "UNetMidBlock2DSimpleCrossAttn"; });
+  throws([](nlohmann::json& c) { c["mid_block_type"] = 3; });
+  throws([](nlohmann::json& c) { c["addition_time_embed_dim"] = "8"; });
+  UNetConfig short_list = UNetConfig::from_json(good);
+  short_list.transformer_layers_per_level.pop_back();
+  EXPECT_THROW(short_list.transformer_depth(2), Error);
   // The file's add_embedding.linear_1 is [64, 88]: another input width is refused by name at load.
   nlohmann::json c = good;
   c["projection_class_embeddings_input_dim"] = 96;
@@ -234,7 +239,15 @@ TEST(SdxlPipeline, RandomWeightsAndAssemblyErrors) {
   EXPECT_TRUE(p.is_sdxl());
   GenerateRequest r = base_request();
   r.steps = 1;
-  for (float v : p.generate_latents(r).to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
+  std::vector<float> zeroed = p.generate_latents(r).to_vector<float>();
+  for (float v : zeroed) ASSERT_TRUE(std::isfinite(v));
+  // force_zeros_for_empty_prompt false: the empty negative prompt is encoded instead of zeroed.
+  PipelineSpec encoded = spec;
+  encoded.force_zeros_for_empty_prompt = false;
+  EXPECT_NE(zeroed, Pipeline::random(encoded).generate_latents(r).to_vector<float>());
+  r.negative_prompt = " ";  // not empty: encoded either way (the tokenizer drops the space)
+  EXPECT_EQ(p.generate_latents(r).to_vector<float>(), Pipeline::random(encoded).generate_latents(r).to_vector<float>());
+  r.negative_prompt.clear();
 
   PipelineSpec s = spec;
   s.text_encoder_2 = nullptr;  // a text_time UNet without its second encoder
