@@ -30,6 +30,12 @@ ClipTextConfig ClipTextConfig::from_json(const nlohmann::json& c) {
   cfg.quick_gelu = act == "quick_gelu";
   if (c.contains("projection_dim") && c["projection_dim"].is_number_integer())
     cfg.projection_dim = c["projection_dim"].get<int64_t>();
+  if (c.contains("architectures") && c["architectures"].is_array())
+    for (const auto& a : c["architectures"])
+      if (a == "CLIPTextModelWithProjection") cfg.with_projection = true;
+  RBEE_CHECK(!cfg.with_projection || (cfg.projection_dim >= 1 && cfg.projection_dim <= (1 << 16)),
+             "clip text config: CLIPTextModelWithProjection needs 'projection_dim' in [1, 65536], got {}",
+             cfg.projection_dim);
   return cfg;
 }
 
@@ -72,7 +78,7 @@ ClipTextModel ClipTextModel::load(const Weights& weights, const ClipTextConfig& 
     impl->layers.push_back(std::move(L));
   }
   impl->final_ln = nn::Norm::layer(m, "final_layer_norm", h, cfg.layer_norm_eps);
-  if (cfg.projection_dim > 0 && weights.has("text_projection.weight")) {
+  if (cfg.with_projection || (cfg.projection_dim > 0 && weights.has("text_projection.weight"))) {
     impl->projection = nn::Linear::load(weights, "text_projection", h, cfg.projection_dim, false);
     impl->has_projection = true;
   }

@@ -44,6 +44,8 @@ std::vector<std::string> unet_keys(const std::string& n, int L) {
   std::string rest, r2;
   if (starts(n, "time_embedding.linear_1.")) return {p + "time_embed.0." + n.substr(24)};
   if (starts(n, "time_embedding.linear_2.")) return {p + "time_embed.2." + n.substr(24)};
+  if (starts(n, "add_embedding.linear_1.")) return {p + "label_emb.0.0." + n.substr(23)};  // SDXL text_time
+  if (starts(n, "add_embedding.linear_2.")) return {p + "label_emb.0.2." + n.substr(23)};
   if (starts(n, "conv_in.")) return {p + "input_blocks.0.0." + n.substr(8)};
   if (starts(n, "conv_norm_out.")) return {p + "out.0." + n.substr(14)};
   if (starts(n, "conv_out.")) return {p + "out.2." + n.substr(9)};
@@ -117,14 +119,46 @@ std::vector<std::string> vae_keys(const std::string& n, int levels) {
   return {};
 }
 
+// SDXL's OpenCLIP ViT-bigG text tower (conditioner.embedders.1.model.*) for CLIPTextModelWithProjection names.
+std::vector<OriginalName> open_clip_keys(std::string n) {
+  const std::string p = "conditioner.embedders.1.model.";
+  if (n == "text_projection.weight") return {{p + "text_projection", -1, true}};
+  if (starts(n, "text_model.")) n = n.substr(11);
+  if (n == "embeddings.token_embedding.weight") return {{p + "token_embedding.weight"}};
+  if (n == "embeddings.position_embedding.weight") return {{p + "positional_embedding"}};
+  if (starts(n, "final_layer_norm.")) return {{p + "ln_final." + n.substr(17)}};
+  int i = 0;
+  std::string rest;
+  if (!starts(n, "encoder.layers.") || !take_index(n.substr(15), &i, &rest)) return {};
+  const std::string b = p + "transformer.resblocks." + std::to_string(i) + ".";
+  auto [field, tail] = head(rest);
+  if (field == "layer_norm1") return {{b + "ln_1." + tail}};
+  if (field == "layer_norm2") return {{b + "ln_2." + tail}};
+  if (field == "mlp") return {{b + "mlp." + replace_first_field(tail, {{"fc1", "c_fc"}, {"fc2", "c_proj"}})}};
+  if (field != "self_attn") return {};
+  auto [proj, wb] = head(tail);
+  if (proj == "out_proj") return {{b + "attn.out_proj." + wb}};
+  const int part = proj == "q_proj" ? 0 : proj == "k_proj" ? 1 : proj == "v_proj" ? 2 : -1;
+  if (part < 0 || (wb != "weight" && wb != "bias")) return {};
+  return {{b + "attn.in_proj_" + wb, part}};
+}
+
+std::vector<OriginalName> whole(const std::vector<std::string>& names) {
+  std::vector<OriginalName> out;
+  for (const std::string& n : names) out.push_back({n});
+  return out;
+}
+
 }  // namespace
 
-std::vector<std::string> original_sd_keys(SdComponent component, const std::string& name, const OriginalLayout& layout) {
+std::vector<OriginalName> original_sd_keys(SdComponent component, const std::string& name, const OriginalLayout& layout) {
+  const std::string hf = starts(name, "text_model.") ? name : "text_model." + name;
   switch (component) {
-    case SdComponent::Unet: return unet_keys(name, layout.unet_layers_per_block);
-    case SdComponent::Vae: return vae_keys(name, layout.vae_levels);
-    case SdComponent::TextEncoder:
-      return {"cond_stage_model.transformer." + (starts(name, "text_model.") ? name : "text_model." + name)};
+    case SdComponent::Unet: return whole(unet_keys(name, layout.unet_layers_per_block));
+    case SdComponent::Vae: return whole(vae_keys(name, layout.vae_levels));
+    case SdComponent::TextEncoder: return {{"cond_stage_model.transformer." + hf}};
+    case SdComponent::TextEncoderXL1: return {{"conditioner.embedders.0.transformer." + hf}};
+    case SdComponent::TextEncoderXL2: return open_clip_keys(name);
   }
   return {};
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
@@ -21,18 +22,13 @@ struct Pipeline::Impl {
   NoiseSchedule schedule;
   std::unique_ptr<ClipTokenizer> tokenizer;
   std::unique_ptr<ClipTextModel> text;
+  // SDXL's second tokenizer and text encoder (null for SD 1.x / 2.x).
+  std::unique_ptr<ClipTokenizer> tokenizer2;
+  std::unique_ptr<ClipTextModel> text2;
+  bool force_zeros_for_empty_prompt = true;
   std::unique_ptr<UNet> unet;
   std::unique_ptr<Vae> vae;
 };
-
-namespace {
-
-// Checks that the components fit together and builds the models.
-std::shared_ptr<Pipeline::Impl> assemble(Device& dev, const NoiseSchedule& schedule, ClipTokenizer tokenizer,
-                                         const Weights& tw, const Weights& uw, const Weights& vw,
-                                         const LoadOptions& options);
-
-}  // namespace
 
 struct PipelineAssembler {
   static Pipeline make(std::shared_ptr<Pipeline::Impl> impl) {
@@ -44,29 +40,72 @@ struct PipelineAssembler {
 
 namespace {
 
-std::shared_ptr<Pipeline::Impl> assemble(Device& dev, const NoiseSchedule& schedule, ClipTokenizer tokenizer,
-                                         const Weights& tw, const Weights& uw, const Weights& vw,
-                                         const LoadOptions& options) {
+// The components of one pipeline before they are built; tokenizer2 / text2 only for SDXL.
+struct Parts {
+  NoiseSchedule schedule;
+  std::unique_ptr<ClipTokenizer> tokenizer, tokenizer2;
+  Weights text, text2, unet, vae;
+  bool force_zeros_for_empty_prompt = true;
+};
+
+std::unique_ptr<ClipTextModel> text_model(const ClipTokenizer& tokenizer, const Weights& w, const char* what) {
+  auto model = std::make_unique<ClipTextModel>(ClipTextModel::load(w, ClipTextConfig::from_json(w.config())));
+  RBEE_CHECK(tokenizer.vocab_size() <= model->config().vocab_size,
+             "sd pipeline: {} has {} tokens, its text encoder only {}", what, tokenizer.vocab_size(),
+             model->config().vocab_size);
+  return model;
+}
+
+// Checks that the components fit together and builds the models.
+std::shared_ptr<Pipeline::Impl> assemble(Device& dev, Parts parts, const LoadOptions& options) {
   auto impl = std::make_shared<Pipeline::Impl>();
   impl->device = &dev;
-  impl->schedule = schedule;
-  impl->tokenizer = std::make_unique<ClipTokenizer>(std::move(tokenizer));
-  impl->text = std::make_unique<ClipTextModel>(ClipTextModel::load(tw, ClipTextConfig::from_json(tw.config())));
-  RBEE_CHECK(impl->tokenizer->vocab_size() <= impl->text->config().vocab_size,
-             "sd pipeline: tokenizer has {} tokens, the text encoder only {}", impl->tokenizer->vocab_size(),
-             impl->text->config().vocab_size);
-  UNetConfig ucfg = UNetConfig::from_json(uw.config());
+  impl->schedule = parts.schedule;
+  impl->force_zeros_for_empty_prompt = parts.force_zeros_for_empty_prompt;
+  impl->tokenizer = std::move(parts.tokenizer);
+  impl->text = text_model(*impl->tokenizer, parts.text, "tokenizer");
+  const bool xl = parts.tokenizer2 != nullptr;
+  if (xl) {
+    impl->tokenizer2 = std::move(parts.tokenizer2);
+    impl->text2 = text_model(*impl->tokenizer2, parts.text2, "tokenizer_2");
+    RBEE_CHECK(impl->text2->config().with_projection,
+               "sd pipeline: text_encoder_2 must be a CLIPTextModelWithProjection (config 'architectures')");
+  }
+  UNetConfig ucfg = UNetConfig::from_json(parts.unet.config());
   RBEE_CHECK_CODE(ucfg.in_channels == ucfg.out_channels, ErrorCode::Unsupported,
                   "sd pipeline: UNet with {} input channels (an inpainting UNet) is not supported yet", ucfg.in_channels);
-  impl->unet = std::make_unique<UNet>(UNet::load(uw, ucfg));
-  VaeConfig vcfg = VaeConfig::from_json(vw.config());
+  RBEE_CHECK_CODE(ucfg.text_time == xl, ucfg.text_time ? ErrorCode::Unsupported : ErrorCode::InvalidArgument,
+                  "sd pipeline: {}", ucfg.text_time ? "a text_time (SDXL) UNet needs text_encoder_2 and tokenizer_2"
+                                                    : "two text encoders need a text_time (SDXL) UNet");
+  const int64_t width1 = impl->text->config().hidden_size;
+  const int64_t width2 = xl ? impl->text2->config().hidden_size : 0;
+  RBEE_CHECK(width1 + width2 == ucfg.cross_attention_dim,
+             "sd pipeline: text encoder width {} (+ {} of text_encoder_2) != UNet cross_attention_dim {}", width1,
+             width2, ucfg.cross_attention_dim);
+  if (xl) {
+    const int64_t want = impl->text2->config().projection_dim + 6 * ucfg.addition_time_embed_dim;
+    RBEE_CHECK(want == ucfg.projection_class_embeddings_input_dim,
+               "sd pipeline: UNet projection_class_embeddings_input_dim {} != text_encoder_2 projection_dim {} + 6 x "
+               "addition_time_embed_dim {}",
+               ucfg.projection_class_embeddings_input_dim, impl->text2->config().projection_dim,
+               ucfg.addition_time_embed_dim);
+  }
+  impl->unet = std::make_unique<UNet>(UNet::load(parts.unet, ucfg));
+  VaeConfig vcfg = VaeConfig::from_json(parts.vae.config());
   RBEE_CHECK(vcfg.latent_channels == ucfg.in_channels, "sd pipeline: VAE latent channels {} != UNet channels {}",
              vcfg.latent_channels, ucfg.in_channels);
-  RBEE_CHECK(impl->text->config().hidden_size == ucfg.cross_attention_dim,
-             "sd pipeline: text encoder width {} != UNet cross_attention_dim {}", impl->text->config().hidden_size,
-             ucfg.cross_attention_dim);
-  impl->vae = std::make_unique<Vae>(Vae::load(vw, vcfg, options.load_vae_encoder));
+  impl->vae = std::make_unique<Vae>(Vae::load(parts.vae, vcfg, options.load_vae_encoder));
   return impl;
+}
+
+// A model_index.json component entry such as ["transformers", "CLIPTextModel"] ([null, null] = absent).
+bool has_component(const nlohmann::json& index, const char* name) {
+  return index.contains(name) && index[name].is_array() && !index[name].empty() && !index[name][0].is_null();
+}
+
+bool force_zeros(const nlohmann::json& index) {
+  const auto it = index.find("force_zeros_for_empty_prompt");
+  return it == index.end() || !it->is_boolean() || it->get<bool>();
 }
 
 }  // namespace
@@ -74,26 +113,46 @@ std::shared_ptr<Pipeline::Impl> assemble(Device& dev, const NoiseSchedule& sched
 Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
   Device& dev = options.device ? *options.device : Registry::global().cpu();
   nlohmann::json index = safetensors::read_json_file(dir + "/model_index.json");
-  RBEE_CHECK_CODE(!index.contains("text_encoder_2"), ErrorCode::Unsupported,
-                  "sd pipeline: '{}' is an SDXL pipeline (text_encoder_2), not supported yet", dir);
-  NoiseSchedule schedule =
-      NoiseSchedule::from_json(safetensors::read_json_file(dir + "/scheduler/scheduler_config.json"));
-  return PipelineAssembler::make(assemble(dev, schedule, ClipTokenizer::from_folder(dir + "/tokenizer"),
-                                          Weights::open(dir + "/text_encoder", dev, options.dtype),
-                                          Weights::open(dir + "/unet", dev, options.dtype),
-                                          Weights::open(dir + "/vae", dev, options.dtype), options));
+  RBEE_CHECK(index.is_object(), "sd pipeline: '{}/model_index.json' is not a JSON object", dir);
+  const bool xl = has_component(index, "text_encoder_2");
+  RBEE_CHECK_CODE(!xl || has_component(index, "text_encoder"), ErrorCode::Unsupported,
+                  "sd pipeline: '{}' has text_encoder_2 but no text_encoder (an SDXL refiner), not supported", dir);
+  Parts parts;
+  parts.schedule = NoiseSchedule::from_json(options.scheduler_config.is_null()
+                                                ? safetensors::read_json_file(dir + "/scheduler/scheduler_config.json")
+                                                : options.scheduler_config);
+  parts.tokenizer = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(dir + "/tokenizer"));
+  parts.text = Weights::open(dir + "/text_encoder", dev, options.dtype);
+  if (xl) {
+    parts.tokenizer2 = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(dir + "/tokenizer_2"));
+    parts.text2 = Weights::open(dir + "/text_encoder_2", dev, options.dtype);
+    parts.force_zeros_for_empty_prompt = force_zeros(index);
+  }
+  parts.unet = Weights::open(dir + "/unet", dev, options.dtype);
+  parts.vae = Weights::open(dir + "/vae", dev, options.dtype);
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
 }
 
 Pipeline Pipeline::load_single_file(const std::string& file, const PipelineSpec& spec, const LoadOptions& options) {
   Device& dev = options.device ? *options.device : Registry::global().cpu();
+  const bool xl = !spec.text_encoder_2.is_null();
   OriginalLayout layout;
   layout.unet_layers_per_block = UNetConfig::from_json(spec.unet).layers_per_block;
   layout.vae_levels = (int)VaeConfig::from_json(spec.vae).block_out_channels.size();
-  return PipelineAssembler::make(
-      assemble(dev, NoiseSchedule::from_json(spec.scheduler), ClipTokenizer::from_folder(spec.tokenizer_dir),
-               Weights::open_original(file, SdComponent::TextEncoder, layout, spec.text_encoder, dev, options.dtype),
-               Weights::open_original(file, SdComponent::Unet, layout, spec.unet, dev, options.dtype),
-               Weights::open_original(file, SdComponent::Vae, layout, spec.vae, dev, options.dtype), options));
+  Parts parts;
+  parts.schedule = NoiseSchedule::from_json(options.scheduler_config.is_null() ? spec.scheduler : options.scheduler_config);
+  parts.tokenizer = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(spec.tokenizer_dir));
+  parts.text = Weights::open_original(file, xl ? SdComponent::TextEncoderXL1 : SdComponent::TextEncoder, layout,
+                                      spec.text_encoder, dev, options.dtype);
+  if (xl) {
+    parts.tokenizer2 = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(spec.tokenizer_2_dir));
+    parts.text2 = Weights::open_original(file, SdComponent::TextEncoderXL2, layout, spec.text_encoder_2, dev,
+                                         options.dtype);
+    parts.force_zeros_for_empty_prompt = spec.force_zeros_for_empty_prompt;
+  }
+  parts.unet = Weights::open_original(file, SdComponent::Unet, layout, spec.unet, dev, options.dtype);
+  parts.vae = Weights::open_original(file, SdComponent::Vae, layout, spec.vae, dev, options.dtype);
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
 }
 
 PipelineSpec PipelineSpec::from_diffusers_folder(const std::string& dir) {
@@ -103,16 +162,31 @@ PipelineSpec PipelineSpec::from_diffusers_folder(const std::string& dir) {
   s.text_encoder = safetensors::read_json_file(dir + "/text_encoder/config.json");
   s.scheduler = safetensors::read_json_file(dir + "/scheduler/scheduler_config.json");
   s.tokenizer_dir = dir + "/tokenizer";
+  if (std::filesystem::exists(dir + "/model_index.json")) {
+    nlohmann::json index = safetensors::read_json_file(dir + "/model_index.json");
+    if (index.is_object() && has_component(index, "text_encoder_2")) {
+      s.text_encoder_2 = safetensors::read_json_file(dir + "/text_encoder_2/config.json");
+      s.tokenizer_2_dir = dir + "/tokenizer_2";
+      s.force_zeros_for_empty_prompt = force_zeros(index);
+    }
+  }
   return s;
 }
 
 Pipeline Pipeline::random(const PipelineSpec& spec, const LoadOptions& options) {
   Device& dev = options.device ? *options.device : Registry::global().cpu();
-  return PipelineAssembler::make(assemble(dev, NoiseSchedule::from_json(spec.scheduler),
-                                          ClipTokenizer::from_folder(spec.tokenizer_dir),
-                                          Weights::random(spec.text_encoder, spec.seed + 1, dev, options.dtype),
-                                          Weights::random(spec.unet, spec.seed + 2, dev, options.dtype),
-                                          Weights::random(spec.vae, spec.seed + 3, dev, options.dtype), options));
+  Parts parts;
+  parts.schedule = NoiseSchedule::from_json(options.scheduler_config.is_null() ? spec.scheduler : options.scheduler_config);
+  parts.tokenizer = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(spec.tokenizer_dir));
+  parts.text = Weights::random(spec.text_encoder, spec.seed + 1, dev, options.dtype);
+  if (!spec.text_encoder_2.is_null()) {
+    parts.tokenizer2 = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(spec.tokenizer_2_dir));
+    parts.text2 = Weights::random(spec.text_encoder_2, spec.seed + 4, dev, options.dtype);
+    parts.force_zeros_for_empty_prompt = spec.force_zeros_for_empty_prompt;
+  }
+  parts.unet = Weights::random(spec.unet, spec.seed + 2, dev, options.dtype);
+  parts.vae = Weights::random(spec.vae, spec.seed + 3, dev, options.dtype);
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
 }
 
 PipelineSpec PipelineSpec::sd15(const std::string& tokenizer_dir) {
@@ -155,15 +229,89 @@ PipelineSpec PipelineSpec::sd15(const std::string& tokenizer_dir) {
   return s;
 }
 
+PipelineSpec PipelineSpec::sdxl(const std::string& tokenizer_dir, const std::string& tokenizer_2_dir) {
+  PipelineSpec s;
+  s.tokenizer_dir = tokenizer_dir;
+  s.tokenizer_2_dir = tokenizer_2_dir;
+  s.force_zeros_for_empty_prompt = true;
+  s.unet = {{"act_fn", "silu"},
+            {"addition_embed_type", "text_time"},
+            {"addition_embed_type_num_heads", 64},
+            {"addition_time_embed_dim", 256},
+            {"attention_head_dim", {5, 10, 20}},
+            {"block_out_channels", {320, 640, 1280}},
+            {"center_input_sample", false},
+            {"cross_attention_dim", 2048},
+            {"down_block_types", {"DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"}},
+            {"downsample_padding", 1},
+            {"flip_sin_to_cos", true},
+            {"freq_shift", 0},
+            {"in_channels", 4},
+            {"layers_per_block", 2},
+            {"mid_block_scale_factor", 1},
+            {"norm_eps", 1e-05},
+            {"norm_num_groups", 32},
+            {"out_channels", 4},
+            {"projection_class_embeddings_input_dim", 2816},
+            {"sample_size", 128},
+            {"transformer_layers_per_block", {1, 2, 10}},
+            {"up_block_types", {"CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"}},
+            {"use_linear_projection", true}};
+  s.vae = {{"act_fn", "silu"},
+           {"block_out_channels", {128, 256, 512, 512}},
+           {"down_block_types", {"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"}},
+           {"force_upcast", true},
+           {"in_channels", 3},
+           {"latent_channels", 4},
+           {"layers_per_block", 2},
+           {"norm_num_groups", 32},
+           {"out_channels", 3},
+           {"sample_size", 1024},
+           {"scaling_factor", 0.13025},
+           {"up_block_types", {"UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"}}};
+  s.text_encoder = {{"architectures", {"CLIPTextModel"}}, {"hidden_act", "quick_gelu"}, {"hidden_size", 768},
+                    {"intermediate_size", 3072}, {"max_position_embeddings", 77}, {"num_attention_heads", 12},
+                    {"num_hidden_layers", 12}, {"vocab_size", 49408}, {"layer_norm_eps", 1e-05},
+                    {"projection_dim", 768}};
+  s.text_encoder_2 = {{"architectures", {"CLIPTextModelWithProjection"}}, {"hidden_act", "gelu"},
+                      {"hidden_size", 1280}, {"intermediate_size", 5120}, {"max_position_embeddings", 77},
+                      {"num_attention_heads", 20}, {"num_hidden_layers", 32}, {"vocab_size", 49408},
+                      {"layer_norm_eps", 1e-05}, {"projection_dim", 1280}};
+  s.scheduler = {{"beta_end", 0.012}, {"beta_schedule", "scaled_linear"}, {"beta_start", 0.00085},
+                 {"interpolation_type", "linear"}, {"num_train_timesteps", 1000}, {"prediction_type", "epsilon"},
+                 {"set_alpha_to_one", false}, {"steps_offset", 1}, {"timestep_spacing", "leading"},
+                 {"use_karras_sigmas", false}};
+  return s;
+}
+
 int64_t Pipeline::latent_scale() const { return impl_->vae->config().scale(); }
 int64_t Pipeline::latent_channels() const { return impl_->vae->config().latent_channels; }
 const NoiseSchedule& Pipeline::noise_schedule() const { return impl_->schedule; }
 Device& Pipeline::device() const { return *impl_->device; }
 
-Tensor Pipeline::encode_prompt(const std::string& prompt) const {
-  const int64_t max_len = impl_->text->config().max_positions;
-  return impl_->text->forward({impl_->tokenizer->encode_padded(prompt, (int)max_len)}).last_hidden;
+bool Pipeline::is_sdxl() const { return impl_->text2 != nullptr; }
+
+Pipeline::PromptEmbeddings Pipeline::embed_prompt(const std::string& prompt) const {
+  const Impl& m = *impl_;
+  PromptEmbeddings e;
+  ClipTextOutput out1 =
+      m.text->forward({m.tokenizer->encode_padded(prompt, (int)m.text->config().max_positions)});
+  if (!m.text2) {
+    e.context = out1.last_hidden;
+    return e;
+  }
+  // SDXL: both encoders' penultimate hidden states side by side; the pooled embedding of the second.
+  ClipTextOutput out2 =
+      m.text2->forward({m.tokenizer2->encode_padded(prompt, (int)m.text2->config().max_positions)});
+  RBEE_CHECK(out1.penultimate.dim(1) == out2.penultimate.dim(1),
+             "sd pipeline: the text encoders give {} and {} tokens (max_position_embeddings differ)",
+             out1.penultimate.dim(1), out2.penultimate.dim(1));
+  e.context = nn::concat(out1.penultimate, out2.penultimate, 2);
+  e.pooled = out2.pooled;
+  return e;
 }
+
+Tensor Pipeline::encode_prompt(const std::string& prompt) const { return embed_prompt(prompt).context; }
 
 namespace {
 // Stream ids of the seeded noise: the initial latent, then one stream per scheduler step.
@@ -200,8 +348,36 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
                r.height, r.width, r.mask.shape().to_string());
 
   const bool cfg = r.guidance_scale > 1.0;
-  Tensor context = encode_prompt(r.prompt);
-  if (cfg) context = nn::concat(encode_prompt(r.negative_prompt), context, 0);
+  const bool xl = is_sdxl();
+  PromptEmbeddings cond = embed_prompt(r.prompt);
+  Tensor context = cond.context;
+  UNet::AddedConditions added;
+  if (cfg) {
+    PromptEmbeddings neg;
+    if (xl && m.force_zeros_for_empty_prompt && r.negative_prompt.empty()) {
+      // diffusers' SDXL: no negative prompt -> all-zero negative context and pooled embedding
+      neg.context = ops::zeros(cond.context.shape(), DType::F32, dev);
+      neg.pooled = ops::zeros(cond.pooled.shape(), DType::F32, dev);
+    } else {
+      neg = embed_prompt(r.negative_prompt);
+    }
+    context = nn::concat(neg.context, context, 0);
+    if (xl) cond.pooled = nn::concat(neg.pooled, cond.pooled, 0);
+  }
+  if (xl) {
+    // time_ids [orig_h, orig_w, crop_top, crop_left, target_h, target_w], the same for the negative row
+    for (int v : {r.original_width, r.original_height, r.crop_left, r.crop_top, r.target_width, r.target_height})
+      RBEE_CHECK(v >= 0 && v <= 16384, "sd request: SDXL size conditioning value {} outside [0, 16384]", v);
+    auto or_size = [](int v, int fallback) { return (float)(v > 0 ? v : fallback); };
+    std::vector<float> row{or_size(r.original_height, r.height), or_size(r.original_width, r.width),
+                           (float)r.crop_top, (float)r.crop_left, or_size(r.target_height, r.height),
+                           or_size(r.target_width, r.width)};
+    const int64_t rows = cfg ? 2 : 1;
+    std::vector<float> ids;
+    for (int64_t b = 0; b < rows; ++b) ids.insert(ids.end(), row.begin(), row.end());
+    added.time_ids = Tensor::from_vector(ids, {rows, 6}, dev);
+    added.text_embeds = cond.pooled;
+  }
 
   auto sched = make_scheduler(r.sampler, m.schedule);
   sched->set_timesteps(r.steps);
@@ -231,7 +407,7 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     const double t = sched->timesteps()[(size_t)i];
     Tensor in = sched->scale_model_input(latents, i);
     if (cfg) in = nn::concat(in, in, 0);
-    Tensor pred = m.unet->forward(in, t, context);
+    Tensor pred = xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
     if (cfg) {
       Tensor uncond = pred.narrow(0, 0, 1), text = pred.narrow(0, 1, 1);
       pred = ops::add(uncond, ops::affine(ops::sub(text, uncond), r.guidance_scale, 0.0));

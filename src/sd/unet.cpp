@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 #include "sd/unet_blocks.h"
@@ -60,10 +61,24 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
                "unet config: level {} has {} channels, not divisible by {} heads", i, u.block_out_channels[i],
                u.heads[i]);
   u.layers_per_block = (int)integer("layers_per_block", 2, 1, 16);
-  if (c.contains("transformer_layers_per_block") && c["transformer_layers_per_block"].is_number_integer())
-    u.transformer_layers = c["transformer_layers_per_block"].get<int>();
-  RBEE_CHECK_CODE(!c.contains("transformer_layers_per_block") || c["transformer_layers_per_block"].is_number_integer(),
-                  ErrorCode::Unsupported, "unet config: per-level transformer_layers_per_block is not supported yet");
+  if (c.contains("transformer_layers_per_block") && !c["transformer_layers_per_block"].is_null()) {
+    const nlohmann::json& t = c["transformer_layers_per_block"];
+    auto depth = [](const nlohmann::json& v) {
+      RBEE_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 64,
+                 "unet config: transformer_layers_per_block entry {} must be an integer in [1, 64]", v.dump());
+      return v.get<int>();
+    };
+    if (t.is_array()) {
+      RBEE_CHECK(t.size() == levels, "unet config: 'transformer_layers_per_block' must have {} entries, has {}",
+                 levels, t.size());
+      for (const auto& v : t) u.transformer_layers_per_level.push_back(depth(v));
+    } else {
+      u.transformer_layers = depth(t);
+    }
+  }
+  RBEE_CHECK_CODE(!c.contains("reverse_transformer_layers_per_block") ||
+                      c["reverse_transformer_layers_per_block"].is_null(),
+                  ErrorCode::Unsupported, "unet config: reverse_transformer_layers_per_block is not supported");
   RBEE_CHECK(c.contains("cross_attention_dim") && c["cross_attention_dim"].is_number_integer(),
              "unet config: 'cross_attention_dim' must be an integer");
   u.cross_attention_dim = integer("cross_attention_dim", 768, 1, 1 << 16);
@@ -73,8 +88,27 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   u.flip_sin_to_cos = c.value("flip_sin_to_cos", true);
   if (c.contains("freq_shift") && c["freq_shift"].is_number()) u.freq_shift = c["freq_shift"].get<double>();
   u.downsample_padding = (int)integer("downsample_padding", 1, 0, 1);
-  RBEE_CHECK_CODE(!c.contains("addition_embed_type") || c["addition_embed_type"].is_null(), ErrorCode::Unsupported,
-                  "unet config: addition_embed_type {} (SDXL) is not supported yet", c["addition_embed_type"].dump());
+  if (c.contains("addition_embed_type") && !c["addition_embed_type"].is_null()) {
+    RBEE_CHECK_CODE(c["addition_embed_type"] == "text_time", ErrorCode::Unsupported,
+                    "unet config: addition_embed_type {} is not supported (only \"text_time\")",
+                    c["addition_embed_type"].dump());
+    u.text_time = true;
+    RBEE_CHECK(c.contains("addition_time_embed_dim") && c["addition_time_embed_dim"].is_number_integer(),
+               "unet config: text_time needs an integer 'addition_time_embed_dim'");
+    u.addition_time_embed_dim = integer("addition_time_embed_dim", 0, 2, 1 << 16);
+    RBEE_CHECK(u.addition_time_embed_dim % 2 == 0, "unet config: addition_time_embed_dim {} must be even",
+               u.addition_time_embed_dim);
+    RBEE_CHECK(c.contains("projection_class_embeddings_input_dim") &&
+                   c["projection_class_embeddings_input_dim"].is_number_integer(),
+               "unet config: text_time needs an integer 'projection_class_embeddings_input_dim'");
+    u.projection_class_embeddings_input_dim = integer("projection_class_embeddings_input_dim", 0, 1, 1 << 20);
+  }
+  for (const char* key : {"encoder_hid_dim_type", "time_embedding_dim", "time_embedding_act_fn", "timestep_post_act"})
+    RBEE_CHECK_CODE(!c.contains(key) || c[key].is_null(), ErrorCode::Unsupported, "unet config: {} {} is not supported",
+                    key, c[key].dump());
+  if (c.contains("mid_block_type") && !c["mid_block_type"].is_null())
+    RBEE_CHECK_CODE(c["mid_block_type"] == "UNetMidBlock2DCrossAttn", ErrorCode::Unsupported,
+                    "unet config: mid_block_type {} is not supported", c["mid_block_type"].dump());
   RBEE_CHECK_CODE(!c.contains("class_embed_type") || c["class_embed_type"].is_null(), ErrorCode::Unsupported,
                   "unet config: class_embed_type is not supported");
   RBEE_CHECK_CODE(!c.contains("time_cond_proj_dim") || c["time_cond_proj_dim"].is_null(), ErrorCode::Unsupported,
@@ -84,7 +118,28 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   return u;
 }
 
+int UNetConfig::transformer_depth(size_t level) const {
+  if (transformer_layers_per_level.empty()) return transformer_layers;
+  RBEE_CHECK(level < transformer_layers_per_level.size(), "unet config: no transformer depth for level {} of {}", level,
+             transformer_layers_per_level.size());
+  return transformer_layers_per_level[level];
+}
+
 namespace {
+
+// diffusers' get_timestep_embedding of one value: [cos | sin] (flip_sin_to_cos) or [sin | cos] of value * freq_i,
+// freq_i = exp(-ln(10000) * i / (dim / 2 - shift)), i < dim / 2, in f32; `out` receives dim values.
+void sinusoid(double value, int64_t dim, bool flip, double shift, float* out) {
+  const int64_t half = dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    float freq = std::exp(-std::log(10000.0f) * (float)i / (float)((double)half - shift));
+    float arg = (float)value * freq;
+    float s = std::sin(arg), c = std::cos(arg);
+    out[i] = flip ? c : s;
+    out[half + i] = flip ? s : c;
+  }
+  if (dim % 2) out[dim - 1] = 0.0f;  // odd widths pad one zero, as diffusers does
+}
 
 struct Level {
   std::vector<blocks::Resnet> resnets;
@@ -99,6 +154,7 @@ struct Level {
 struct UNet::Impl {
   UNetConfig cfg;
   nn::Linear time1, time2;
+  nn::Linear add1, add2;  // text_time add_embedding
   nn::Conv2d conv_in, conv_out;
   nn::Norm norm_out;
   std::vector<Level> down, up;
@@ -116,10 +172,13 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
   const float eps = cfg.norm_eps;
   impl->time1 = nn::Linear::load(w, "time_embedding.linear_1", ch[0], temb);
   impl->time2 = nn::Linear::load(w, "time_embedding.linear_2", temb, temb);
+  if (cfg.text_time) {
+    impl->add1 = nn::Linear::load(w, "add_embedding.linear_1", cfg.projection_class_embeddings_input_dim, temb);
+    impl->add2 = nn::Linear::load(w, "add_embedding.linear_2", temb, temb);
+  }
   impl->conv_in = nn::Conv2d::load(w, "conv_in", cfg.in_channels, ch[0], 3);
-  auto transformer = [&](const Weights& b, int64_t c, int64_t heads) {
-    return blocks::SpatialTransformer::load(b, c, heads, cfg.cross_attention_dim, cfg.transformer_layers, g,
-                                            cfg.use_linear_projection);
+  auto transformer = [&](const Weights& b, int64_t c, int64_t heads, int depth) {
+    return blocks::SpatialTransformer::load(b, c, heads, cfg.cross_attention_dim, depth, g, cfg.use_linear_projection);
   };
   int64_t out_ch = ch[0];
   for (int i = 0; i < levels; ++i) {
@@ -131,7 +190,8 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
       L.resnets.push_back(
           blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), j == 0 ? in_ch : out_ch, out_ch, temb, g, eps));
       if (cfg.down_cross_attn[(size_t)i])
-        L.attentions.push_back(transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[(size_t)i]));
+        L.attentions.push_back(transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[(size_t)i],
+                                           cfg.transformer_depth((size_t)i)));
     }
     if (i < levels - 1) {
       L.down = blocks::Downsample::load(b.sub("downsamplers.0."), out_ch, cfg.downsample_padding);
@@ -141,7 +201,8 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
   }
   const int64_t top = ch.back();
   impl->mid_res0 = blocks::Resnet::load(w.sub("mid_block.resnets.0."), top, top, temb, g, eps);
-  impl->mid_attn = transformer(w.sub("mid_block.attentions.0."), top, cfg.heads.back());
+  impl->mid_attn = transformer(w.sub("mid_block.attentions.0."), top, cfg.heads.back(),
+                               cfg.transformer_depth((size_t)levels - 1));
   impl->mid_res1 = blocks::Resnet::load(w.sub("mid_block.resnets.1."), top, top, temb, g, eps);
   out_ch = top;
   for (int i = 0; i < levels; ++i) {
@@ -157,7 +218,8 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
       L.resnets.push_back(
           blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), res_in + skip, out_ch, temb, g, eps));
       if (cfg.up_cross_attn[(size_t)i])
-        L.attentions.push_back(transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[rev]));
+        L.attentions.push_back(
+            transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[rev], cfg.transformer_depth(rev)));
     }
     if (i < levels - 1) {
       L.up = blocks::Upsample::load(b.sub("upsamplers.0."), out_ch);
@@ -175,6 +237,11 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
 const UNetConfig& UNet::config() const { return impl_->cfg; }
 
 Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& context) const {
+  RBEE_CHECK(!impl_->cfg.text_time, "unet: this UNet (addition_embed_type text_time, SDXL) needs text_embeds and time_ids");
+  return forward(sample, timestep, context, AddedConditions{});
+}
+
+Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& context, const AddedConditions& added) const {
   const Impl& m = *impl_;
   const UNetConfig& cfg = m.cfg;
   const int levels = (int)cfg.block_out_channels.size();
@@ -192,21 +259,38 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
 
   // Sinusoidal timestep embedding [B, ch0]: [cos | sin] when flip_sin_to_cos, frequencies
   // exp(-ln(10000) * i / (half - freq_shift)), computed in f32 as diffusers does.
-  const int64_t ch0 = cfg.block_out_channels[0], half = ch0 / 2;
+  const int64_t ch0 = cfg.block_out_channels[0];
   std::vector<float> emb((size_t)ch0, 0.0f);
-  for (int64_t i = 0; i < half; ++i) {
-    float freq = std::exp(-std::log(10000.0f) * (float)i / (float)((double)half - cfg.freq_shift));
-    float arg = (float)timestep * freq;
-    float s = std::sin(arg), c = std::cos(arg);
-    emb[(size_t)i] = cfg.flip_sin_to_cos ? c : s;
-    emb[(size_t)(half + i)] = cfg.flip_sin_to_cos ? s : c;
-  }
-  // Activations in the conv weights' dtype (nn::act_dtype: 16-bit on GPUs with 16-bit weights); the embedding is
+  sinusoid(timestep, ch0, cfg.flip_sin_to_cos, cfg.freq_shift, emb.data());
+  // Activations in the conv weights' dtype (nn::act_dtype: 16-bit on GPUs with 16-bit weights); the embeddings are
   // computed in f32 and then cast, and the prediction comes back in F32, as diffusers does in fp16.
   const DType act = m.conv_in.w.dtype();
   auto to_act = [&](const Tensor& v) { return v.dtype() == act ? v : ops::cast(v, act); };
   Tensor t = to_act(Tensor::from_vector(emb, {1, ch0}, dev).expand({B, ch0}).contiguous());
   Tensor temb = m.time2(ops::silu(m.time1(t)));
+  if (cfg.text_time) {
+    // SDXL: add_embedding(concat(text_embeds, sinusoid of each time id)) joins the timestep embedding.
+    const Tensor& te = added.text_embeds;
+    const Tensor& ids = added.time_ids;
+    RBEE_CHECK(ids.defined() && ids.rank() == 2 && ids.dim(0) == B && ids.dim(1) >= 1,
+               "unet: time_ids must be [{}, N], got {}", B, ids.defined() ? ids.shape().to_string() : "none");
+    const int64_t n = ids.dim(1), d = cfg.addition_time_embed_dim;
+    const int64_t text_dim = cfg.projection_class_embeddings_input_dim - n * d;
+    RBEE_CHECK(text_dim >= 1 && te.defined() && te.rank() == 2 && te.dim(0) == B && te.dim(1) == text_dim,
+               "unet: text_embeds must be [{}, {}] (projection_class_embeddings_input_dim {} - {} time ids x {}), got {}",
+               B, text_dim, cfg.projection_class_embeddings_input_dim, n, d,
+               te.defined() ? te.shape().to_string() : "none");
+    RBEE_CHECK(ids.dtype() == DType::F32 && te.dtype() == DType::F32, "unet: text_embeds and time_ids must be f32");
+    std::vector<float> host = ids.to(Registry::global().cpu()).contiguous().to_vector<float>();
+    std::vector<float> temb_ids((size_t)(B * n * d));
+    for (size_t k = 0; k < host.size(); ++k) {
+      RBEE_CHECK(std::isfinite(host[k]), "unet: time_ids[{}] is not finite", k);
+      sinusoid(host[k], d, cfg.flip_sin_to_cos, cfg.freq_shift, temb_ids.data() + k * (size_t)d);
+    }
+    Tensor time_emb = Tensor::from_vector(temb_ids, {B, n * d}, dev);
+    Tensor add_in = to_act(nn::concat(te.to(dev).contiguous(), time_emb, 1));
+    temb = ops::add(temb, m.add2(ops::silu(m.add1(add_in))));
+  }
   const Tensor ctx = to_act(context);
 
   Tensor x = m.conv_in(to_act(sample));

@@ -41,25 +41,29 @@ Weights Weights::open_original(const std::string& file, SdComponent component, c
                                const nlohmann::json& config, Device& device, DType dtype) {
   Weights w = open(file, device, dtype);
   w.original_ = std::make_shared<const Original>(Original{component, layout, config});
-  RBEE_CHECK_CODE(component != SdComponent::TextEncoder ||
-                      w.ckpt_->find_tensor("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight"),
-                  ErrorCode::Unsupported,
-                  "sd weights: '{}' has no CLIP text encoder under cond_stage_model.transformer (SD 2.x OpenCLIP "
-                  "single files are not supported)",
-                  file);
+  const char* probe = component == SdComponent::TextEncoder
+                          ? "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight"
+                      : component == SdComponent::TextEncoderXL1
+                          ? "conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight"
+                      : component == SdComponent::TextEncoderXL2 ? "conditioner.embedders.1.model.token_embedding.weight"
+                                                                 : nullptr;
+  RBEE_CHECK_CODE(!probe || w.ckpt_->find_tensor(probe), ErrorCode::Unsupported,
+                  "sd weights: '{}' has no {} text encoder ('{}' is missing; SD 2.x OpenCLIP single files are not "
+                  "supported)",
+                  file, component == SdComponent::TextEncoderXL2 ? "OpenCLIP" : "CLIP", probe ? probe : "");
   return w;
 }
 
-std::string Weights::resolve(const std::string& full) const {
-  if (!ckpt_) return "";
-  if (!original_) return ckpt_->find_tensor(full) ? full : "";
-  for (const std::string& k : original_sd_keys(original_->component, full, original_->layout))
-    if (ckpt_->find_tensor(k)) return k;
-  return "";
+Weights::Source Weights::resolve(const std::string& full) const {
+  if (!ckpt_) return {};
+  if (!original_) return ckpt_->find_tensor(full) ? Source{full} : Source{};
+  for (const OriginalName& k : original_sd_keys(original_->component, full, original_->layout))
+    if (ckpt_->find_tensor(k.name)) return {k.name, k.qkv_part, k.transposed};
+  return {};
 }
 
 // Random mode never has optional tensors (a checkpoint decides those): has() is false, so optional parts stay off.
-bool Weights::has(const std::string& name) const { return !resolve(prefix_ + name).empty(); }
+bool Weights::has(const std::string& name) const { return !resolve(prefix_ + name).key.empty(); }
 
 Tensor Weights::get_random(const std::string& full, const Shape& shape) const {
   const int64_t n = shape.numel();
@@ -95,19 +99,27 @@ Tensor Weights::get_f32(const std::string& name, const Shape& shape) const {
 Tensor Weights::get(const std::string& name, const Shape& shape) const {
   const std::string full = prefix_ + name;
   if (random_) return get_random(full, shape);
-  const std::string key = resolve(full);
+  const Source src = resolve(full);
+  const std::string& key = src.key;
   RBEE_CHECK_CODE(!key.empty(), ErrorCode::NotFound, "sd weights: '{}' has no tensor '{}'{}", ckpt_->directory(), full,
                   original_ ? " (looked for its original SD name)" : "");
   const safetensors::TensorInfo* info = ckpt_->find_tensor(key);
+  RBEE_CHECK(info->dtype == DType::F32 || info->dtype == DType::F16 || info->dtype == DType::BF16,
+             "sd weights: tensor '{}' is {}, expected a floating dtype", full, dtype_name(info->dtype));
+  // The shape stored for `shape`: fused q/k/v rows stack three, transposed matrices swap their axes.
+  Shape stored = shape;
+  if (src.qkv_part >= 0 && stored.rank() >= 1) stored[0] *= 3;
+  if (src.transposed && stored.rank() == 2) std::swap(stored[0], stored[1]);
   // Original VAE attention projections are 1x1 convolutions: [C, C, 1, 1] holds the same values as [C, C].
   const bool conv_as_linear = original_ && shape.rank() == 2 && info->shape.rank() == 4 && info->shape[0] == shape[0] &&
                               info->shape[1] == shape[1] && info->shape[2] == 1 && info->shape[3] == 1;
-  RBEE_CHECK(info->shape == shape || conv_as_linear, "sd weights: tensor '{}' has shape {}, the model expects {}", key,
-             info->shape.to_string(), shape.to_string());
-  RBEE_CHECK(info->dtype == DType::F32 || info->dtype == DType::F16 || info->dtype == DType::BF16,
-             "sd weights: tensor '{}' is {}, expected a floating dtype", full, dtype_name(info->dtype));
+  RBEE_CHECK(info->shape == stored || conv_as_linear, "sd weights: tensor '{}' has shape {}, the model expects {}",
+             key, info->shape.to_string(), stored.to_string());
   Tensor t = ckpt_->tensor(key, Registry::global().cpu());
   if (conv_as_linear) t = t.reshape(shape);
+  if (src.qkv_part >= 0) t = t.narrow(0, src.qkv_part * shape[0], shape[0]);
+  if (src.transposed) t = t.transpose(0, 1);
+  t = t.contiguous();
   if (t.dtype() != dtype_) t = t.to(dtype_);
   return t.to(*device_).contiguous();
 }

@@ -1,10 +1,12 @@
 // rbee_sd_bench: seconds per image of an SD pipeline on one device, independent of the rbee CLI and workers.
 //
 //   rbee_sd_bench --random-sd15 --backend cuda --f16 --steps 20 --width 512 --height 512
+//   rbee_sd_bench --random-sdxl --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5
 //   rbee_sd_bench --model /path/to/diffusers/folder --backend cpu --steps 4 --width 256 --height 256
 //
-// --random-sd15 builds the full-size SD 1.5 architecture with random weights in memory (no checkpoint needed);
-// the prompt goes through the tiny CLIP vocabulary of tests/data/tiny_sd/sd15/tokenizer (or --tokenizer DIR).
+// --random-sd15 / --random-sdxl build the full-size SD 1.5 / SDXL base architecture with random weights in memory
+// (no checkpoint needed); the prompt goes through the tiny CLIP vocabularies of tests/data/tiny_sd/sd15/tokenizer
+// (or --tokenizer DIR) and, for SDXL, tests/data/tiny_sd/sdxl/tokenizer_2 (or --tokenizer-2 DIR).
 // Prints load time, then per run: total seconds, UNet seconds per step (both CFG halves), VAE decode seconds.
 // The diffusers peer for the same configuration is tools/bench/sd_bench_diffusers.py.
 // RBEE_OP_PROFILE=1 adds a per-layer time table of the timed runs (rbee/sd/profile.h; it synchronizes after every
@@ -42,15 +44,18 @@ static double seconds_since(Clock::time_point t0) {
 int main(int argc, char** argv) {
   CLI::App app{"rbee_sd_bench: Stable Diffusion seconds per image"};
   std::string model, tokenizer = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sd15/tokenizer";
+  std::string tokenizer_2 = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sdxl/tokenizer_2";
   std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
-  bool random_sd15 = false, f16 = false, compare_cpu = false;
+  bool random_sd15 = false, random_sdxl = false, f16 = false, compare_cpu = false;
   double tol_mean = 1e-2, tol_max = 0.1;
   int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
   double guidance = 7.5;
   uint64_t seed = 42;
   app.add_option("--model", model, "diffusers folder (model_index.json, unet/, vae/, text_encoder/, ...)");
   app.add_flag("--random-sd15", random_sd15, "full-size SD 1.5 architecture with random weights");
-  app.add_option("--tokenizer", tokenizer, "CLIP tokenizer folder for --random-sd15");
+  app.add_flag("--random-sdxl", random_sdxl, "full-size SDXL base architecture with random weights");
+  app.add_option("--tokenizer", tokenizer, "CLIP tokenizer folder for --random-sd15 / --random-sdxl");
+  app.add_option("--tokenizer-2", tokenizer_2, "second CLIP tokenizer folder for --random-sdxl");
   app.add_option("--backend", backend, "auto|cpu|cuda|rocm");
   app.add_option("--device", device_index, "device index");
   app.add_flag("--f16", f16, "f16 weights (and f16 activations on GPUs)");
@@ -70,7 +75,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    RBEE_CHECK(random_sd15 != !model.empty(), "give exactly one of --model and --random-sd15");
+    RBEE_CHECK((int)random_sd15 + (int)random_sdxl + (int)!model.empty() == 1,
+               "give exactly one of --model, --random-sd15 and --random-sdxl");
     rbee::Registry& registry = rbee::Registry::global();
     for (const auto& line : registry.load_plugins()) std::fprintf(stderr, "plugin: %s\n", line.c_str());
     std::string reason;
@@ -82,9 +88,10 @@ int main(int argc, char** argv) {
     opt.dtype = f16 ? rbee::DType::F16 : rbee::DType::F32;
     opt.load_vae_encoder = false;
     auto t0 = Clock::now();
-    rbee::sd::Pipeline pipe = random_sd15
-                                  ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
-                                  : rbee::sd::Pipeline::load(model, opt);
+    rbee::sd::Pipeline pipe =
+        random_sd15   ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
+        : random_sdxl ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sdxl(tokenizer, tokenizer_2), opt)
+                      : rbee::sd::Pipeline::load(model, opt);
     device.synchronize();
     std::printf("load: %.2f s\n", seconds_since(t0));
 

@@ -1,4 +1,5 @@
-"""The diffusers peer of rbee_sd_bench --random-sd15: full-size SD 1.5 architecture with random weights.
+"""The diffusers peer of rbee_sd_bench --random-sd15 / --random-sdxl: full-size SD 1.5 (or, with --sdxl, SDXL base)
+architecture with random weights.
 
 Builds UNet2DConditionModel, AutoencoderKL and CLIPTextModel from the SD 1.5 configs (the same ones
 rbee::sd::PipelineSpec::sd15 holds), random init, fp16 on the GPU by default, and times txt2img
@@ -6,6 +7,8 @@ rbee::sd::PipelineSpec::sd15 holds), random init, fp16 on the GPU by default, an
 
   python tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 --runs 3
   ./build/cuda/rbee_sd_bench --random-sd15 --backend cuda --f16 --steps 20 --width 512 --height 512 --runs 3
+  python tools/bench/sd_bench_diffusers.py --sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs 3
+  ./build/cuda/rbee_sd_bench --random-sdxl --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5
 
 Needs torch (CUDA build on a GPU box) and diffusers, transformers (tools/requirements-goldens.txt).
 """
@@ -14,8 +17,9 @@ import os
 import time
 
 import torch
-from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
-from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+from diffusers import (AutoencoderKL, EulerDiscreteScheduler, StableDiffusionPipeline, StableDiffusionXLPipeline,
+                       UNet2DConditionModel)
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.join(HERE, "..", "..", "tests", "data", "tiny_sd", "sd15", "tokenizer")
@@ -34,6 +38,27 @@ TEXT = dict(hidden_act="quick_gelu", hidden_size=768, intermediate_size=3072, ma
 SCHED = dict(beta_end=0.012, beta_schedule="scaled_linear", beta_start=0.00085, num_train_timesteps=1000,
              steps_offset=1, prediction_type="epsilon")
 
+# SDXL base (the configs rbee::sd::PipelineSpec::sdxl holds)
+TOKENIZER_2 = os.path.join(HERE, "..", "..", "tests", "data", "tiny_sd", "sdxl", "tokenizer_2")
+UNET_XL = dict(act_fn="silu", addition_embed_type="text_time", addition_embed_type_num_heads=64,
+               addition_time_embed_dim=256, attention_head_dim=(5, 10, 20), block_out_channels=(320, 640, 1280),
+               center_input_sample=False, cross_attention_dim=2048,
+               down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"), downsample_padding=1,
+               flip_sin_to_cos=True, freq_shift=0, in_channels=4, layers_per_block=2, mid_block_scale_factor=1,
+               norm_eps=1e-5, norm_num_groups=32, out_channels=4, projection_class_embeddings_input_dim=2816,
+               sample_size=128, transformer_layers_per_block=(1, 2, 10),
+               up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), use_linear_projection=True)
+VAE_XL = dict(VAE, sample_size=1024, scaling_factor=0.13025, force_upcast=True)
+TEXT_XL_2 = dict(hidden_act="gelu", hidden_size=1280, intermediate_size=5120, max_position_embeddings=77,
+                 num_attention_heads=20, num_hidden_layers=32, vocab_size=49408, layer_norm_eps=1e-5,
+                 projection_dim=1280)
+SCHED_XL = dict(SCHED, timestep_spacing="leading")
+
+
+def tokenizer(folder, pad):
+    return CLIPTokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"), pad_token=pad,
+                         model_max_length=77)
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -44,17 +69,25 @@ def main():
     ap.add_argument("--height", type=int, default=512)
     ap.add_argument("--guidance", type=float, default=7.5)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sdxl", action="store_true", help="SDXL base instead of SD 1.5")
     ap.add_argument("--warmup", type=int, default=1)
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    pipe = StableDiffusionPipeline(
-        vae=AutoencoderKL(**VAE), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
-        tokenizer=CLIPTokenizer(os.path.join(TOKENIZER, "vocab.json"), os.path.join(TOKENIZER, "merges.txt"),
-                                model_max_length=77),
-        unet=UNet2DConditionModel(**UNET), scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None,
-        feature_extractor=None, requires_safety_checker=False).to(a.device, dtype)
+    if a.sdxl:
+        pipe = StableDiffusionXLPipeline(
+            vae=AutoencoderKL(**VAE_XL), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
+            text_encoder_2=CLIPTextModelWithProjection(CLIPTextConfig(**TEXT_XL_2)),
+            tokenizer=tokenizer(TOKENIZER, "<|endoftext|>"), tokenizer_2=tokenizer(TOKENIZER_2, "!"),
+            unet=UNet2DConditionModel(**UNET_XL), scheduler=EulerDiscreteScheduler(**SCHED_XL)).to(a.device, dtype)
+    else:
+        pipe = StableDiffusionPipeline(
+            vae=AutoencoderKL(**VAE), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
+            tokenizer=CLIPTokenizer(os.path.join(TOKENIZER, "vocab.json"), os.path.join(TOKENIZER, "merges.txt"),
+                                    model_max_length=77),
+            unet=UNet2DConditionModel(**UNET), scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None,
+            feature_extractor=None, requires_safety_checker=False).to(a.device, dtype)
     pipe.set_progress_bar_config(disable=True)
     print(f"load: {time.perf_counter() - t0:.2f} s on {a.device} ({a.dtype})")
     times = []

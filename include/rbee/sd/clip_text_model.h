@@ -28,6 +28,9 @@ struct ClipTextConfig {
   float layer_norm_eps = 1e-5f;
   bool quick_gelu = true;      // hidden_act "quick_gelu" (OpenAI CLIP) or "gelu" (OpenCLIP)
   int64_t projection_dim = 0;  // > 0 when the checkpoint has text_projection (SDXL's second encoder)
+  // architectures lists CLIPTextModelWithProjection: text_projection [projection_dim, hidden] is required (also
+  // with random weights); otherwise it is used when the checkpoint has it.
+  bool with_projection = false;
 
   // config.json of a CLIPTextModel(WithProjection); bad or missing fields throw naming the field.
   static ClipTextConfig from_json(const nlohmann::json& config);

@@ -1,6 +1,14 @@
 // Stable Diffusion pipelines on one device: txt2img, img2img (strength) and inpaint (mask), with classifier-free
-// guidance, for SD 1.x and 2.x models in the diffusers folder layout (model_index.json, scheduler/, tokenizer/,
-// text_encoder/, unet/, vae/).
+// guidance, for SD 1.x, 2.x and SDXL (base, and SDXL-Turbo) models in the diffusers folder layout
+// (model_index.json, scheduler/, tokenizer/, text_encoder/, unet/, vae/; SDXL adds tokenizer_2/ and
+// text_encoder_2/).
+//
+// SDXL as diffusers' StableDiffusionXLPipeline: the context is both encoders' penultimate hidden states
+// concatenated, the UNet also takes the second encoder's pooled projected embedding and the size conditioning
+// (GenerateRequest's original/crop/target fields), and an empty negative prompt gives an all-zero negative
+// embedding when model_index.json says force_zeros_for_empty_prompt (the default). SDXL-Turbo: sampler
+// EulerAncestral, 1-4 steps, guidance_scale 0 (<= 1 turns guidance off); its scheduler config's "trailing"
+// timestep spacing is honoured.
 //
 // Determinism: the initial latent noise and every noise a scheduler injects come from a counter-based RNG keyed by
 // the seed (rbee::sd::randn), drawn on the host, so one seed gives the same image again on the same backend (and
@@ -33,6 +41,8 @@ struct LoadOptions {
   // only linear-layer weights take it (activations and convolutions stay F32).
   DType dtype = DType::F32;
   bool load_vae_encoder = true;  // img2img and inpaint need it
+  // When set: scheduler_config.json contents used instead of the model's own (e.g. another timestep_spacing).
+  nlohmann::json scheduler_config;
 };
 
 struct GenerateRequest {
@@ -53,6 +63,11 @@ struct GenerateRequest {
   Tensor mask;
   // Called after each step with (step done, total steps of this run); return false to cancel (Error(Cancelled)).
   std::function<bool(int, int)> on_step;
+  // SDXL size conditioning (the UNet's time_ids), in pixels, 0..16384; ignored by SD 1.x / 2.x. 0 for
+  // original_* and target_* means the request's height / width (diffusers' defaults); crop is (top, left).
+  int original_width = 0, original_height = 0;
+  int crop_left = 0, crop_top = 0;
+  int target_width = 0, target_height = 0;
 };
 
 // An RGB image, 8 bits per channel, row-major.
@@ -68,26 +83,44 @@ struct PipelineSpec {
   nlohmann::json unet, vae, text_encoder, scheduler;
   std::string tokenizer_dir;
   uint64_t seed = 0;
+  // SDXL: the second text encoder's config (text_encoder_2/config.json, a CLIPTextModelWithProjection) and its
+  // tokenizer folder; null / empty for SD 1.x / 2.x. force_zeros_for_empty_prompt as in model_index.json.
+  nlohmann::json text_encoder_2;
+  std::string tokenizer_2_dir;
+  bool force_zeros_for_empty_prompt = true;
   // The full-size SD 1.5 architecture (runwayml/stable-diffusion-v1-5's configs).
   static PipelineSpec sd15(const std::string& tokenizer_dir);
-  // The configs and tokenizer of a diffusers folder (e.g. to read a single-file checkpoint of that architecture).
+  // The full-size SDXL base architecture (stabilityai/stable-diffusion-xl-base-1.0's configs) with the two
+  // tokenizer folders given (ids must fit vocab_size 49408).
+  static PipelineSpec sdxl(const std::string& tokenizer_dir, const std::string& tokenizer_2_dir);
+  // The configs and tokenizers of a diffusers folder (e.g. to read a single-file checkpoint of that architecture).
   static PipelineSpec from_diffusers_folder(const std::string& dir);
 };
 
 class Pipeline {
  public:
   // Error(NotFound) / Error(Io) for missing or malformed parts, Error(InvalidArgument) for tensors of the wrong
-  // shape, Error(Unsupported) for model features not implemented (SDXL, inpainting UNets).
+  // shape, Error(Unsupported) for model features not implemented (SDXL refiner, inpainting UNets).
   static Pipeline load(const std::string& diffusers_dir, const LoadOptions& options = {});
 
   // An original single-file SD 1.x checkpoint (.safetensors with model.diffusion_model.*, first_stage_model.*,
-  // cond_stage_model.transformer.* names) of the architecture `spec` describes.
+  // cond_stage_model.transformer.* names) of the architecture `spec` describes. An SDXL spec (text_encoder_2 set)
+  // reads an SDXL single file (conditioner.embedders.0.transformer.* for CLIP-L, conditioner.embedders.1.model.*
+  // OpenCLIP names for bigG).
   static Pipeline load_single_file(const std::string& file, const PipelineSpec& spec, const LoadOptions& options = {});
   // The architecture of `spec` with random weights (rbee::sd::Weights::random), no checkpoint needed.
   static Pipeline random(const PipelineSpec& spec, const LoadOptions& options = {});
 
-  // Text embeddings [1, 77, cross_attention_dim] of one prompt.
+  // Text embeddings [1, 77, cross_attention_dim] of one prompt (SDXL: both encoders' penultimate states).
   Tensor encode_prompt(const std::string& prompt) const;
+  // context as encode_prompt; pooled [1, P]: SDXL's second encoder's projected pooled output (undefined for
+  // SD 1.x / 2.x).
+  struct PromptEmbeddings {
+    Tensor context, pooled;
+  };
+  PromptEmbeddings embed_prompt(const std::string& prompt) const;
+  // True for SDXL pipelines (two text encoders, text_time UNet).
+  bool is_sdxl() const;
   // The final latent [1, latent, h, w] (before dividing by the VAE scaling factor).
   Tensor generate_latents(const GenerateRequest& request) const;
   // Image [1, 3, H, W] in [-1, 1] -> latent [1, latent, H / f, W / f] (the VAE posterior mean, times the scaling

@@ -1,8 +1,14 @@
-// The SD UNet (diffusers UNet2DConditionModel) for SD 1.x and 2.x: CrossAttnDownBlock2D / DownBlock2D,
-// UNetMidBlock2DCrossAttn, UpBlock2D / CrossAttnUpBlock2D, with conv or linear transformer projections.
+// The SD UNet (diffusers UNet2DConditionModel) for SD 1.x, 2.x and SDXL: CrossAttnDownBlock2D / DownBlock2D,
+// UNetMidBlock2DCrossAttn, UpBlock2D / CrossAttnUpBlock2D, with conv or linear transformer projections, a
+// transformer depth per level, and SDXL's "text_time" added conditioning.
 //
 // forward(sample [B, in, H, W], timestep, context [B, S, cross_dim]) -> prediction [B, out, H, W] (noise or v,
 // as the scheduler config says). H and W must be multiples of 2^(levels - 1).
+//
+// SDXL (addition_embed_type "text_time"): the pooled text embedding [B, P] and the size conditioning time_ids
+// [B, N] (N = 6: original height, original width, crop top, crop left, target height, target width) are embedded
+// as concat(text_embeds, sinusoid(time_ids) [B, N * addition_time_embed_dim]) -> add_embedding linear_1, silu,
+// linear_2, and added to the timestep embedding.
 #pragma once
 
 #include <memory>
@@ -23,7 +29,10 @@ struct UNetConfig {
   std::vector<bool> up_cross_attn{false, true, true, true};    // UpBlock2D vs CrossAttnUpBlock2D
   std::vector<int64_t> heads{8, 8, 8, 8};                      // per level (attention_head_dim legacy naming)
   int layers_per_block = 2;
-  int transformer_layers = 1;
+  int transformer_layers = 1;  // transformer blocks per attention (all levels) when the per-level list is empty
+  // transformer_layers_per_block as a list: one depth per level for the down blocks (the mid block takes the
+  // last, the up blocks take the list reversed).
+  std::vector<int> transformer_layers_per_level;
   int64_t cross_attention_dim = 768;
   int norm_num_groups = 32;
   float norm_eps = 1e-5f;
@@ -31,8 +40,15 @@ struct UNetConfig {
   bool flip_sin_to_cos = true;
   double freq_shift = 0;
   int downsample_padding = 1;
+  // SDXL's addition_embed_type "text_time" (add_embedding takes projection_class_embeddings_input_dim inputs).
+  bool text_time = false;
+  int64_t addition_time_embed_dim = 0;
+  int64_t projection_class_embeddings_input_dim = 0;
 
-  // unet/config.json; unsupported features (SDXL addition embeddings, other block types) throw Unsupported.
+  // Transformer blocks of each attention at down level `level` (the mid block: level = levels - 1).
+  int transformer_depth(size_t level) const;
+
+  // unet/config.json; unsupported features (other addition embeddings, other block types) throw Unsupported.
   static UNetConfig from_json(const nlohmann::json& config);
 };
 
@@ -40,7 +56,15 @@ class UNet {
  public:
   static UNet load(const Weights& weights, const UNetConfig& config);
   // timestep: the same training timestep for every batch row (fractional values allowed, as Euler uses).
+  // Not for text_time models (they need the added conditions).
   Tensor forward(const Tensor& sample, double timestep, const Tensor& context) const;
+  // SDXL: text_embeds [B, projection_class_embeddings_input_dim - N * addition_time_embed_dim] and time_ids
+  // [B, N], both F32 (any device).
+  struct AddedConditions {
+    Tensor text_embeds;
+    Tensor time_ids;
+  };
+  Tensor forward(const Tensor& sample, double timestep, const Tensor& context, const AddedConditions& added) const;
   const UNetConfig& config() const;
 
   struct Impl;

@@ -17,7 +17,10 @@ class Device;
 
 namespace rbee::sd {
 
-enum class SdComponent { Unet, Vae, TextEncoder };
+// TextEncoder: SD 1.x's cond_stage_model.transformer.*; TextEncoderXL1 / XL2: SDXL's conditioner.embedders.0
+// (CLIP ViT-L, Hugging Face names under .transformer.) and conditioner.embedders.1 (OpenCLIP ViT-bigG under .model.:
+// fused in_proj q/k/v, text_projection stored [hidden, projection_dim]).
+enum class SdComponent { Unet, Vae, TextEncoder, TextEncoderXL1, TextEncoderXL2 };
 
 // What the original (single-file) names depend on besides the diffusers name.
 struct OriginalLayout {
@@ -36,8 +39,10 @@ class Weights {
   static Weights random(const nlohmann::json& config, uint64_t seed, Device& device, DType dtype = DType::F32);
   // One component of an original single-file SD checkpoint (model.diffusion_model.*, first_stage_model.*,
   // cond_stage_model.transformer.*): get() takes diffusers names and reads the original ones; 1x1-conv attention
-  // weights of the VAE ([C, C, 1, 1]) load as the linear [C, C] they are. `config` is what config() returns (single
-  // files carry none). SD 1.x layouts (SD 2.x's OpenCLIP text encoder has other names and is refused).
+  // weights of the VAE ([C, C, 1, 1]) load as the linear [C, C] they are; OpenCLIP's fused in_proj rows load as the
+  // q / k / v projections and its text_projection transposed. `config` is what config() returns (single files carry
+  // none). SD 1.x and SDXL layouts (SD 2.x's text encoder, OpenCLIP ViT-H under cond_stage_model.model, is
+  // refused).
   static Weights open_original(const std::string& file, SdComponent component, const OriginalLayout& layout,
                                const nlohmann::json& config, Device& device, DType dtype = DType::F32);
   // Names below `prefix` ("down_blocks.0.") of the same checkpoint; prefixes nest.
@@ -67,8 +72,14 @@ class Weights {
     OriginalLayout layout;
     nlohmann::json config;
   };
-  // The checkpoint name holding `full` (a diffusers name), or "" when absent.
-  std::string resolve(const std::string& full) const;
+  // Where the tensor of diffusers name `full` lives: checkpoint name ("" when absent), the row third of a fused
+  // q/k/v tensor (-1: whole tensor) and whether it is stored transposed.
+  struct Source {
+    std::string key;
+    int qkv_part = -1;
+    bool transposed = false;
+  };
+  Source resolve(const std::string& full) const;
 
   std::shared_ptr<const safetensors::Checkpoint> ckpt_;  // null in random mode
   std::shared_ptr<const Original> original_;             // set for single-file checkpoints
