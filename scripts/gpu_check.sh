@@ -79,6 +79,12 @@ if want bench; then
     [ -f "$m" ] || "$rbee" random-model --preset llama2-7b --type "$type" -o "$m" >/dev/null || fail "write $m"
     "$rbee" bench -m "$m" --backend "$backend" -p 512 -n 128 -r 3 2>&1 | tee "$out/bench_llama2-7b-$type.txt" \
       || fail "bench $type"
+    # The same decode steps launched one kernel at a time (what the decode graphs save).
+    "$rbee" bench -m "$m" --backend "$backend" -p 0 -n 128 -r 3 --no-graph 2>&1 | tee "$out/bench_llama2-7b-$type-eager.txt" \
+      || fail "bench $type --no-graph"
+    # Aggregate decode of 16 / 64 / 128 concurrent sequences through the worker's scheduler (PP 128, TG 128).
+    "$rbee" bench -m "$m" --backend "$backend" -p 128 -n 128 -r 1 --batch 16,64,128 2>&1 \
+      | tee "$out/bench_llama2-7b-$type-batched.txt" || fail "bench $type --batch"
   done
   if [ -x "$build/rbee_bench_gpu_llm" ]; then
     step "GPU LLM kernel benchmarks (quantized matvec against the copy bandwidth)"
