@@ -40,15 +40,6 @@ struct Options {
   double heartbeat_interval = 5.0, request_timeout = 600.0, shutdown_timeout = 30.0;
 };
 
-// "llm-worker-rbee-cuda" -> "cuda"; "" for the plain name.
-std::string backend_from_name(const char* argv0) {
-  const std::string name = std::filesystem::path(argv0).filename().string();
-  for (const char* b : {"cpu", "cuda", "rocm"}) {
-    if (name == std::string("llm-worker-rbee-") + b) return b;
-  }
-  return "";
-}
-
 using namespace rbee;
 using namespace rbee::server;
 
@@ -72,7 +63,7 @@ int run(const Options& opt) {
   http_opt.port = opt.port;
   http_opt.threads = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue_size + 16;
   http_opt.max_body_bytes = (size_t)opt.max_body_kb * 1024;
-  if (const char* token = std::getenv("LLORCH_API_TOKEN"); token && *token) http_opt.api_token = token;
+  api_token_from_env(http_opt);
   http_opt.public_paths = {"/health"};
   http_opt.query_token_paths = {"/"};  // the chat page: open http://host:port/?token=TOKEN in a browser
   HttpServer http(http_opt, metrics);
@@ -116,16 +107,9 @@ int run(const Options& opt) {
 
   std::unique_ptr<Heartbeat> heartbeat;
   if (!opt.hive_url.empty()) {
-    HeartbeatOptions hb;
-    hb.hive_url = opt.hive_url;
-    hb.interval_s = opt.heartbeat_interval;
-    // Retries back off up to six intervals (30 s at the default 5 s): a hive that comes back hears from us soon.
-    hb.max_backoff_s = 6 * opt.heartbeat_interval;
-    hb.initial_backoff_s = std::min(hb.initial_backoff_s, opt.heartbeat_interval);
-    heartbeat = std::make_unique<Heartbeat>(hb, [&ctx] {
+    heartbeat = start_heartbeat(opt.hive_url, opt.heartbeat_interval, [&ctx] {
       return heartbeat_body(ctx.identity, llm_api::worker_status(ctx), &ctx.device);
     });
-    heartbeat->start();
   }
   auto stop_serving = [&](const std::string& final_status) {
     if (heartbeat) {
@@ -198,7 +182,7 @@ int run(const Options& opt) {
 int main(int argc, char** argv) {
   rbee::log::init_from_env();
   Options opt;
-  const std::string fixed_backend = backend_from_name(argv[0]);
+  const std::string fixed_backend = rbee::server::backend_from_program_name(argv[0], "llm-worker-rbee");
   CLI::App app{"llm-worker-rbee: serves one LLM over the rbee worker contract and an OpenAI-compatible API"};
   app.set_version_flag("--version", std::string("llm-worker-rbee ") + RBEE_VERSION);
   app.add_option("--model", opt.model, "A .gguf file, or a safetensors directory with config.json and tokenizer.json")
@@ -252,13 +236,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (!fixed_backend.empty()) {
-    if (backend->count() > 0 && opt.backend != fixed_backend) {
-      std::fprintf(stderr, "llm-worker-rbee-%s: --backend %s contradicts the program's name\n", fixed_backend.c_str(),
-                   opt.backend.c_str());
-      return 2;
-    }
-    opt.backend = fixed_backend;
+  if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.backend, "llm-worker-rbee")) {
+    return 2;
   }
   try {
     return run(opt);

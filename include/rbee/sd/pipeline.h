@@ -51,6 +51,9 @@ struct GenerateRequest {
   Tensor mask;
   // Called after each step with (step done, total steps of this run); return false to cancel (Error(Cancelled)).
   std::function<bool(int, int)> on_step;
+  // Called after each step, after on_step (when it did not cancel), with (step done, total steps of this run, the latent x_t the loop
+  // holds then [1, latent, h, w]); decode() turns it into a preview image.
+  std::function<void(int, int, const Tensor&)> on_latents;
 };
 
 // An RGB image, 8 bits per channel, row-major.
