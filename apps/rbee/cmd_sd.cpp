@@ -9,11 +9,11 @@
 #include <random>
 
 #include "commands.h"
+#include "model_options.h"
 #include "progress_bar.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
-#include "rbee/core/thread_pool.h"
 #include "rbee/sd/model_files.h"
 #include "rbee/sd/parameters.h"
 #include "rbee/sd/png.h"
@@ -44,12 +44,7 @@ sd::Image read_png(const std::string& path, const char* option) {
 
 int run_sd(const SdOptions& opt) {
   RBEE_CHECK(opt.mask.empty() || !opt.init_image.empty(), "--mask needs --init-image (the image to inpaint)");
-  if (opt.threads > 0) ThreadPool::set_global_threads(opt.threads);
-  Registry& registry = Registry::global();
-  for (const auto& line : registry.load_plugins()) log::debug("plugin {}", line);
-  std::string reason;
-  Device& device = registry.select(opt.backend, opt.device, &reason);
-  log::info("device: {} ({}), {}", device.id(), device.info().name, reason);
+  Device& device = select_device(opt.backend, opt.device, opt.threads);
 
   sd::GenerateRequest r;
   r.prompt = opt.prompt;

@@ -64,13 +64,18 @@ llm::SamplingParams to_sampling_params(const SamplingOptions& opt) {
   return p;
 }
 
-LoadedModel load_model(const ModelOptions& opt) {
-  if (opt.threads > 0) ThreadPool::set_global_threads(opt.threads);
+Device& select_device(const std::string& backend, int device_index, int threads) {
+  if (threads > 0) ThreadPool::set_global_threads(threads);
   Registry& registry = Registry::global();
   for (const auto& line : registry.load_plugins()) log::debug("plugin {}", line);
   std::string reason;
-  Device& device = registry.select(opt.backend, opt.device, &reason);
+  Device& device = registry.select(backend, device_index, &reason);
   log::info("device: {} ({}), {}", device.id(), device.info().name, reason);
+  return device;
+}
+
+LoadedModel load_model(const ModelOptions& opt) {
+  Device& device = select_device(opt.backend, opt.device, opt.threads);
   ProgressBar bar(!opt.quiet, "loading");
   llm::LoadOptions load;
   load.device = &device;

@@ -14,24 +14,21 @@
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
-#include "rbee/core/thread_pool.h"
 #include "rbee/sd/model_files.h"
 #include "sd_api/routes.h"
-#include "server/heartbeat.h"
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/util.h"
 #include "server/worker_base.h"
+#include "server/worker_options.h"
 
 namespace {
 
 struct Options {
-  std::string model, config, sd_version = "auto", model_ref, worker_id, host = "127.0.0.1", hive_url;
-  std::string backend = "auto", sampler;
-  int port = 8080, device = 0, threads = 0, queue_size = 8, http_threads = 0, max_body_kb = 48 * 1024;
-  int preview_every = 5;
+  rbee::server::WorkerOptions w;
+  std::string config, sd_version = "auto", sampler;
+  int queue_size = 8, preview_every = 5;
   bool use_f16 = false;
-  double heartbeat_interval = 5.0, request_timeout = 600.0, shutdown_timeout = 30.0;
 };
 
 using namespace rbee;
@@ -57,33 +54,23 @@ int run(const Options& opt) {
   Lifecycle lifecycle;
   lifecycle.install_signal_handlers();  // before any thread starts, so all inherit the signal mask
 
-  if (opt.threads > 0) ThreadPool::set_global_threads(opt.threads);
-  Registry& registry = Registry::global();
-  for (const auto& line : registry.load_plugins()) log::info("event=plugin {}", line);
-  std::string why;
-  Device& device = registry.select(opt.backend, opt.device, &why);
-  log::info("event=device id={} name=\"{}\" reason=\"{}\"", device.id(), device.info().name, why);
+  Device& device = select_worker_device(opt.w);
 
   Metrics metrics;
   DeviceStats device_stats(device);
   sd_api::describe_sd_metrics(metrics);
 
-  HttpOptions http_opt;
-  http_opt.host = opt.host;
-  http_opt.port = opt.port;
-  http_opt.threads = opt.http_threads > 0 ? opt.http_threads : opt.queue_size + 16;
-  http_opt.max_body_bytes = (size_t)opt.max_body_kb * 1024;
-  api_token_from_env(http_opt);
+  const HttpOptions http_opt = worker_http_options(opt.w, opt.queue_size + 16);
   HttpServer http(http_opt, metrics);
 
   sd_api::SdWorkerContext ctx(lifecycle, metrics, device_stats);
-  ctx.model_path = opt.model;
-  ctx.model_ref = opt.model_ref;
-  ctx.model_name = !opt.model_ref.empty() ? opt.model_ref : std::filesystem::path(opt.model).filename().string();
+  ctx.model_path = opt.w.model;
+  ctx.model_ref = opt.w.model_ref;
+  ctx.model_name = !opt.w.model_ref.empty() ? opt.w.model_ref : std::filesystem::path(opt.w.model).filename().string();
   ctx.sd_version = opt.sd_version;
   ctx.defaults = defaults_for(opt.sd_version, opt.sampler, opt.preview_every);
   ctx.queue_size = opt.queue_size;
-  ctx.identity.worker_id = opt.worker_id.empty() ? random_id("sd-worker") : opt.worker_id;
+  ctx.identity.worker_id = opt.w.worker_id.empty() ? random_id("sd-worker") : opt.w.worker_id;
   ctx.identity.model_id = ctx.model_name;
   ctx.identity.version = RBEE_VERSION;
   add_common_routes(http, lifecycle, metrics, &device_stats);
@@ -96,25 +83,8 @@ int run(const Options& opt) {
     }
   });
 
-  http.bind();
-  ctx.identity.port = http.port();
-  std::thread http_thread([&http] { http.run(); });
-  log::info("event=listening host={} port={} auth={} worker_id={}", opt.host, http.port(),
-            http_opt.api_token.empty() ? "off" : "bearer", ctx.identity.worker_id);
-
-  std::unique_ptr<Heartbeat> heartbeat;
-  if (!opt.hive_url.empty()) {
-    heartbeat = start_heartbeat(opt.hive_url, opt.heartbeat_interval,
-                                [&ctx] { return heartbeat_body(ctx.identity, sd_api::worker_status(ctx), &ctx.device); });
-  }
-  auto stop_serving = [&](const std::string& final_status) {
-    if (heartbeat) {
-      const auto body = heartbeat_body(ctx.identity, final_status, &device_stats);
-      heartbeat->stop(&body);
-    }
-    http.stop();
-    http_thread.join();
-  };
+  WorkerFrontEnd front(http, ctx.identity, device_stats);
+  front.start(opt.w, !http_opt.api_token.empty(), [&ctx] { return sd_api::worker_status(ctx); });
 
   std::optional<sd::Pipeline> pipeline;
   try {
@@ -124,21 +94,21 @@ int run(const Options& opt) {
     // The loader reports no progress of its own: /ready says 0 until the whole pipeline is in memory.
     lifecycle.set_progress(0.0f);
     const auto t0 = std::chrono::steady_clock::now();
-    pipeline = sd::load_model_files({opt.model, opt.config, opt.sd_version}, load);
-    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} dtype={}", opt.model, opt.sd_version,
+    pipeline = sd::load_model_files({opt.w.model, opt.config, opt.sd_version}, load);
+    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} dtype={}", opt.w.model, opt.sd_version,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               opt.use_f16 ? "f16" : "f32");
   } catch (const std::exception& e) {
-    log::error("event=load_failed model=\"{}\" error=\"{}\"", opt.model, e.what());
+    log::error("event=load_failed model=\"{}\" error=\"{}\"", opt.w.model, e.what());
     lifecycle.set_failed(e.what());
-    stop_serving("failed");
+    front.stop("failed");
     return 1;
   }
 
   sd_api::ServiceOptions svc_opt;
   svc_opt.model_name = ctx.model_name;
   svc_opt.queue_size = opt.queue_size;
-  svc_opt.request_timeout_s = opt.request_timeout;
+  svc_opt.request_timeout_s = opt.w.request_timeout;
   sd_api::SdService service(*pipeline, metrics, svc_opt);
   ctx.service = &service;
   lifecycle.set_ready();
@@ -147,14 +117,11 @@ int run(const Options& opt) {
   lifecycle.wait_for_shutdown();
   lifecycle.set_draining();
   const auto st = service.stats();
-  log::info("event=draining running={} queued={} grace_s={}", st.running ? 1 : 0, st.queued, opt.shutdown_timeout);
-  service.drain(std::chrono::milliseconds((int64_t)(opt.shutdown_timeout * 1000)));
+  log::info("event=draining running={} queued={} grace_s={}", st.running ? 1 : 0, st.queued, opt.w.shutdown_timeout);
+  service.drain(std::chrono::milliseconds((int64_t)(opt.w.shutdown_timeout * 1000)));
   // Every job has ended; give the open streams a moment to write their last events and [DONE].
-  const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (service.streaming() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  stop_serving("stopped");
+  wait_for_streams([&service] { return service.streaming(); }, std::chrono::seconds(5));
+  front.stop("stopped");
   ctx.service = nullptr;
   log::info("event=stopped");
   return 0;
@@ -169,26 +136,14 @@ int main(int argc, char** argv) {
   CLI::App app{"sd-worker-rbee: serves one Stable Diffusion model over the rbee worker contract and OpenAI's "
                "images API"};
   app.set_version_flag("--version", std::string("sd-worker-rbee ") + RBEE_VERSION);
-  app.add_option("--model", opt.model, "A diffusers folder, or a single-file .safetensors checkpoint (with --config)")
-      ->required();
+  opt.w.max_body_kb = 48 * 1024;  // images come base64: a 2048x2048 PNG can be 16 MB of text
+  auto* backend = rbee::server::add_worker_options(
+      app, opt.w, "A diffusers folder, or a single-file .safetensors checkpoint (with --config)");
   app.add_option("--config", opt.config, "For a single-file checkpoint: a diffusers folder of the same architecture "
                                          "(its configs and tokenizer are used, its weights are not)");
   app.add_option("--sd-version", opt.sd_version, "Model family: auto (from the files), v1-5, v2-1, xl or turbo "
                                                  "(checked against the files; sets the request defaults)")
       ->check(CLI::IsMember({"auto", "v1-5", "v2-1", "xl", "turbo"}))
-      ->capture_default_str();
-  app.add_option("--model-ref", opt.model_ref, "Label reported to the hive (e.g. hf:org/repo)");
-  app.add_option("--worker-id", opt.worker_id, "Worker id for the hive (default: random)");
-  app.add_option("--host", opt.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", opt.port, "Port to listen on (0: any free port)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  app.add_option("--hive-url", opt.hive_url, "Hive to send heartbeats to (http://host:port)");
-  auto* backend = app.add_option("--backend", opt.backend, "auto (CUDA, then ROCm, then CPU), cpu, cuda or rocm")
-                      ->check(CLI::IsMember({"auto", "cpu", "cuda", "rocm"}))
-                      ->capture_default_str();
-  app.add_option("--device,--cuda-device,--rocm-device", opt.device, "GPU index within the backend")
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--use-f16", opt.use_f16, "Keep linear and convolution weights in f16 (halves their memory on GPUs)");
   app.add_option("--sampler", opt.sampler, "Sampler of requests that name none (default: euler; euler_a for turbo)")
@@ -199,24 +154,8 @@ int main(int argc, char** argv) {
   app.add_option("--queue-size", opt.queue_size, "Jobs waiting for the device at most; beyond, 429 with Retry-After")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
-  app.add_option("-t,--threads", opt.threads, "CPU threads (default: RBEE_THREADS or every CPU)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--http-threads", opt.http_threads, "HTTP connection threads (default: queue + 16)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-body-kb", opt.max_body_kb, "Largest request body in KiB (beyond: 413); images come base64")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--request-timeout", opt.request_timeout, "Seconds a job may take at most, queue included")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--shutdown-timeout", opt.shutdown_timeout, "Seconds the running job gets to finish on SIGTERM")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--heartbeat-interval", opt.heartbeat_interval, "Seconds between heartbeats")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.backend, "sd-worker-rbee")) {
+  if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.w.backend, "sd-worker-rbee")) {
     return 2;
   }
   try {

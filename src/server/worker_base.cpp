@@ -51,6 +51,11 @@ nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& statu
           {"timestamp", iso8601_now()}};
 }
 
+void throw_not_ready(const Lifecycle& lifecycle) {
+  if (lifecycle.state() == Lifecycle::State::Failed) throw ApiError(503, "load_failed", "the model failed to load");
+  throw ApiError(503, "loading", "the model is still loading; see /ready", "", 1);
+}
+
 std::string backend_from_program_name(const char* argv0, std::string_view base) {
   const std::string name = std::filesystem::path(argv0).filename().string();
   for (const char* b : {"cpu", "cuda", "rocm"}) {

@@ -31,6 +31,10 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
 //  "vram_total"},"timestamp"}. device may be null while no device is chosen (then "" and zeros).
 nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& status, DeviceStats* device);
 
+// What a job route answers before the model is ready: ApiError 503 "loading" with Retry-After, or 503
+// "load_failed" once loading failed.
+[[noreturn]] void throw_not_ready(const Lifecycle& lifecycle);
+
 // The backend a program's name fixes: "<base>-cuda" -> "cuda" (also cpu, rocm); "" for the plain name.
 std::string backend_from_program_name(const char* argv0, std::string_view base);
 // Applies a backend fixed by the program name to `backend` (the --backend value). Returns false, having printed why

@@ -2,7 +2,6 @@
 // (chunk walk, CRCs and zlib inflate written from the PNG spec, not rbee's reader), with the asked size, real
 // pixels and the parameters text chunk; the same seed gives the same file; bad arguments exit non-zero with a
 // message naming the option.
-#include <sys/wait.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -16,26 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 namespace {
 
 const std::string kTinySd = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sd15";
 
-struct CliRun {
-  int status = -1;
-  std::string output;
-};
-
-CliRun rbee_sd(const std::string& args) {
-  const std::string cmd = std::string(RBEE_CLI) + " sd " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, got);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
+rbee::test::CliRun rbee_sd(const std::string& args) {
+  return rbee::test::run_command(std::string(RBEE_CLI) + " sd " + args + " 2>&1");
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -97,8 +84,8 @@ std::string tmp_png(const char* name) { return ::testing::TempDir() + "rbee_sd_c
 TEST(SdCli, WritesPngWithSizeAndParameters) {
   const std::string out = tmp_png("a");
   std::remove(out.c_str());
-  const CliRun r = rbee_sd("-m " + kTinySd + " -p 'a blue cube' -n 'blurry' --steps 3 -W 256 -H 192 -s 42 "
-                           "--sampler ddim -g 6 --backend cpu -o " + out);
+  const rbee::test::CliRun r = rbee_sd("-m " + kTinySd + " -p 'a blue cube' -n 'blurry' --steps 2 -W 256 -H 192 -s 42 "
+                                       "--sampler ddim -g 0 --backend cpu -o " + out);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("s per image"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("it/s"), std::string::npos) << r.output;
@@ -113,18 +100,18 @@ TEST(SdCli, WritesPngWithSizeAndParameters) {
   ASSERT_EQ(png.text.count("parameters"), 1u);
   const std::string& p = png.text.at("parameters");
   EXPECT_EQ(p.rfind("a blue cube\nNegative prompt: blurry\n", 0), 0u) << p;
-  for (const char* part : {"Steps: 3", "Sampler: ddim", "CFG scale: 6", "Seed: 42", "Size: 256x192", "Model: sd15"}) {
+  for (const char* part : {"Steps: 2", "Sampler: ddim", "CFG scale: 0", "Seed: 42", "Size: 256x192", "Model: sd15"}) {
     EXPECT_NE(p.find(part), std::string::npos) << part << " not in " << p;
   }
 
   // Same seed, same bytes; img2img from that image at its size.
   const std::string again = tmp_png("b");
-  ASSERT_EQ(rbee_sd("-m " + kTinySd + " -p 'a blue cube' -n 'blurry' --steps 3 -W 256 -H 192 -s 42 --sampler ddim "
-                    "-g 6 -q -o " + again).status, 0);
+  ASSERT_EQ(rbee_sd("-m " + kTinySd + " -p 'a blue cube' -n 'blurry' --steps 2 -W 256 -H 192 -s 42 --sampler ddim "
+                    "-g 0 -q -o " + again).status, 0);
   EXPECT_EQ(read_file(out), read_file(again));
   const std::string img2img = tmp_png("c");
-  const CliRun r2 = rbee_sd("-m " + kTinySd + " -p x --steps 4 --strength 0.5 -s 1 --init-image " + out + " --mask " +
-                            out + " -o " + img2img);
+  const rbee::test::CliRun r2 = rbee_sd("-m " + kTinySd + " -p x --steps 2 --strength 0.5 -g 0 -s 1 --init-image " +
+                                        out + " --mask " + out + " -o " + img2img);
   ASSERT_EQ(r2.status, 0) << r2.output;
   const Png png2 = parse_png(read_file(img2img));
   EXPECT_EQ(png2.width, 256u);
@@ -134,7 +121,7 @@ TEST(SdCli, WritesPngWithSizeAndParameters) {
 }
 
 void expect_refused(const std::string& args, const std::string& needle) {
-  const CliRun r = rbee_sd(args);
+  const rbee::test::CliRun r = rbee_sd(args);
   EXPECT_GT(r.status, 0) << "rbee sd " << args << " was not refused:\n" << r.output;
   EXPECT_NE(r.output.find(needle), std::string::npos) << "rbee sd " << args << ": no '" << needle << "' in\n"
                                                       << r.output;
@@ -157,7 +144,7 @@ TEST(SdCli, RefusesBadArguments) {
 }
 
 TEST(SdCli, HelpNamesEveryFlag) {
-  const CliRun r = rbee_sd("--help");
+  const rbee::test::CliRun r = rbee_sd("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--model", "--prompt", "--negative-prompt", "--output", "--steps", "--width", "--height",
                            "--seed", "--sampler", "--guidance", "--init-image", "--strength", "--mask", "--backend",
