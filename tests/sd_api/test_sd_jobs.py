@@ -13,15 +13,15 @@ def png_of(data):
 
 def test_event_order_and_fields(sd_worker):
     events = sd_worker.run_job(prompt="a red cube", negative_prompt="blurry", steps=3, seed=7, guidance_scale=6.5,
-                               sampler="euler_a")
+                               sampler="euler_a", preview_every=1)
     names = [n for n, _ in events]
-    # progress after every step; a preview after step 2 (every 2, never at the last step); then complete.
-    assert names == ["progress", "progress", "preview", "progress", "complete", "message"], names
+    # progress after every step; a preview after every step (preview_every 1) but the last; then complete.
+    assert names == ["progress", "preview", "progress", "preview", "progress", "complete", "message"], names
     progress = [d for n, d in events if n == "progress"]
     assert [(p["step"], p["total"]) for p in progress] == [(1, 3), (2, 3), (3, 3)]
     assert [round(p["percent"], 3) for p in progress] == [33.333, 66.667, 100.0]
     previews = [d for n, d in events if n == "preview"]
-    assert [(p["step"], p["total"]) for p in previews] == [(2, 3)]
+    assert [(p["step"], p["total"]) for p in previews] == [(1, 3), (2, 3)]
     for p in previews:
         w, h, rgb, _ = decode_png(png_of(p))
         assert (w, h) == (SIZE, SIZE) and len(set(rgb)) > 10
