@@ -95,7 +95,8 @@ void SdService::forget(const std::string& id) {
 size_t SdService::streaming() const {
   std::lock_guard lock(mutex_);
   size_t n = 0;
-  for (const auto& [id, job] : jobs_) n += job->consumer_attached && !job->events.closed() ? 1 : 0;
+  // A reader forgets its job when its response is over, so every attached job left is still being written.
+  for (const auto& [id, job] : jobs_) n += job->consumer_attached ? 1 : 0;
   return n;
 }
 
