@@ -1,9 +1,8 @@
 #include "model_options.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 
+#include "progress_bar.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/core/thread_pool.h"
@@ -67,33 +66,19 @@ llm::SamplingParams to_sampling_params(const SamplingOptions& opt) {
   return p;
 }
 
-namespace {
-// A one-line progress bar on stderr, redrawn in place; nothing when stderr is not a terminal.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
-  void update(float fraction) {
-    if (!enabled_) return;
-    const int width = 40, filled = (int)(fraction * width + 0.5f);
-    std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "########################################",
-                 width - filled, "", (int)(fraction * 100 + 0.5f));
-    std::fflush(stderr);
-    if (fraction >= 1.0f) std::fprintf(stderr, "\n");
-  }
-
- private:
-  bool enabled_;
-};
-}  // namespace
-
-LoadedModel load_model(const ModelOptions& opt) {
-  if (opt.threads > 0) ThreadPool::set_global_threads(opt.threads);
+Device& select_device(const std::string& backend, int device_index, int threads) {
+  if (threads > 0) ThreadPool::set_global_threads(threads);
   Registry& registry = Registry::global();
   for (const auto& line : registry.load_plugins()) log::debug("plugin {}", line);
   std::string reason;
-  Device& device = registry.select(opt.backend, opt.device, &reason);
+  Device& device = registry.select(backend, device_index, &reason);
   log::info("device: {} ({}), {}", device.id(), device.info().name, reason);
-  ProgressBar bar(!opt.quiet);
+  return device;
+}
+
+LoadedModel load_model(const ModelOptions& opt) {
+  Device& device = select_device(opt.backend, opt.device, opt.threads);
+  ProgressBar bar(!opt.quiet, "loading");
   llm::LoadOptions load;
   load.device = &device;
   load.progress = [&](float f) { bar.update(f); };

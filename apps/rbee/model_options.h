@@ -12,6 +12,10 @@
 #include "rbee/llm/model.h"
 #include "rbee/llm/sampler.h"
 
+namespace rbee {
+class Device;
+}
+
 namespace rbee::cli {
 
 struct ModelOptions {
@@ -47,6 +51,8 @@ struct LoadedModel {
   std::unique_ptr<llm::Model> model;
   std::unique_ptr<llm::KvCache> cache;
 };
+// Sets the CPU thread count (threads > 0), loads the GPU plug-ins and picks the device, logging why.
+Device& select_device(const std::string& backend, int device, int threads);
 // Selects the device, loads the model with a progress bar on a terminal, and sizes the KV cache.
 LoadedModel load_model(const ModelOptions& opt);
 

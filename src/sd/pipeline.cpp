@@ -421,6 +421,7 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     }
     if (r.on_step && !r.on_step(i - start + 1, r.steps - start))
       RBEE_CHECK_CODE(false, ErrorCode::Cancelled, "sd request: cancelled after step {}", i + 1);
+    if (r.on_latents) r.on_latents(i - start + 1, r.steps - start, latents);
   }
   return latents;
 }

@@ -4,6 +4,9 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <chrono>
+#include <thread>
+
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "server/util.h"
@@ -156,9 +159,19 @@ void HttpServer::bind() {
   }
 }
 
-void HttpServer::run() { server_.listen_after_bind(); }
+void HttpServer::run() {
+  // run_called_ before reading stop_requested_, and stop() the other way round (both sequentially consistent):
+  // either run() sees the stop and returns, or stop() sees run() and waits until the loop can be stopped.
+  run_called_ = true;
+  if (!stop_requested_) server_.listen_after_bind();
+  run_done_ = true;
+}
 
 void HttpServer::stop() {
+  stop_requested_ = true;
+  if (run_called_) {
+    while (!server_.is_running() && !run_done_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (server_.is_running()) server_.stop();
 }
 

@@ -8,6 +8,7 @@
 // for the stream's life, so size it above the number of concurrent streams).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -56,7 +57,8 @@ class HttpServer {
   int port() const { return port_; }
   // Serves until stop(); call after bind(), typically on its own thread.
   void run();
-  // Stops accepting, lets requests in flight finish their current write, and makes run() return.
+  // Stops accepting, lets requests in flight finish their current write, and makes run() return, also when
+  // run() is called, or reaches its loop, only after stop() (a model that fails to load right after start-up).
   void stop();
 
  private:
@@ -73,6 +75,7 @@ class HttpServer {
   };
   std::vector<Route> routes_;
   int port_ = 0;
+  std::atomic<bool> run_called_{false}, run_done_{false}, stop_requested_{false};
 };
 
 // Response helpers.

@@ -1,5 +1,9 @@
 #include "server/worker_base.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
 #include "server/util.h"
 
 namespace rbee::server {
@@ -45,6 +49,45 @@ nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& statu
             {"vram_used", s.vram_used},
             {"vram_total", s.vram_total}}},
           {"timestamp", iso8601_now()}};
+}
+
+void throw_not_ready(const Lifecycle& lifecycle) {
+  if (lifecycle.state() == Lifecycle::State::Failed) throw ApiError(503, "load_failed", "the model failed to load");
+  throw ApiError(503, "loading", "the model is still loading; see /ready", "", 1);
+}
+
+std::string backend_from_program_name(const char* argv0, std::string_view base) {
+  const std::string name = std::filesystem::path(argv0).filename().string();
+  for (const char* b : {"cpu", "cuda", "rocm"}) {
+    if (name == std::string(base) + "-" + b) return b;
+  }
+  return "";
+}
+
+bool apply_program_backend(const std::string& fixed, bool given, std::string& backend, std::string_view program) {
+  if (fixed.empty()) return true;
+  if (given && backend != fixed) {
+    std::fprintf(stderr, "%.*s-%s: --backend %s contradicts the program's name\n", (int)program.size(), program.data(),
+                 fixed.c_str(), backend.c_str());
+    return false;
+  }
+  backend = fixed;
+  return true;
+}
+
+void api_token_from_env(HttpOptions& options) {
+  if (const char* token = std::getenv("LLORCH_API_TOKEN"); token && *token) options.api_token = token;
+}
+
+std::unique_ptr<Heartbeat> start_heartbeat(const std::string& hive_url, double interval_s, Heartbeat::BodyFn body) {
+  HeartbeatOptions hb;
+  hb.hive_url = hive_url;
+  hb.interval_s = interval_s;
+  hb.max_backoff_s = 6 * interval_s;
+  hb.initial_backoff_s = std::min(hb.initial_backoff_s, interval_s);
+  auto out = std::make_unique<Heartbeat>(hb, std::move(body));
+  out->start();
+  return out;
 }
 
 }  // namespace rbee::server

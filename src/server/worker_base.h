@@ -4,10 +4,12 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "server/device_stats.h"
+#include "server/heartbeat.h"
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/metrics.h"
@@ -28,5 +30,22 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
 // {"worker":{"id","model_id","device","port","status","implementation":"rbee","version","vram_used",
 //  "vram_total"},"timestamp"}. device may be null while no device is chosen (then "" and zeros).
 nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& status, DeviceStats* device);
+
+// What a job route answers before the model is ready: ApiError 503 "loading" with Retry-After, or 503
+// "load_failed" once loading failed.
+[[noreturn]] void throw_not_ready(const Lifecycle& lifecycle);
+
+// The backend a program's name fixes: "<base>-cuda" -> "cuda" (also cpu, rocm); "" for the plain name.
+std::string backend_from_program_name(const char* argv0, std::string_view base);
+// Applies a backend fixed by the program name to `backend` (the --backend value). Returns false, having printed why
+// on stderr, when --backend was given (`given`) and contradicts the name.
+bool apply_program_backend(const std::string& fixed, bool given, std::string& backend, std::string_view program);
+
+// Sets options.api_token from LLORCH_API_TOKEN when that is set and not empty.
+void api_token_from_env(HttpOptions& options);
+
+// Starts heartbeats to hive_url every interval_s seconds; retries back off up to six intervals, so a hive that
+// comes back hears from the worker soon.
+std::unique_ptr<Heartbeat> start_heartbeat(const std::string& hive_url, double interval_s, Heartbeat::BodyFn body);
 
 }  // namespace rbee::server

@@ -1,47 +1,10 @@
 """Heartbeats to a mock hive on loopback: the documented body, every interval; a hive that goes away does not
 disturb serving, and heartbeats resume when it comes back."""
 import datetime
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import Worker
-
-
-class Hive:
-    def __init__(self, port=0):
-        self.beats = []
-        hive = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                hive.beats.append((self.path, self.headers.get("Content-Type"), json.loads(body)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def wait(predicate, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+from worker_process import Hive, wait
 
 
 def test_heartbeats_and_hive_outage():

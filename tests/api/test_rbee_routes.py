@@ -6,6 +6,7 @@ import time
 import requests
 
 from conftest import sse_events
+from worker_process import wait
 
 
 def test_health_needs_no_auth_and_ready(worker):
@@ -115,12 +116,7 @@ def test_non_streaming_job(worker):
 
 
 def wait_for(predicate, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+    return wait(predicate, timeout)
 
 
 def blocks_all_free(worker):

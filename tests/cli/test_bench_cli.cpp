@@ -1,20 +1,17 @@
 // `rbee bench` as a user runs it: the built binary (RBEE_CLI) with bad arguments must exit non-zero with a
 // message that names the bad option or value, never crash; a good run must print the JSON fields that
 // tools/bench/compare_llamacpp.py reads. The model is the tiny Llama of tests/data/tiny_models (fast to load).
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
+
 namespace {
 
-struct CliRun {
-  int status = -1;  // exit code, or -1 when the process did not exit normally (signal, crash)
-  std::string output;
-};
+using rbee::test::CliRun;
 
 const std::string kTinyModel = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_models/llama/model.gguf";
 
@@ -23,15 +20,7 @@ const std::string kTinyModel = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_
 CliRun bench(const std::string& args, const std::string& model = kTinyModel, bool stdout_only = false) {
   const std::string cmd = std::string(RBEE_CLI) + " bench -m " + model + " " + args +
                           (stdout_only ? " 2>/dev/null" : " 2>&1");
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, got);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
+  return rbee::test::run_command(cmd);
 }
 
 // Fails unless the command exited with an error (not a crash) whose output contains `needle`.

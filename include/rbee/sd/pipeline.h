@@ -68,6 +68,9 @@ struct GenerateRequest {
   int original_width = 0, original_height = 0;
   int crop_left = 0, crop_top = 0;
   int target_width = 0, target_height = 0;
+  // Called after each step, after on_step (when it did not cancel), with (step done, total steps of this run,
+  // the latent x_t the loop holds then [1, latent, h, w]); decode() turns it into a preview image.
+  std::function<void(int, int, const Tensor&)> on_latents;
 };
 
 // An RGB image, 8 bits per channel, row-major.

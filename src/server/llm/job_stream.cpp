@@ -2,7 +2,7 @@
 
 #include "rbee/core/log.h"
 #include "server/api_error.h"
-#include "server/sse.h"
+#include "server/event_stream.h"
 
 namespace rbee::server::llm_api {
 
@@ -10,41 +10,13 @@ void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<Llm
   if (job->consumer_attached.exchange(true)) {
     throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
   }
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  auto done = std::make_shared<bool>(false);
-  res.set_chunked_content_provider(
-      kSseContentType,
-      [job, format = std::move(format), done](size_t, httplib::DataSink& sink) {
-        JobEvent ev;
-        switch (job->events.pop(ev, std::chrono::milliseconds(1000))) {
-          case Channel<JobEvent>::Pop::Item: {
-            const std::string frames = format(ev);
-            if (!frames.empty() && !sink.write(frames.data(), frames.size())) return false;
-            return true;
-          }
-          case Channel<JobEvent>::Pop::Timeout: {
-            const std::string ping = sse_comment("keep-alive");
-            return sink.write(ping.data(), ping.size());
-          }
-          case Channel<JobEvent>::Pop::Closed: {
-            const std::string end = sse_done();
-            *done = true;
-            if (!sink.write(end.data(), end.size())) return false;
-            sink.done();
-            return true;
-          }
-        }
-        return false;
-      },
-      [job, done, &service](bool success) {
-        if (!success || !*done) {
-          if (!job->finished) log::info("job={} event=client_disconnected (cancelling)", job->id);
-          job->cancel();
-        }
-        service.forget(job->id);
-      });
+  stream_events<JobEvent>(res, job, job->events, std::move(format), [job, &service](bool completed) {
+    if (!completed) {
+      if (!job->finished) log::info("job={} event=client_disconnected (cancelling)", job->id);
+      job->cancel();
+    }
+    service.forget(job->id);
+  });
 }
 
 JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,

@@ -14,10 +14,7 @@ namespace rbee::server::llm_api {
 
 LlmService& LlmWorkerContext::need_service() {
   LlmService* s = service.load();
-  if (!s) {
-    if (lifecycle.state() == Lifecycle::State::Failed) throw ApiError(503, "load_failed", "the model failed to load");
-    throw ApiError(503, "loading", "the model is still loading; see /ready", "", 1);
-  }
+  if (!s) throw_not_ready(lifecycle);
   return *s;
 }
 

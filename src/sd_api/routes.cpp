@@ -1,0 +1,156 @@
+#include "sd_api/routes.h"
+
+#include <fmt/format.h>
+
+#include "rbee/core/log.h"
+#include "server/api_error.h"
+#include "server/event_stream.h"
+#include "server/json_fields.h"
+#include "server/sse.h"
+
+namespace rbee::server::sd_api {
+
+SdService& SdWorkerContext::need_service() {
+  SdService* s = service.load();
+  if (!s) throw_not_ready(lifecycle);
+  return *s;
+}
+
+std::string worker_status(SdWorkerContext& ctx) {
+  if (ctx.lifecycle.state() != Lifecycle::State::Ready) return ctx.lifecycle.state_name();
+  SdService* s = ctx.service.load();
+  return s && s->stats().running ? "busy" : "ready";
+}
+
+nlohmann::json SdWorkerContext::info() {
+  const DeviceSnapshot d = device.snapshot();
+  nlohmann::json out = {
+      {"worker_id", identity.worker_id},
+      {"implementation", "rbee"},
+      {"version", identity.version},
+      {"model", model_name},
+      {"model_path", model_path},
+      {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
+      {"sd_version", sd_version},
+      {"backend", d.backend},
+      {"device",
+       {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
+        {"vram_used", d.vram_used}}},
+      {"status", worker_status(*this)},
+      {"operations", {"image_generation", "image_transform", "image_inpaint"}},
+      {"samplers", {"euler", "euler_a", "ddim", "dpmpp_2m_karras", "lcm"}},
+      {"defaults",
+       {{"steps", defaults.steps}, {"guidance_scale", defaults.guidance_scale}, {"width", defaults.width},
+        {"height", defaults.height}, {"sampler", sd::scheduler_kind_name(defaults.sampler)},
+        {"strength", defaults.strength}, {"preview_every", defaults.preview_every}}},
+  };
+  if (SdService* s = service.load()) {
+    const auto st = s->stats();
+    out["queue"] = {{"running", st.running ? 1 : 0}, {"queued", st.queued}, {"max_queued", queue_size},
+                    {"images", st.images}};
+  }
+  return out;
+}
+
+namespace {
+
+// One event as the SD SSE contract frames it (named events, one JSON per data line).
+std::string sd_frames(const SdEvent& ev) {
+  switch (ev.type) {
+    case SdEvent::Type::Progress:
+      return sse_event("progress", {{"step", ev.step}, {"total", ev.total},
+                                    {"percent", ev.total > 0 ? 100.0 * ev.step / ev.total : 0.0}});
+    case SdEvent::Type::Preview:
+      return sse_event("preview", {{"image", ev.png_base64}, {"format", "png"}, {"step", ev.step}, {"total", ev.total}});
+    case SdEvent::Type::Complete:
+      return sse_event("complete", {{"image", ev.png_base64}, {"format", "png"}, {"seed", ev.seed},
+                                    {"width", ev.width}, {"height", ev.height}, {"seconds", ev.seconds}});
+    case SdEvent::Type::Error:
+      return sse_event("error", {{"message", ev.message}, {"code", ev.code}});
+  }
+  return "";
+}
+
+std::shared_ptr<SdJob> find_job(SdWorkerContext& ctx, const httplib::Request& req) {
+  const std::string id = req.matches[1];
+  auto job = ctx.need_service().find(id);
+  if (!job) throw ApiError(404, "job_not_found", "no job with id \"" + id + "\" (unknown, or already streamed)", "id");
+  return job;
+}
+
+void post_job(SdWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ImageRequest r = parse_image_job(parse_json_object(req.body), ctx.defaults);
+  auto job = ctx.need_service().submit(r);
+  send_json(res, 200, {{"job_id", job->id}, {"sse_url", "/v1/jobs/" + job->id + "/stream"}, {"seed", job->seed}});
+}
+
+// OpenAI's images API: blocks until the image is made. The client's connection is not watched while it waits
+// (cpp-httplib 0.11 cannot tell); the job ends at the worker's request timeout at the latest.
+void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  ImageRequest r = parse_openai_image(parse_json_object(req.body), ctx.defaults);
+  r.preview_every = 0;
+  SdService& service = ctx.need_service();
+  auto job = service.submit(std::move(r));
+  job->consumer_attached = true;
+  struct Forget {
+    SdService& s;
+    const std::string& id;
+    ~Forget() { s.forget(id); }
+  } forget{service, job->id};
+  SdEvent ev, last;
+  while (true) {
+    const auto got = job->events.pop(ev, std::chrono::milliseconds(1000));
+    if (got == Channel<SdEvent>::Pop::Closed) break;
+    if (got == Channel<SdEvent>::Pop::Item && (ev.type == SdEvent::Type::Complete || ev.type == SdEvent::Type::Error)) {
+      last = ev;
+    }
+  }
+  if (last.type != SdEvent::Type::Complete) {
+    if (last.code == "timeout") throw ApiError(504, "timeout", last.message);
+    if (last.code == "cancelled" || last.code == "shutting_down") throw ApiError(503, last.code, last.message, "", 1);
+    throw ApiError(500, "generation_failed", "generation failed: " + last.message);
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  send_json(res, 200,
+            {{"created", now},
+             {"data", nlohmann::json::array({{{"b64_json", last.png_base64}, {"revised_prompt", job->request.prompt},
+                                              {"seed", last.seed}}})}});
+}
+
+}  // namespace
+
+void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
+  http.get("/info", "/info", [&ctx](const httplib::Request&, httplib::Response& res) { send_json(res, 200, ctx.info()); });
+  auto post = [&ctx](const httplib::Request& req, httplib::Response& res) { post_job(ctx, req, res); };
+  http.post("/v1/jobs", "/v1/jobs", post);
+  http.post("/v1/inference", "/v1/inference", post);
+  auto stream = [&ctx](const httplib::Request& req, httplib::Response& res) {
+    auto job = find_job(ctx, req);
+    SdService& service = ctx.need_service();
+    if (job->consumer_attached.exchange(true)) {
+      throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
+    }
+    stream_events<SdEvent>(res, job, job->events, sd_frames, [job, &service](bool completed) {
+      if (!completed && !job->finished) {
+        log::info("job={} event=client_disconnected (cancelling)", job->id);
+        service.cancel(job);
+      }
+      service.forget(job->id);
+    });
+  };
+  http.get(R"(/v1/jobs/([A-Za-z0-9_-]{1,64})/stream)", "/v1/jobs/{id}/stream", stream);
+  http.get(R"(/v1/inference/([A-Za-z0-9_-]{1,64})/stream)", "/v1/inference/{id}/stream", stream);
+  auto cancel = [&ctx](const httplib::Request& req, httplib::Response& res) {
+    auto job = find_job(ctx, req);
+    const bool was_finished = job->finished;
+    ctx.need_service().cancel(job);
+    send_json(res, 200, {{"job_id", job->id}, {"status", was_finished ? "finished" : "cancelled"}});
+  };
+  http.del(R"(/v1/jobs/([A-Za-z0-9_-]{1,64}))", "/v1/jobs/{id}", cancel);
+  http.del(R"(/v1/inference/([A-Za-z0-9_-]{1,64}))", "/v1/inference/{id}", cancel);
+  http.post("/v1/images/generations", "/v1/images/generations",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { post_openai_image(ctx, req, res); });
+}
+
+}  // namespace rbee::server::sd_api

@@ -1,0 +1,286 @@
+#include "sd_api/sd_service.h"
+
+#include <random>
+
+#include <fmt/format.h>
+
+#include "rbee/core/error.h"
+#include "rbee/core/log.h"
+#include "rbee/sd/parameters.h"
+#include "rbee/sd/png.h"
+#include "server/api_error.h"
+#include "server/base64.h"
+#include "server/util.h"
+
+namespace rbee::server::sd_api {
+
+namespace {
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The mask image as the pipeline takes it: [1, 1, H, W], 1 where the red channel is at least half (repaint), else
+// 0 (keep); diffusers binarises its mask at 0.5 the same way.
+Tensor mask_tensor(const sd::Image& mask, Device& device) {
+  std::vector<float> v((size_t)mask.width * (size_t)mask.height);
+  for (size_t p = 0; p < v.size(); ++p) v[p] = mask.rgb[p * 3] >= 128 ? 1.0f : 0.0f;
+  return Tensor::from_vector(v, {1, 1, mask.height, mask.width}, device);
+}
+}  // namespace
+
+void describe_sd_metrics(Metrics& m) {
+  m.describe_gauge("rbee_queue_depth", "Image jobs waiting for the device.");
+  m.describe_gauge("rbee_running_jobs", "Image jobs on the device (0 or 1).");
+  m.describe_counter("rbee_jobs_total", "Image jobs by operation and outcome (complete, cancelled, error).");
+  m.describe_counter("rbee_images_total", "Images generated.");
+  m.describe_histogram("rbee_image_seconds", "Seconds per image (device time, not counting the queue).",
+                       {0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160});
+  m.describe_histogram("rbee_step_seconds", "Seconds per denoising step.",
+                       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5});
+  m.describe_histogram("rbee_queue_seconds", "Seconds a job waited before the device took it.",
+                       {0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120});
+}
+
+SdService::SdService(const sd::Pipeline& pipeline, Metrics& metrics, ServiceOptions options)
+    : pipeline_(pipeline), metrics_(metrics), options_(std::move(options)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+SdService::~SdService() { drain(std::chrono::milliseconds(0)); }
+
+std::shared_ptr<SdJob> SdService::submit(ImageRequest request) {
+  collect_garbage();
+  uint64_t seed = 0;
+  if (request.seed) {
+    seed = *request.seed;
+  } else {
+    std::random_device rd;
+    seed = ((uint64_t)rd() << 32 | rd()) & (uint64_t)INT64_MAX;  // reported back; fits a JSON integer of any client
+  }
+  auto job = std::make_shared<SdJob>(random_id("img"), std::move(request), seed);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw ApiError(503, "shutting_down", "the worker is shutting down", "", 5);
+    if ((int)queue_.size() >= options_.queue_size) {
+      throw ApiError(429, "queue_full",
+                     fmt::format("the queue is full ({} jobs waiting); retry later", options_.queue_size), "",
+                     options_.retry_after_s);
+    }
+    queue_.push_back(job);
+    jobs_[job->id] = job;
+  }
+  cv_.notify_all();
+  const ImageRequest& r = job->request;
+  log::info("job={} event=submitted operation={} size={}x{} steps={} sampler={} guidance={} seed={}", job->id,
+            operation_name(r.operation), r.width, r.height, r.steps, sd::scheduler_kind_name(r.sampler),
+            r.guidance_scale, seed);
+  return job;
+}
+
+std::shared_ptr<SdJob> SdService::find(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+void SdService::forget(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  jobs_.erase(id);
+}
+
+size_t SdService::streaming() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  // A reader forgets its job when its response is over, so every attached job left is still being written.
+  for (const auto& [id, job] : jobs_) n += job->consumer_attached ? 1 : 0;
+  return n;
+}
+
+SdService::Stats SdService::stats() const {
+  std::lock_guard lock(mutex_);
+  return {(int)queue_.size(), running_ != nullptr, images_};
+}
+
+void SdService::cancel(const std::shared_ptr<SdJob>& job) {
+  job->cancel_requested = true;
+  bool was_queued = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (*it == job) {
+        queue_.erase(it);
+        was_queued = true;
+        break;
+      }
+    }
+  }
+  if (was_queued) {
+    SdEvent ev;
+    ev.type = SdEvent::Type::Error;
+    ev.code = "cancelled";
+    ev.message = "the job was cancelled before it started";
+    finish(*job, ev);
+  }
+}
+
+void SdService::finish(SdJob& job, SdEvent last) {
+  const char* outcome = last.type == SdEvent::Type::Complete ? "complete" : last.code == "cancelled" ? "cancelled" : "error";
+  metrics_.add("rbee_jobs_total", 1, {{"operation", operation_name(job.request.operation)}, {"outcome", outcome}});
+  if (last.type == SdEvent::Type::Error) {
+    log::info("job={} event=finished outcome={} code={} message=\"{}\"", job.id, outcome, last.code, last.message);
+  }
+  job.events.push(std::move(last));
+  job.finished_at_ms = steady_ms();
+  job.finished = true;
+  job.events.close();
+}
+
+void SdService::drain(std::chrono::milliseconds grace) {
+  std::deque<std::shared_ptr<SdJob>> queued;
+  std::shared_ptr<SdJob> running;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    queued.swap(queue_);
+    running = running_;
+  }
+  for (auto& job : queued) {
+    job->cancel_requested = true;
+    SdEvent ev;
+    ev.type = SdEvent::Type::Error;
+    ev.code = "shutting_down";
+    ev.message = "the worker is shutting down; the job did not start";
+    finish(*job, ev);
+  }
+  if (running) {
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!running->finished && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    running->cancel_requested = true;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    exit_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SdService::loop() {
+  while (true) {
+    std::shared_ptr<SdJob> job;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return exit_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = queue_.front();
+      queue_.pop_front();
+      running_ = job;
+    }
+    metrics_.observe("rbee_queue_seconds", seconds_since(job->created));
+    run_job(*job);
+    {
+      std::lock_guard lock(mutex_);
+      running_.reset();
+    }
+  }
+}
+
+void SdService::run_job(SdJob& job) {
+  const ImageRequest& r = job.request;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = job.created + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                          std::chrono::duration<double>(options_.request_timeout_s));
+  sd::GenerateRequest g;
+  g.prompt = r.prompt;
+  g.negative_prompt = r.negative_prompt;
+  g.steps = r.steps;
+  g.guidance_scale = r.guidance_scale;
+  g.seed = job.seed;
+  g.width = r.width;
+  g.height = r.height;
+  g.sampler = r.sampler;
+  g.strength = r.strength;
+  bool timed_out = false;
+  auto last_step = std::chrono::steady_clock::now();
+  g.on_step = [&](int step, int total) {
+    const auto now = std::chrono::steady_clock::now();
+    metrics_.observe("rbee_step_seconds", std::chrono::duration<double>(now - last_step).count());
+    last_step = now;
+    SdEvent ev;
+    ev.type = SdEvent::Type::Progress;
+    ev.step = step;
+    ev.total = total;
+    job.events.push(std::move(ev));
+    if (now > deadline) timed_out = true;
+    return !job.cancel_requested && !timed_out;
+  };
+  g.on_latents = [&](int step, int total, const Tensor& latents) {
+    if (r.preview_every <= 0 || step % r.preview_every != 0 || step == total || job.cancel_requested) return;
+    SdEvent ev;
+    ev.type = SdEvent::Type::Preview;
+    ev.step = step;
+    ev.total = total;
+    ev.png_base64 = base64_encode(sd::encode_png(sd::Pipeline::to_image(pipeline_.decode(latents))));
+    job.events.push(std::move(ev));
+    last_step = std::chrono::steady_clock::now();  // the decode is not step time
+  };
+  SdEvent last;
+  try {
+    if (job.cancel_requested) RBEE_THROW(ErrorCode::Cancelled, "cancelled before it started");
+    if (r.operation != Operation::Generate) g.init_image = pipeline_.from_image(r.init_image);
+    if (r.operation == Operation::Inpaint) g.mask = mask_tensor(r.mask, pipeline_.device());
+    const sd::Image image = pipeline_.generate(g);
+    const std::string params = sd::generation_parameters(g, options_.model_name);
+    last.type = SdEvent::Type::Complete;
+    last.png_base64 = base64_encode(sd::encode_png(image, {{"parameters", params}}));
+    last.seed = job.seed;
+    last.width = image.width;
+    last.height = image.height;
+    last.seconds = seconds_since(started);
+    metrics_.add("rbee_images_total");
+    metrics_.observe("rbee_image_seconds", last.seconds);
+    {
+      std::lock_guard lock(mutex_);
+      ++images_;
+    }
+    log::info("job={} event=finished outcome=complete seconds={:.3f} it_per_s={:.2f}", job.id, last.seconds,
+              r.steps / std::max(last.seconds, 1e-9));
+  } catch (const Error& e) {
+    last.type = SdEvent::Type::Error;
+    if (timed_out) {
+      last.code = "timeout";
+      last.message = fmt::format("the job ran past the worker's time limit of {} s", options_.request_timeout_s);
+    } else if (e.code() == ErrorCode::Cancelled) {
+      last.code = "cancelled";
+      last.message = "the job was cancelled (DELETE, client disconnect or worker shutdown)";
+    } else {
+      last.code = e.code() == ErrorCode::OutOfMemory ? "out_of_memory" : "generation_failed";
+      last.message = e.message();
+      log::error("job={} event=generation_failed error=\"{}\"", job.id, e.what());
+    }
+  } catch (const std::exception& e) {
+    last.type = SdEvent::Type::Error;
+    last.code = "generation_failed";
+    last.message = e.what();
+    log::error("job={} event=generation_failed error=\"{}\"", job.id, e.what());
+  }
+  finish(job, std::move(last));
+}
+
+void SdService::collect_garbage() {
+  const int64_t now = steady_ms(), ttl = (int64_t)(options_.job_ttl_s * 1000);
+  std::lock_guard lock(mutex_);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const SdJob& j = *it->second;
+    if (j.finished && !j.consumer_attached && now - j.finished_at_ms > ttl) it = jobs_.erase(it);
+    else ++it;
+  }
+}
+
+}  // namespace rbee::server::sd_api

@@ -1,0 +1,141 @@
+"""Cancellation (DELETE, client disconnect), the bounded queue (429 + Retry-After), SIGTERM drain, heartbeats to a
+mock hive, load failures and the backend fixed by the program's name."""
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from conftest import MODEL, SIZE, WORKER_BIN, SdWorker, named_events
+from worker_process import Hive, wait
+
+LONG = 150  # steps: long enough that a cancel lands mid-run
+
+
+def first_progress(response):
+    events = named_events(response)
+    for name, data in events:
+        if name == "progress":
+            return events, data
+    raise AssertionError("no progress event")
+
+
+def test_cancel_by_delete_then_next_job_runs(sd_worker):
+    job = sd_worker.job(steps=LONG, seed=1)
+    with sd_worker.stream(job) as r:
+        events, first = first_progress(r)
+        assert first["step"] == 1
+        d = sd_worker.delete("/v1/jobs/" + job["job_id"])
+        assert d.status_code == 200 and d.json() == {"job_id": job["job_id"], "status": "cancelled"}
+        rest = list(events)
+    assert rest[-1] == ("message", "[DONE]")
+    name, err = rest[-2]
+    assert name == "error" and err["code"] == "cancelled" and "cancelled" in err["message"]
+    assert max([first["step"]] + [d["step"] for n, d in rest if n == "progress"]) < LONG
+    assert sd_worker.run_job(seed=2)[-2][0] == "complete"
+
+
+def test_cancel_by_disconnect_then_next_job_runs(sd_worker):
+    before = sd_worker.metric("rbee_jobs_total", {"operation": "image_generation", "outcome": "cancelled"})
+    job = sd_worker.job(steps=LONG, seed=3)
+    r = sd_worker.stream(job)
+    first_progress(r)
+    r.close()  # hang up mid-stream
+    assert wait(lambda: sd_worker.metric("rbee_jobs_total", {"operation": "image_generation",
+                                                             "outcome": "cancelled"}) == before + 1, 30)
+    assert any(f"job={job['job_id']} event=client_disconnected" in line for line in sd_worker.lines)
+    assert sd_worker.run_job(seed=4)[-2][0] == "complete"
+
+
+def test_queue_full_gets_429_and_queued_jobs_cancel(sd_worker):
+    running = sd_worker.job(steps=LONG, seed=5)
+    queued = [sd_worker.job(seed=6), sd_worker.job(seed=7)]  # --queue-size 2
+    r = sd_worker.post("/v1/jobs", {"operation": "image_generation", "prompt": "x", "width": SIZE, "height": SIZE})
+    assert r.status_code == 429, r.text
+    assert int(r.headers["Retry-After"]) > 0 and r.json()["error"]["code"] == "queue_full"
+    assert sd_worker.metric("rbee_queue_depth") == 2
+    # Cancelling a queued job ends its stream at once; then the running one.
+    assert sd_worker.delete("/v1/jobs/" + queued[0]["job_id"]).status_code == 200
+    with sd_worker.stream(queued[0]) as s:
+        events = list(named_events(s))
+    assert [n for n, _ in events] == ["error", "message"] and events[0][1]["code"] == "cancelled"
+    assert sd_worker.delete("/v1/jobs/" + running["job_id"]).status_code == 200
+    with sd_worker.stream(queued[1]) as s:
+        assert list(named_events(s))[-2][0] == "complete"
+
+
+def test_sigterm_drains_running_job_and_refuses_new_ones():
+    w = SdWorker()
+    job = w.job(steps=3, seed=8)
+    with w.stream(job) as r:
+        events, _ = first_progress(r)
+        w.proc.send_signal(signal.SIGTERM)
+        assert wait(lambda: w.get("/ready").status_code == 503, 10)
+        late = w.post("/v1/jobs", {"operation": "image_generation", "prompt": "x", "width": SIZE, "height": SIZE})
+        assert late.status_code == 503
+        rest = list(events)
+    assert rest[-2][0] == "complete", rest[-2]  # the running job finished within the grace period
+    assert w.proc.wait(30) == 0
+
+
+def test_heartbeat_to_mock_hive():
+    hive = Hive()
+    w = SdWorker("--hive-url", f"http://127.0.0.1:{hive.port}", "--heartbeat-interval", "0.2", "--worker-id",
+                 "sd-test-1", "--model-ref", "hf:test/tiny-sd")
+    try:
+        assert wait(lambda: any(b[2]["worker"]["status"] == "ready" for b in hive.beats), 15)
+        path, ctype, body = hive.beats[-1]
+        assert path == "/v1/worker-heartbeat" and ctype.startswith("application/json")
+        wk = body["worker"]
+        assert set(wk) == {"id", "model_id", "device", "port", "status", "implementation", "version", "vram_used",
+                           "vram_total"}
+        assert wk["id"] == "sd-test-1" and wk["model_id"] == "hf:test/tiny-sd" and wk["device"] == "cpu:0"
+        assert wk["implementation"] == "rbee" and wk["port"] == int(w.url.rsplit(":", 1)[1])
+        # "busy" while a job is on the device.
+        job = w.job(steps=LONG, seed=9)
+        assert wait(lambda: hive.beats[-1][2]["worker"]["status"] == "busy", 15)
+        w.delete("/v1/jobs/" + job["job_id"])
+        hive.stop()
+        assert w.run_job()[-2][0] == "complete"  # a hive that is down does not stop serving
+    finally:
+        assert w.stop() == 0
+
+
+def run_worker(args, binary=WORKER_BIN, timeout=60):
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_load_failures_are_clear():
+    r = run_worker(["--model", MODEL, "--sd-version", "v2-1", "--port", "0"])
+    assert r.returncode == 1 and "'v2-1' was asked for" in r.stderr and "v1-5" in r.stderr
+    r = run_worker(["--model", MODEL, "--sd-version", "xl", "--port", "0"])
+    assert r.returncode == 1 and "'xl' was asked for" in r.stderr
+    r = run_worker(["--model", "/nonexistent/model", "--port", "0"])
+    assert r.returncode == 1 and "does not exist" in r.stderr
+    single = str(Path(MODEL).parent / "sd15_single_file.safetensors")
+    r = run_worker(["--model", single, "--port", "0"])
+    assert r.returncode == 1 and "--config" in r.stderr
+    r = run_worker(["--model", MODEL, "--sd-version", "v3"])
+    assert r.returncode != 0 and "--sd-version" in r.stderr
+
+
+def test_single_file_with_config_serves():
+    single = str(Path(MODEL).parent / "sd15_single_file.safetensors")
+    w = SdWorker("--config", MODEL, model=single)
+    try:
+        assert w.run_job(seed=1)[-2][0] == "complete"
+    finally:
+        assert w.stop() == 0
+
+
+def test_backend_from_program_name():
+    with tempfile.TemporaryDirectory() as d:
+        link = os.path.join(d, "sd-worker-rbee-cpu")
+        os.symlink(WORKER_BIN, link)
+        r = run_worker(["--model", MODEL, "--backend", "cuda"], binary=link)
+        assert r.returncode == 2 and "contradicts the program's name" in r.stderr
+        w = SdWorker(binary=link)
+        try:
+            assert w.get("/info").json()["backend"] == "cpu"
+        finally:
+            assert w.stop() == 0
