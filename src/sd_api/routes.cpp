@@ -6,6 +6,7 @@
 #include "server/api_error.h"
 #include "server/event_stream.h"
 #include "server/json_fields.h"
+#include "server/peer_watch.h"
 #include "server/sse.h"
 
 namespace rbee::server::sd_api {
@@ -84,8 +85,8 @@ void post_job(SdWorkerContext& ctx, const httplib::Request& req, httplib::Respon
   send_json(res, 200, {{"job_id", job->id}, {"sse_url", "/v1/jobs/" + job->id + "/stream"}, {"seed", job->seed}});
 }
 
-// OpenAI's images API: blocks until the image is made. The client's connection is not watched while it waits
-// (cpp-httplib 0.11 cannot tell); the job ends at the worker's request timeout at the latest.
+// OpenAI's images API: blocks until the image is made. The client's connection is watched while it waits
+// (PeerWatch): a client that hangs up cancels its job at the next step.
 void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ImageRequest r = parse_openai_image(parse_json_object(req.body), ctx.defaults);
   r.preview_every = 0;
@@ -97,10 +98,15 @@ void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httpli
     const std::string& id;
     ~Forget() { s.forget(id); }
   } forget{service, job->id};
+  const PeerWatch peer(req);
   SdEvent ev, last;
   while (true) {
-    const auto got = job->events.pop(ev, std::chrono::milliseconds(1000));
+    const auto got = job->events.pop(ev, std::chrono::milliseconds(200));
     if (got == Channel<SdEvent>::Pop::Closed) break;
+    if (!job->cancel_requested && peer.peer_closed()) {
+      log::info("job={} event=client_disconnected (cancelling)", job->id);
+      service.cancel(job);
+    }
     if (got == Channel<SdEvent>::Pop::Item && (ev.type == SdEvent::Type::Complete || ev.type == SdEvent::Type::Error)) {
       last = ev;
     }

@@ -139,3 +139,33 @@ def test_backend_from_program_name():
             assert w.get("/info").json()["backend"] == "cpu"
         finally:
             assert w.stop() == 0
+
+
+def test_openai_images_client_disconnect_cancels(sd_worker):
+    """A client of the blocking OpenAI images route that hangs up cancels its job; the next one runs."""
+    import json
+    import socket
+    before = sd_worker.metric("rbee_jobs_total", {"operation": "image_generation", "outcome": "cancelled"})
+    body = json.dumps({"prompt": "a red cube", "size": f"{SIZE}x{SIZE}", "response_format": "b64_json",
+                       "steps": LONG}).encode()
+    head = (f"POST /v1/images/generations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {sd_worker.token}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    sock = socket.create_connection(("127.0.0.1", int(sd_worker.url.rsplit(":", 1)[1])))
+    sock.sendall(head + body)
+    assert wait(lambda: sd_worker.metric("rbee_running_jobs") == 1, 30), "the image job never started"
+    sock.close()  # hang up while the image is being made
+    assert wait(lambda: sd_worker.metric("rbee_jobs_total", {"operation": "image_generation",
+                                                             "outcome": "cancelled"}) == before + 1, 30), \
+        "the blocking images job kept running after its client left"
+    assert any("event=client_disconnected" in line for line in sd_worker.lines)
+    assert sd_worker.run_job(seed=9)[-2][0] == "complete"
+
+
+def test_sdxl_folder_serves_a_job():
+    """The tiny SDXL pipeline loads with --sd-version xl and makes an image."""
+    w = SdWorker("--sd-version", "xl", model=str(Path(MODEL).parent / "sdxl"))
+    try:
+        events = w.run_job(seed=1, steps=2, guidance_scale=5)
+        assert events[-2][0] == "complete" and events[-1] == ("message", "[DONE]")
+    finally:
+        assert w.stop() == 0
