@@ -105,7 +105,10 @@ std::string Metrics::render() {
   for (auto& c : collectors) c(*this);
   std::lock_guard lock(mutex_);
   std::string out;
-  for (const auto& [name, f] : families_) {
+  for (const auto& entry : families_) {
+    // Plain references, not structured bindings: the lambda below captures them (clang 14 refuses bindings).
+    const auto& name = entry.first;
+    const auto& f = entry.second;
     const char* type = f.type == Type::Counter ? "counter" : f.type == Type::Gauge ? "gauge" : "histogram";
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, type);
     if (f.type != Type::Histogram) {

@@ -63,7 +63,8 @@ class JobSink {
   // A piece of text released by generated token number `index` (0-based). Pieces are never half a UTF-8
   // character and never contain (part of) a stop sequence. Tokens that release no text produce no call.
   virtual void on_text(int index, const std::string& text) = 0;
-  virtual void on_finished(const JobSummary& summary) = 0;  // exactly once, last
+  // Exactly once, last; by then the job's KV blocks are free and Scheduler::stats() no longer counts it.
+  virtual void on_finished(const JobSummary& summary) = 0;
 };
 
 // A submitted job: cancel() is safe from any thread, at any time, more than once, even after the scheduler is

@@ -298,8 +298,9 @@ void CpuKernels::kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& 
                                 Tensor& v_cache) {
   const int64_t n = k.dim(0), hkv = k.dim(1), d = k.dim(2);
   const int32_t* slot = static_cast<const int32_t*>(slots.data());
-  for (const auto& [src, dst] : {std::pair<const Tensor*, Tensor*>{&k, &k_cache}, {&v, &v_cache}}) {
-    const Tensor& s = *src;
+  for (const auto& pair : {std::pair<const Tensor*, Tensor*>{&k, &k_cache}, {&v, &v_cache}}) {
+    const Tensor& s = *pair.first;
+    Tensor* dst = pair.second;  // a plain variable: C++20 lambdas may not capture structured bindings (clang 14)
     visit_float_dtype(s.dtype(), [&](auto in_tag) {
       using I = decltype(in_tag);
       visit_float_dtype(dst->dtype(), [&](auto out_tag) {

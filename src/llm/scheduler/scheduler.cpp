@@ -208,6 +208,9 @@ void Scheduler::finish(Active& a, StopReason reason, std::string error_code, std
   a.summary.error_code = std::move(error_code);
   a.summary.error_message = std::move(error_message);
   a.kv.release(cache_);
+  // stats() shows the job gone before its sink hears that it finished (callers check stats after on_finished).
+  free_blocks_ = cache_.free_blocks();
+  running_count_ = (int)std::count_if(running_.begin(), running_.end(), [](const auto& j) { return !j->done; });
   a.sink->on_finished(a.summary);
 }
 
