@@ -1,5 +1,5 @@
-// HttpServer: the workers' HTTP front on cpp-httplib 0.11 (Debian 12's libcpp-httplib; DESIGN section 1 names
-// it). It adds what both workers need around the library: bearer-token auth on every route but the public ones,
+// HttpServer: the workers' HTTP front on cpp-httplib 0.11 (Debian 12's libcpp-httplib; docs/DESIGN.md
+// section 1). It adds what both workers need around the library: bearer-token auth on every route but the public ones,
 // a body size limit, read/write/keep-alive timeouts, JSON error bodies for every 4xx/5xx (including the
 // library's own 404/413/400), exception-to-status mapping so no handler fault reaches the process, and request
 // counts by route and status in Metrics.

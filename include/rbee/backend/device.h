@@ -1,4 +1,4 @@
-// Devices and backends (DESIGN.md section 2).
+// Devices and backends (docs/DESIGN.md section 2).
 //
 // Registry -> Backend (cpu, cuda, rocm) -> Device (one per CPU / GPU). A Device allocates Buffers through
 // its caching allocator, moves bytes to and from the host, and runs its Kernels. Model code only sees these
