@@ -87,7 +87,12 @@ class Kernels {
   // q [rows, K] block dtype -> out [rows, K] F32.
   virtual void dequantize(const Tensor& q, Tensor& out);
   // out [M, N] F32 = x [M, K] F32 (contiguous) . w^T, w [N, K] block dtype (or F16/BF16/F32), computed on the
-  // packed blocks.
+  // packed blocks. What is multiplied, whatever M and path:
+  //  - block types: w's values times x quantized to the activation format the type pairs with (8-bit blocks);
+  //  - F16 / BF16: w's values times round16(x), x rounded to w's type (nearest even; beyond the f16 range it
+  //    becomes +-inf), every product exact in f32 and summed in f32 (llama.cpp, vLLM and PyTorch compute this:
+  //    one 16-bit GEMM with f32 accumulation);
+  //  - F32: w times x in f32 (no TF32).
   virtual void qmatmul(const Tensor& x, const Tensor& w, Tensor& out);
 
   // ---- convolution family (NCHW / NCL, all contiguous, floating dtypes) ----
