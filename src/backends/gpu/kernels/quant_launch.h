@@ -56,7 +56,8 @@ void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args);
 template <DType T>
 void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& args);
 
-// The same for F32 / F16 / BF16 weights and f32 activations x [m, k] (row stride k).
+// The same for F32 / F16 / BF16 weights and f32 activations x [m, k] (row stride k): out = w . x for F32
+// weights, w . round16(x) for 16-bit weights (x rounded to the weight's type in registers), f32 sums.
 struct GemvArgs {
   const void* w;
   int64_t n, k;
@@ -66,6 +67,9 @@ struct GemvArgs {
   int64_t ldo;
 };
 void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& args);
+// out[i] = x[i] rounded to `half_type` (F16 or BF16, nearest even) for i < count: the operand of the 16-bit
+// GEMM of qmatmul's BLAS path. x and out 16-byte aligned.
+void launch_round_to_half(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* out);
 
 // ---- operands of the BLAS path: values split into a high and a low part of a 16-bit float type, so that
 // products of 16-bit tensor-core GEMMs reproduce f32 products to ~2^-16 relative ----
@@ -76,8 +80,6 @@ void launch_split_activations(GpuDevice& device, const QActs& x, int64_t m, uint
 // before the split.
 void launch_split_weights(GpuDevice& device, DType type, const uint8_t* w, int64_t n, int64_t k, int64_t row_bytes,
                           uint16_t* hi, uint16_t* lo);
-// hi / lo [m, k] in `half_type` (F16 or BF16) of f32 x [m, k].
-void launch_split_floats(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* hi, uint16_t* lo);
 
 }  // namespace quant
 }  // namespace rbee::gpu

@@ -1,19 +1,20 @@
 // GpuKernels::qmatmul: out[M, N] f32 = x[M, K] f32 . w[N, K]^T, w packed (any block type) or F32/F16/BF16.
 //
-// Semantics are the CPU's: block-type weights multiply x quantized to the paired 8-bit activation format
-// (Q8_0-style 32-blocks for legacy types, Q8_K-style 256-blocks for K-quants), so results do not depend on M
-// or on the path below beyond f32 rounding.
+// Semantics are the CPU's (rbee/backend/kernels.h): block-type weights multiply x quantized to the paired 8-bit
+// activation format (Q8_0-style 32-blocks for legacy types, Q8_K-style 256-blocks for K-quants); F16 / BF16
+// weights multiply x rounded to their own type, products exact and summed in f32; F32 weights multiply x in
+// f32. So results do not depend on M or on the path below beyond the order of the f32 sums.
 //
 // Paths:
 //  - Block types, M <= kQuantMatvecMaxM (decode, batched decode of up to 128 sequences): activations quantized
 //    once, then the matvec kernels (quant_matvec.cuh) in launches of up to kQuantMatvecMaxRows (16) rows; each
-//    launch streams the packed weights once. Float weights, M < kBlasMinRows: quant_gemv_float.cu in launches
-//    of up to kMatvecMaxRows (8) rows.
-//  - Larger M with a vendor BLAS (prompt processing): weights dequantized tile by tile and split into
-//    bf16 hi + lo, activations likewise, then three bf16 tensor-core GEMMs with f32 output accumulate
-//    hi.hi + lo.hi + hi.lo (quant_split.cu explains the precision: ~2^-16 per product, where plain bf16 / f16
-//    operands would lose ~2^-9 / 2^-12 and break the CPU's f32-level agreement). F16 / BF16 weights are used as
-//    they are, with x split into two parts of their type (two GEMMs); F32 weights go to an f32 GEMM.
+//    launch streams the packed weights once. Larger M with a vendor BLAS: weights dequantized tile by tile and
+//    split into bf16 hi + lo, activations likewise, then three bf16 tensor-core GEMMs with f32 output
+//    accumulate hi.hi + lo.hi + hi.lo (quant_split.cu: ~2^-16 per product, the 8-bit activations' values kept).
+//  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
+//    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
+//    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
+//    weights used in place; F32 weights take an f32 GEMM (no TF32).
 //  - Without BLAS (ROCm without rocBLAS) or if it refuses: the matvec kernels for every M.
 #include <algorithm>
 #include <limits>
@@ -27,9 +28,6 @@ namespace rbee::gpu {
 
 namespace {
 
-// At and above this many rows the BLAS path wins over repeated matvec passes (its weight dequantization costs
-// about as much as ~8 matvec launches). Also what the M = 64 conformance cases exercise.
-constexpr int64_t kBlasMinRows = 64;
 // Block types stay on the matvec kernels up to this many rows: 8 launches of 16 rows read 8 x the packed
 // weights (4.5 bits per weight for Q4_0), less than the BLAS path's split weights (4 bytes written and read
 // per weight, plus three GEMMs), so batched decode of up to 128 sequences is faster there.
@@ -73,6 +71,7 @@ bool blas_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w
   return true;
 }
 
+// out = x.w^T for F32 weights, round16(x).w^T for F16 / BF16 weights: one GEMM, f32 accumulation and output.
 bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out) {
   Blas* blas = device.blas();
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
@@ -80,13 +79,10 @@ bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out)
     return blas->gemm_f32_out(DType::F32, false, true, (int)m, (int)n, (int)k, x.data(), k, w.data(), k, out, n, 0.f,
                               device.stream());
   }
-  // out = xh.w^T + xl.w^T with x = xh + xl in w's 16-bit type.
-  Tensor xh = Tensor::empty({m, k}, w.dtype(), device), xl = Tensor::empty({m, k}, w.dtype(), device);
-  quant::launch_split_floats(device, w.dtype(), static_cast<const float*>(x.data()), m * k,
-                             static_cast<uint16_t*>(xh.data()), static_cast<uint16_t*>(xl.data()));
-  return blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xh.data(), k, w.data(), k, out, n, 0.f,
-                            device.stream()) &&
-         blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xl.data(), k, w.data(), k, out, n, 1.f,
+  Tensor xr = Tensor::empty({m, k}, w.dtype(), device);
+  quant::launch_round_to_half(device, w.dtype(), static_cast<const float*>(x.data()), m * k,
+                              static_cast<uint16_t*>(xr.data()));
+  return blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xr.data(), k, w.data(), k, out, n, 0.f,
                             device.stream());
 }
 
@@ -133,7 +129,8 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   }
 
-  if (m >= kBlasMinRows && blas_ok && blas_float(device_, xa, w, dst)) return;
+  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on).
+  if (m > quant::kMatvecMaxRows && blas_ok && blas_float(device_, xa, w, dst)) return;
   for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
     const int mc = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
     quant::launch_float_gemv(device_, w.dtype(), {w.data(), n, k, xp + m0 * k, mc, dst + m0 * n, n});

@@ -1,6 +1,7 @@
-// Operands of qmatmul's BLAS path. A value v (f32) is stored as hi = round16(v) and lo = round16(v - hi) in a
-// 16-bit float type; v - hi is exact in f32, and hi + lo is within 2^-16 |v| (bf16: 8-bit significands) or
-// 2^-22 |v| (f16). Three 16-bit GEMMs hi.hi + lo.hi + hi.lo then give f32-accurate products on tensor cores.
+// Operands of qmatmul's BLAS path for block-type weights. A value v (f32) is stored as hi = bf16(v) and
+// lo = bf16(v - hi); v - hi is exact in f32, and hi + lo is within 2^-16 |v| (8-bit significands). Three bf16
+// GEMMs hi.hi + lo.hi + hi.lo then give f32-accurate products on tensor cores. (F16 / BF16 weights need no
+// split: qmatmul defines their product on x rounded to 16 bits, one GEMM.)
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
@@ -11,29 +12,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <bool kBf16>
 __device__ __forceinline__ void split_value(float v, uint16_t& hi, uint16_t& lo) {
-  if constexpr (kBf16) {
-    hi = float_to_bf16(v);
-    lo = float_to_bf16(v - bf16_to_float(hi));
-  } else {
-    hi = float_to_f16(v);
-    lo = float_to_f16(v - f16_to_float(hi));
-  }
+  hi = float_to_bf16(v);
+  lo = float_to_bf16(v - bf16_to_float(hi));
 }
 
 // Activations: element e of the flat [m, k] is d[e / 32] * q[e] (the dequantized Q8 value).
 __global__ void split_activations_kernel(QActs x, int64_t count, uint16_t* __restrict__ hi, uint16_t* __restrict__ lo) {
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x) {
-    split_value<true>(mul_rn(x.d[e / 32], (float)x.q[e]), hi[e], lo[e]);
-  }
-}
-
-template <bool kBf16>
-__global__ void split_floats_kernel(const float* __restrict__ x, int64_t count, uint16_t* __restrict__ hi,
-                                    uint16_t* __restrict__ lo) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x) {
-    split_value<kBf16>(x[e], hi[e], lo[e]);
+    split_value(mul_rn(x.d[e / 32], (float)x.q[e]), hi[e], lo[e]);
   }
 }
 
@@ -56,8 +43,8 @@ __global__ void split_weights_kernel(const uint8_t* __restrict__ w, int64_t n, i
 #pragma unroll
       for (int i = 0; i < 16; i += 2) {
         uint16_t h0, l0, h1, l1;
-        split_value<true>(item_value<T>(item, h, i), h0, l0);
-        split_value<true>(item_value<T>(item, h, i + 1), h1, l1);
+        split_value(item_value<T>(item, h, i), h0, l0);
+        split_value(item_value<T>(item, h, i + 1), h1, l1);
         hw[i / 2] = h0 | ((uint32_t)h1 << 16);
         lw[i / 2] = l0 | ((uint32_t)l1 << 16);
       }
@@ -78,18 +65,6 @@ void launch_split_activations(GpuDevice& device, const QActs& x, int64_t m, uint
   const int64_t count = m * x.k;
   if (count == 0) return;
   split_activations_kernel<<<grid_for(count, kThreads), kThreads, 0, device.stream()>>>(x, count, hi, lo);
-  RBEE_GPU_CHECK_LAUNCH();
-}
-
-void launch_split_floats(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* hi,
-                         uint16_t* lo) {
-  if (count == 0) return;
-  if (half_type == DType::BF16) {
-    split_floats_kernel<true><<<grid_for(count, kThreads), kThreads, 0, device.stream()>>>(x, count, hi, lo);
-  } else {
-    RBEE_ASSERT(half_type == DType::F16, "split_floats: {}", dtype_name(half_type));
-    split_floats_kernel<false><<<grid_for(count, kThreads), kThreads, 0, device.stream()>>>(x, count, hi, lo);
-  }
   RBEE_GPU_CHECK_LAUNCH();
 }
 
