@@ -8,9 +8,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "llm/tokenizer/byte_level.h"
-#include "llm/tokenizer/regex.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/byte_level.h"
+#include "rbee/text/regex.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/safetensors.h"
 
@@ -21,7 +21,7 @@ struct ClipTokenizer::Impl {
   std::unordered_map<std::string, int> merge_rank;  // "a b" -> rank
   int32_t bos = 0, eos = 0, pad = 0;
   // CLIP's split pattern (Hugging Face CLIPTokenizer.pat), case-insensitive.
-  llm::Regex pattern{R"((?i)<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
+  text::Regex pattern{R"((?i)<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
@@ -52,17 +52,17 @@ std::string clean_text(std::string_view text) {
   std::string spaced;
   for (size_t pos = 0; pos < text.size();) {
     uint32_t cp = 0;
-    int n = llm::utf8::decode(text, pos, &cp);
+    int n = text::utf8::decode(text, pos, &cp);
     pos += (size_t)n;
     if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
     if (is_space(cp)) {
       spaced.push_back(' ');
     } else if (is_cjk(cp)) {
       spaced.push_back(' ');
-      llm::utf8::append(spaced, cp);
+      text::utf8::append(spaced, cp);
       spaced.push_back(' ');
     } else {
-      llm::utf8::append(spaced, to_lower(cp));
+      text::utf8::append(spaced, to_lower(cp));
     }
   }
   std::string out;
@@ -92,7 +92,7 @@ std::vector<int32_t> ClipTokenizer::Impl::bpe(const std::string& piece) const {
     if (it != cache.end()) return it->second;
   }
   std::vector<std::string> word;
-  for (std::string_view ch : llm::utf8::split_chars(piece)) word.emplace_back(ch);
+  for (std::string_view ch : text::utf8::split_chars(piece)) word.emplace_back(ch);
   if (word.empty()) return {};
   word.back() += "</w>";
   while (word.size() > 1) {
@@ -188,7 +188,7 @@ ClipTokenizer ClipTokenizer::from_folder(const std::string& dir) {
 }
 
 std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
-  size_t bad = llm::utf8::find_invalid(text);
+  size_t bad = text::utf8::find_invalid(text);
   RBEE_CHECK(bad == std::string_view::npos, "clip tokenizer: text is not valid UTF-8 at byte {}", bad);
   const std::string clean = clean_text(text);
   std::vector<int32_t> ids;
@@ -196,7 +196,7 @@ std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
     std::string piece = clean.substr(b, e - b);
     if (piece == "<|startoftext|>") return ids.push_back(impl_->bos);
     if (piece == "<|endoftext|>") return ids.push_back(impl_->eos);
-    for (int32_t id : impl_->bpe(llm::byte_level::encode(piece))) ids.push_back(id);
+    for (int32_t id : impl_->bpe(text::byte_level::encode(piece))) ids.push_back(id);
   });
   return ids;
 }
