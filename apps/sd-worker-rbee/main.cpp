@@ -1,5 +1,5 @@
 // sd-worker-rbee: one process serving one Stable Diffusion model on one device over the rbee worker contract and
-// OpenAI's images API (DESIGN section 4). sd-worker-rbee-cpu, -cuda and -rocm are the same program with the
+// OpenAI's images API (docs/DESIGN.md section 5). sd-worker-rbee-cpu, -cuda and -rocm are the same program with the
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->

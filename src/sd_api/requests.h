@@ -1,4 +1,4 @@
-// sd-worker-rbee's request bodies, parsed and range-checked without a model (DESIGN section 4):
+// sd-worker-rbee's request bodies, parsed and range-checked without a model (docs/DESIGN.md section 5):
 // POST /v1/jobs with operation image_generation / image_transform / image_inpaint, and OpenAI's
 // POST /v1/images/generations. Every mistake is ApiError(400) naming the field: steps 1-150, guidance_scale 0-20,
 // width/height multiples of 8 in 256..2048, strength 0-1 (and at least one step to run), sampler names,

@@ -1,4 +1,4 @@
-"""Every invalid request gets a 4xx whose body names the field (DESIGN section 4, Errors), and the worker keeps
+"""Every invalid request gets a 4xx whose body names the field (docs/DESIGN.md section 5, Errors), and the worker keeps
 serving afterwards."""
 import base64
 

@@ -1,4 +1,4 @@
-"""The rbee job contract of sd-worker-rbee (DESIGN section 4): SSE named events in order with every field,
+"""The rbee job contract of sd-worker-rbee (docs/DESIGN.md section 5): SSE named events in order with every field,
 previews, the PNG and its parameters chunk, seeds, img2img and inpaint, /info, /metrics."""
 import base64
 import re
