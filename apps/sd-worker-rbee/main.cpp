@@ -3,8 +3,8 @@
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->
-// load the pipeline -> ready. SIGTERM/SIGINT: stop taking jobs (503), cancel queued ones, let the running one
-// finish within --shutdown-timeout, flush its stream, exit 0.
+// load the pipeline -> ready. SIGTERM/SIGINT: stop taking jobs (503), let the running and the queued (accepted)
+// ones finish within --shutdown-timeout, flush their streams, exit 0.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>

@@ -113,7 +113,9 @@ void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httpli
   }
   if (last.type != SdEvent::Type::Complete) {
     if (last.code == "timeout") throw ApiError(504, "timeout", last.message);
-    if (last.code == "cancelled" || last.code == "shutting_down") throw ApiError(503, last.code, last.message, "", 1);
+    if (last.code == "cancelled" || last.code == "shutting_down" || last.code == "out_of_memory") {
+      throw ApiError(503, last.code, last.message, "", 1);
+    }
     throw ApiError(500, "generation_failed", "generation failed: " + last.message);
   }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(

@@ -112,8 +112,8 @@ class Scheduler {
   // `handle` empty and never call the sink.
   Submit submit(JobRequest request, std::shared_ptr<JobSink> sink, std::shared_ptr<JobHandle>* handle);
 
-  // Graceful stop: refuses new jobs, cancels queued ones, lets running ones finish until `grace` has passed,
-  // then cancels the rest; returns when every job has finished and the thread has exited.
+  // Graceful stop: refuses new jobs, lets running and queued (already accepted) ones run until `grace` has passed,
+  // then cancels the rest (queued ones never start); returns when every job has finished and the thread has exited.
   void drain(std::chrono::milliseconds grace);
 
   SchedulerStats stats() const;

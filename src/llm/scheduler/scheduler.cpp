@@ -143,9 +143,12 @@ void Scheduler::admit() {
   std::vector<Active*> started;
   {
     std::lock_guard lock(mutex_);
+    // While draining, queued jobs were accepted (the client holds a 200 and maybe an open stream): they still run
+    // while the grace period lasts, and are cancelled once it is over.
+    const bool past_grace = !accepting_ && Clock::now() >= drain_deadline_;
     while (!queue_.empty()) {
       Queued& q = queue_.front();
-      if (q.handle->cancelled() || !accepting_) {
+      if (q.handle->cancelled() || past_grace) {
         dropped.push_back(std::move(q));
         queue_.pop_front();
         continue;
@@ -264,8 +267,12 @@ bool Scheduler::step() {
     vocab = out.dim(1);
     logits = out.to_vector<float>();
   } catch (const std::exception& e) {
+    // Out of memory (a full device, or RBEE_FAULT_ALLOC_*) ends this step's jobs with code "out_of_memory", which the
+    // routes answer as 503 + Retry-After: the jobs admitted later still run, and the worker stays up.
+    const auto* err = dynamic_cast<const Error*>(&e);
+    const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || (err && err->code() == ErrorCode::OutOfMemory);
     log::error("event=forward_error rows={} error=\"{}\"", rows.size(), e.what());
-    for (auto& r : rows) finish(*r.job, StopReason::Error, "forward", e.what());
+    for (auto& r : rows) finish(*r.job, StopReason::Error, oom ? "out_of_memory" : "forward", e.what());
     running_.remove_if([](const auto& a) { return a->done; });
     running_count_ = (int)running_.size();
     free_blocks_ = cache_.free_blocks();

@@ -56,7 +56,8 @@ void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args);
 template <DType T>
 void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& args);
 
-// The same for F32 / F16 / BF16 weights and f32 activations x [m, k] (row stride k).
+// The same for F32 / F16 / BF16 weights and f32 activations x [m, k] (row stride k): out = w . x for F32
+// weights, w . round16(x) for 16-bit weights (x rounded to the weight's type in registers), f32 sums.
 struct GemvArgs {
   const void* w;
   int64_t n, k;
@@ -66,6 +67,9 @@ struct GemvArgs {
   int64_t ldo;
 };
 void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& args);
+// out[i] = x[i] rounded to `half_type` (F16 or BF16, nearest even) for i < count: the operand of the 16-bit
+// GEMM of qmatmul's BLAS path. x and out 16-byte aligned.
+void launch_round_to_half(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* out);
 
 // ---- MMQ: block-type weights times quantized activations on int8 tensor cores (quant_mmq.cuh) ----
 
@@ -90,11 +94,6 @@ void launch_mmq_typed(GpuDevice& device, const MmqArgs& args);
 // out[r * ldo + j] = sum over z < splits of partial[z][r][j] (r < m, j < n), in that order: MMQ's split-K.
 void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
                        int64_t ldo);
-
-// ---- operands of the float BLAS path ----
-
-// hi / lo [m, k] in `half_type` (F16 or BF16) of f32 x [m, k]: x = hi + lo to ~2^-16 (bf16) / 2^-22 (f16).
-void launch_split_floats(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* hi, uint16_t* lo);
 
 }  // namespace quant
 }  // namespace rbee::gpu

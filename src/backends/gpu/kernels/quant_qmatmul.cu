@@ -1,18 +1,22 @@
 // GpuKernels::qmatmul: out[M, N] f32 = x[M, K] f32 . w[N, K]^T, w packed (any block type) or F32/F16/BF16.
 //
-// Semantics are the CPU's: block-type weights multiply x quantized to the paired 8-bit activation format
-// (Q8_0-style 32-blocks for legacy types, Q8_1 for Q4_1 / Q5_1, Q8_K-style 256-blocks for K-quants), so a block
-// dot product is an integer sum and results do not depend on M or on the path below beyond f32 rounding.
+// Semantics are the CPU's (rbee/backend/kernels.h): block-type weights multiply x quantized to the paired 8-bit
+// activation format (Q8_0-style 32-blocks for legacy types, Q8_1 for Q4_1 / Q5_1, Q8_K-style 256-blocks for
+// K-quants), so a block dot product is an integer sum; F16 / BF16 weights multiply x rounded to their own type,
+// products exact and summed in f32; F32 weights multiply x in f32. So results do not depend on M or on the path
+// below beyond the order of the f32 sums.
 //
-// Paths for block types (activations quantized once on the GPU, quant_activation.cu):
-//  - M < kMmqMinRows (decode): the matvec kernels (quant_matvec.cuh, dot4), each launch streaming the packed
-//    weights once.
-//  - M >= kMmqMinRows (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the
-//    quantized activations and the weights decoded into shared memory; no vendor BLAS.
-//  RBEE_MMQ_MIN_ROWS=N moves the threshold (measurements of the crossover; N > M everywhere keeps the matvec).
-// Float weights: M < kBlasMinRows, quant_gemv_float.cu in launches of up to kMatvecMaxRows (8) rows; larger M
-// with a vendor BLAS: F16 / BF16 weights used as they are with x split into two parts of their type (two GEMMs),
-// F32 weights an f32 GEMM; without BLAS (ROCm without rocBLAS) or if it refuses, the gemv for every M.
+// Paths:
+//  - Block types (activations quantized once on the GPU, quant_activation.cu), M < kMmqMinRows (decode): the
+//    matvec kernels (quant_matvec.cuh, dot4), each launch streaming the packed weights once. M >= kMmqMinRows
+//    (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the quantized activations
+//    and the weights decoded into shared memory; no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
+//    (measurements of the crossover; N > M everywhere keeps the matvec).
+//  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
+//    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
+//    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
+//    weights used in place; F32 weights take an f32 GEMM (no TF32). Without BLAS (ROCm without rocBLAS) or if
+//    it refuses: the gemv for every M.
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -25,10 +29,6 @@
 namespace rbee::gpu {
 
 namespace {
-
-// Float weights: at and above this many rows the BLAS path wins over repeated gemv passes. Also what the
-// M = 64 conformance cases exercise.
-constexpr int64_t kBlasMinRows = 64;
 
 // Block types: MMQ from this many rows (quant::kMmqMinRows unless RBEE_MMQ_MIN_ROWS says otherwise).
 int64_t mmq_min_rows() {
@@ -60,6 +60,7 @@ Tensor aligned_rows(const Tensor& x, GpuDevice& device) {
   return copy;
 }
 
+// out = x.w^T for F32 weights, round16(x).w^T for F16 / BF16 weights: one GEMM, f32 accumulation and output.
 bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out) {
   Blas* blas = device.blas();
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
@@ -67,13 +68,10 @@ bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out)
     return blas->gemm_f32_out(DType::F32, false, true, (int)m, (int)n, (int)k, x.data(), k, w.data(), k, out, n, 0.f,
                               device.stream());
   }
-  // out = xh.w^T + xl.w^T with x = xh + xl in w's 16-bit type.
-  Tensor xh = Tensor::empty({m, k}, w.dtype(), device), xl = Tensor::empty({m, k}, w.dtype(), device);
-  quant::launch_split_floats(device, w.dtype(), static_cast<const float*>(x.data()), m * k,
-                             static_cast<uint16_t*>(xh.data()), static_cast<uint16_t*>(xl.data()));
-  return blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xh.data(), k, w.data(), k, out, n, 0.f,
-                            device.stream()) &&
-         blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xl.data(), k, w.data(), k, out, n, 1.f,
+  Tensor xr = Tensor::empty({m, k}, w.dtype(), device);
+  quant::launch_round_to_half(device, w.dtype(), static_cast<const float*>(x.data()), m * k,
+                              static_cast<uint16_t*>(xr.data()));
+  return blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xr.data(), k, w.data(), k, out, n, 0.f,
                             device.stream());
 }
 
@@ -133,7 +131,8 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   }
 
-  if (m >= kBlasMinRows && blas_ok && blas_float(device_, xa, w, dst)) return;
+  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on).
+  if (m > quant::kMatvecMaxRows && blas_ok && blas_float(device_, xa, w, dst)) return;
   for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
     const int mc = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
     quant::launch_float_gemv(device_, w.dtype(), {w.data(), n, k, xp + m0 * k, mc, dst + m0 * n, n});
