@@ -31,12 +31,12 @@ struct SdOptions {
   bool use_f16 = false, quiet = false;
 };
 
-sd::Image read_png(const std::string& path, const char* option) {
+sd::Image read_image(const std::string& path, const char* option) {
   std::ifstream f(path, std::ios::binary);
   RBEE_CHECK_CODE(f.good(), ErrorCode::NotFound, "{}: cannot read '{}'", option, path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   try {
-    return sd::decode_png(bytes.data(), bytes.size());
+    return sd::decode_image(bytes.data(), bytes.size());
   } catch (const Error& e) {
     RBEE_THROW(ErrorCode::InvalidArgument, "{} '{}': {}", option, path, e.message());
   }
@@ -60,7 +60,7 @@ int run_sd(const SdOptions& opt) {
     r.seed = ((uint64_t)rd() << 32 | rd()) & (uint64_t)INT64_MAX;
   }
   sd::Image init, mask;
-  if (!opt.init_image.empty()) init = read_png(opt.init_image, "--init-image");
+  if (!opt.init_image.empty()) init = read_image(opt.init_image, "--init-image");
   r.width = opt.width > 0 ? opt.width : init.width > 0 ? init.width : 512;
   r.height = opt.height > 0 ? opt.height : init.height > 0 ? init.height : 512;
   RBEE_CHECK(r.width % 8 == 0 && r.height % 8 == 0 && r.width >= 64 && r.height >= 64 && r.width <= 2048 &&
@@ -73,7 +73,7 @@ int run_sd(const SdOptions& opt) {
                r.strength, r.steps);
   }
   if (!opt.mask.empty()) {
-    mask = read_png(opt.mask, "--mask");
+    mask = read_image(opt.mask, "--mask");
     RBEE_CHECK(mask.width == r.width && mask.height == r.height, "--mask '{}' is {}x{}, the image is {}x{}", opt.mask,
                mask.width, mask.height, r.width, r.height);
   }
@@ -145,11 +145,11 @@ Command add_sd_command(CLI::App& app) {
   sub->add_option("-g,--guidance", opt->guidance, "Classifier-free guidance scale (<= 1: off)")
       ->check(CLI::Range(0.0, 20.0))
       ->capture_default_str();
-  sub->add_option("--init-image", opt->init_image, "PNG to start from (img2img; inpaint with --mask)");
+  sub->add_option("--init-image", opt->init_image, "Image to start from (PNG, JPEG or WebP; img2img; inpaint with --mask)");
   sub->add_option("--strength", opt->strength, "img2img: how much of the schedule to run (1: ignore the image)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  sub->add_option("--mask", opt->mask, "PNG mask of --init-image's size: white repaints, black keeps (inpaint)");
+  sub->add_option("--mask", opt->mask, "Mask image (PNG, JPEG or WebP) of --init-image's size: white repaints, black keeps (inpaint)");
   sub->add_option("--backend", opt->backend, "auto (CUDA, then ROCm, then CPU), cpu, cuda or rocm")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "rocm"}))
       ->capture_default_str();
