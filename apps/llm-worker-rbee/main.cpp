@@ -1,5 +1,5 @@
 // llm-worker-rbee: one process serving one LLM on one device over the rbee worker contract and an
-// OpenAI-compatible API (DESIGN section 4). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
+// OpenAI-compatible API (docs/DESIGN.md section 5). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->

@@ -1,4 +1,4 @@
-// The op set (DESIGN.md section 3) as functions on tensors.
+// The op set (docs/DESIGN.md section 3) as functions on tensors.
 //
 // Each op checks its arguments (shapes, dtypes, devices, indices) and throws rbee::Error(InvalidArgument or
 // Unsupported) naming the op and the offending argument, allocates its output on the inputs' device, and runs

@@ -1,4 +1,4 @@
-// What both workers' main() share: the flags every worker takes (DESIGN section 4's CLI plus the serving knobs),
+// What both workers' main() share: the flags every worker takes (the CLI of docs/DESIGN.md section 5 plus the serving knobs),
 // the device choice, the HTTP options, and the front end that serves HTTP and sends heartbeats from bind to
 // shutdown. Each worker adds its model-specific flags and its routes.
 #pragma once

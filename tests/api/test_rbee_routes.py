@@ -1,4 +1,4 @@
-"""The rbee worker contract of DESIGN section 4, checked field by field with a plain HTTP client."""
+"""The rbee worker contract of docs/DESIGN.md section 5, checked field by field with a plain HTTP client."""
 import datetime
 import threading
 import time

@@ -1,4 +1,4 @@
-// The LLM worker's routes (DESIGN section 4): the rbee contract (/info, /v1/jobs, /v1/inference, SSE streams,
+// The LLM worker's routes (docs/DESIGN.md section 5): the rbee contract (/info, /v1/jobs, /v1/inference, SSE streams,
 // DELETE), the OpenAI-compatible API and the chat page at /. /health, /ready and /metrics come from
 // worker_base.h. Routes are registered before the model loads; until the service is set, job routes answer
 // 503 "loading" with Retry-After.
