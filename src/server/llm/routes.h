@@ -40,6 +40,8 @@ struct LlmWorkerContext {
 
 void add_rbee_routes(HttpServer& http, LlmWorkerContext& ctx);
 void add_openai_routes(HttpServer& http, LlmWorkerContext& ctx);
+// POST /tokenize and /detokenize.
+void add_tokenize_routes(HttpServer& http, LlmWorkerContext& ctx);
 // GET / serves the chat page (static HTML). With a token set it needs it like every route, as a header or as
 // "?token=" (see HttpOptions::query_token_paths); the page then sends the header on its own API calls.
 void add_page_route(HttpServer& http, std::string_view html);
