@@ -9,7 +9,7 @@ import pytest
 
 from conftest import TOKEN
 
-MESSAGES = [{"role": "user", "content": "Name three colors."}]
+MESSAGES = [{"role": "user", "content": "List twenty colors, one per line."}]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,9 @@ def model_id(client):
 
 def test_chat_logprobs(model_id, client):
     r = client.chat.completions.create(model=model_id, messages=MESSAGES, max_tokens=12, temperature=0, logprobs=True,
-                                       top_logprobs=3, extra_body={"ignore_eos": True})
+                                       top_logprobs=3)
     content = r.choices[0].logprobs.content
+    assert r.choices[0].finish_reason == "length"
     assert len(content) == r.usage.completion_tokens == 12
     assert "".join(t.token for t in content) == r.choices[0].message.content
     for t in content:
@@ -37,7 +38,7 @@ def test_chat_logprobs(model_id, client):
         assert sum(math.exp(x.logprob) for x in t.top_logprobs) <= 1.0 + 1e-5
     streamed = []
     for c in client.chat.completions.create(model=model_id, messages=MESSAGES, max_tokens=12, temperature=0, logprobs=True,
-                                            top_logprobs=3, stream=True, extra_body={"ignore_eos": True}):
+                                            top_logprobs=3, stream=True):
         if c.choices and c.choices[0].logprobs and c.choices[0].logprobs.content:
             streamed += c.choices[0].logprobs.content
     assert [(t.token, round(t.logprob, 5)) for t in streamed] == [(t.token, round(t.logprob, 5)) for t in content]

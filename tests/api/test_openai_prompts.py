@@ -32,10 +32,15 @@ def test_special_tokens_are_parsed_in_raw_prompts(model_id, worker, client):
     assert len(im_start) == 1, "<|im_start|> is one special token"
     assert parsed["tokens"].count(im_start[0]) == 2
     assert im_start[0] not in plain["tokens"] and plain["count"] > parsed["count"] + 8
-    # The hand-written ChatML prompt now reaches the model's end of turn.
-    r = client.completions.create(model=model_id, prompt=CHATML, max_tokens=96, temperature=0)
-    assert r.choices[0].finish_reason == "stop", r.choices[0].text
-    assert r.usage.prompt_tokens == parsed["count"]
+    # A hand-written ChatML prompt (here: the one the chat template writes) gives the chat route's tokens and
+    # answer, and reaches the model's end of turn.
+    messages = [{"role": "user", "content": "Say hello."}]
+    rendered = tokenize(worker, messages=messages)
+    assert tokenize(worker, prompt=rendered["prompt"], add_special_tokens=False)["tokens"] == rendered["tokens"]
+    chat = client.chat.completions.create(model=model_id, messages=messages, max_tokens=96, temperature=0)
+    r = client.completions.create(model=model_id, prompt=rendered["prompt"], max_tokens=96, temperature=0)
+    assert r.choices[0].text == chat.choices[0].message.content
+    assert r.choices[0].finish_reason == chat.choices[0].finish_reason == "stop", r.choices[0].text
     r = client.completions.create(model=model_id, prompt=CHATML, max_tokens=4, temperature=0,
                                   extra_body={"parse_special": False})
     assert r.usage.prompt_tokens == plain["count"]

@@ -107,8 +107,9 @@ def test_required_tool_choice(qwen_worker):
             assert len(zone) == 3 and zone.isupper()
     content, calls, finish = collect_stream(c.chat.completions.create(
         model=model, messages=ASK, tools=[WEATHER, TIME], max_tokens=300, temperature=1.0, seed=7, stream=True,
-        tool_choice="required"))
-    assert finish == "tool_calls" and len(calls) >= 1
+        tool_choice="required", parallel_tool_calls=False))
+    # (With parallel calls allowed the array has no bound, and the tiny model's random weights keep adding calls.)
+    assert finish == "tool_calls" and len(calls) == 1
     for call in calls:
         assert call["name"] in ("get_weather", "get_time") and json.loads(call["arguments"]) is not None
 
