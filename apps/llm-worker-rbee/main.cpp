@@ -1,10 +1,10 @@
 // llm-worker-rbee: one process serving one LLM on one device over the rbee worker contract and an
-// OpenAI-compatible API (DESIGN section 4). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
+// OpenAI-compatible API (docs/DESIGN.md section 5). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->
 // load the model (/ready reports progress) -> KV cache and scheduler -> ready. SIGTERM/SIGINT: stop taking jobs
-// (503), cancel queued ones, let running ones finish within --shutdown-timeout, flush their streams, exit 0.
+// (503), let running and queued (accepted) ones finish within --shutdown-timeout, flush their streams, exit 0.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -60,8 +60,8 @@ int run(const Options& opt) {
   llm_api::describe_job_metrics(metrics);
 
   HttpOptions http_opt = worker_http_options(opt.w, opt.parallel + opt.queue_size + 16);
-  http_opt.public_paths = {"/health"};
-  http_opt.query_token_paths = {"/"};  // the chat page: open http://host:port/?token=TOKEN in a browser
+  // The chat page is static HTML holding no secret: it loads without the token, asks for it and sends it as a header.
+  http_opt.public_paths = {"/health", "/"};
   HttpServer http(http_opt, metrics);
 
   llm_api::LlmWorkerContext ctx(lifecycle, metrics, device_stats);

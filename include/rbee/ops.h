@@ -1,4 +1,4 @@
-// The op set (DESIGN.md section 3) as functions on tensors.
+// The op set (docs/DESIGN.md section 3) as functions on tensors.
 //
 // Each op checks its arguments (shapes, dtypes, devices, indices) and throws rbee::Error(InvalidArgument or
 // Unsupported) naming the op and the offending argument, allocates its output on the inputs' device, and runs
@@ -92,7 +92,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., K] F32 -> [..., K] in a block dtype (K a multiple of the block size).
 Tensor quantize(const Tensor& x, DType dtype);
 Tensor dequantize(const Tensor& q);
-// x [..., K] F32 times w [N, K]^T (w quantized or F16/BF16/F32) -> [..., N] F32: a linear layer.
+// x [..., K] F32 times w [N, K]^T (w quantized or F16/BF16/F32) -> [..., N] F32: a linear layer. x meets w in
+// w's format: quantized to 8-bit blocks for block types, rounded to f16 / bf16 for 16-bit weights (kernels.h).
 Tensor qmatmul(const Tensor& x, const Tensor& w);
 
 // ---- convolution family ----

@@ -133,7 +133,12 @@ TEST(SdCli, RefusesBadArguments) {
   expect_refused(m + "-p x --steps 151", "--steps");
   expect_refused(m + "-p x -g 21", "--guidance");
   expect_refused(m + "-p x --sampler plms", "--sampler");
-  expect_refused(m + "-p x -W 100", "--width/--height: 100x512 must be multiples of 8");
+  expect_refused(m + "-p x -W 100", "--width: 100 must be a positive multiple of 8");
+  expect_refused(m + "-p x -H 2056", "--height: 2056 must be a positive multiple of 8 up to 2048");
+  // Limits only the model's files know are checked before the load: LCM places at most 50 steps here.
+  expect_refused(m + "-p x --sampler lcm --steps 60", "--steps: 60 is more than sampler lcm can place");
+  expect_refused(m + "-p x --variant fp16", "fp16");
+  expect_refused(m + "-p x --noise philox", "--noise");
   expect_refused(m + "-p x --strength 1.5", "--strength");
   expect_refused(m + "-p x --mask " + kTinySd + "/model_index.json", "--mask needs --init-image");
   expect_refused(m + "-p x --init-image " + kTinySd + "/model_index.json", "signature");
@@ -148,7 +153,7 @@ TEST(SdCli, HelpNamesEveryFlag) {
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--model", "--prompt", "--negative-prompt", "--output", "--steps", "--width", "--height",
                            "--seed", "--sampler", "--guidance", "--init-image", "--strength", "--mask", "--backend",
-                           "--device", "--use-f16", "--config", "--sd-version"}) {
+                           "--device", "--use-f16", "--config", "--sd-version", "--variant", "--noise"}) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
   }
 }

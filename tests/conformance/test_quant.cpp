@@ -4,8 +4,9 @@
 //     (goldens: tools/goldens/make_quant_goldens.py -> tests/data/quant/dequant_<type>.bin);
 // (b) legacy quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) equals gguf-py's quantize byte for byte;
 // (c) round-trip error bounds per type, on Gaussian data and on ggml's own synthetic test data;
-// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 20, 64, 144,
-//     strided x with batch dims;
+// (d) qmatmul against double references built from dequantized weights (and activations): M from 1 to 520 around
+//     the GPU's path thresholds and tile edges, N and K not multiples of its tiles, strided x with batch dims;
+//     16-bit weights multiply x rounded to their type (checked exactly);
 // (e) bad arguments raise InvalidArgument naming the op and the argument.
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/core/half.h"
 #include "rbee/ops.h"
 
@@ -88,6 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, DequantizeGolden,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kBlockTypes)),
                          type_param_name);
+RBEE_CONFORMANCE_SUITE(Dequantize, DequantizeGolden);
 
 // --------------------------------------------------------------------------------- (b) quantize goldens
 class QuantizeGolden : public ::testing::TestWithParam<TypeParam> {};
@@ -128,6 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, QuantizeGolden,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kLegacyQuantizeTypes)),
                          type_param_name);
+RBEE_CONFORMANCE_SUITE(Quantize, QuantizeGolden);
 
 // ------------------------------------------------------------------------------------ (c) round trips
 // Relative RMS error sqrt(mean((deq(q(x)) - x)^2) / mean(x^2)) on N(0, 1) data, rows of 1024 each scaled by a
@@ -247,26 +251,40 @@ TEST(QuantActivationFormats, CarryTheirSums) {
 // x [..., K] f32 times w [N, K]^T. Two references in double:
 //  - tight: sum_k w^[n, k] * x^[m, k], with w^ = dequantize(w) and x^ the activations the kernel really
 //    multiplies: 8-bit blocks for Q4_0/Q5_0/Q8_0/Q8_1 and Q4_1/Q5_1 weights by the activation rule (below,
-//    naive_activation_q8), dequantize(quantize(x, Q8_K)) for K-quants, x itself for f32/f16/bf16. The kernel's integer sums are exact, so only f32 scaling and
-//    accumulation remain: 2e-5 * sum |w^ x^|. For Q4_1/Q5_1 the activation block sum s enters as f16, adding up
-//    to 2^-10 * |m_w * sum_block x^| per block.
+//    naive_activation_q8), dequantize(quantize(x, Q8_K)) for K-quants, x rounded to f16 / bf16 for f16 / bf16
+//    weights (naive_round16), x itself for f32. The kernel's integer sums and its 16-bit products are exact, so
+//    only f32 scaling and accumulation remain: 2e-5 * sum |w^ x^| (K = 512 f32 sums in any order, tensor-core
+//    accumulation included). For Q4_1/Q5_1 the activation block sum s enters as f16, adding up to
+//    2^-10 * |m_w * sum_block x^| per block.
 //  - exact x: sum_k w^[n, k] * x[m, k]; activation quantization moves each x by at most half a step
-//    (d = max|x_block| / 127) plus d's f16 rounding: |x^ - x| <= 0.57 * max|x_block| / 127.
+//    (d = max|x_block| / 127) plus d's f16 rounding: |x^ - x| <= 0.57 * max|x_block| / 127; rounding to a 16-bit
+//    type by at most half an ulp: 2^-p |x| + 2^(emin - p) (p = 11 for f16, 8 for bf16).
 struct QMatmulCase {
   const char* name;
-  Shape x_shape;  // [..., K]
+  Shape x_shape;  // [..., K]; K is rounded up to the weight type's block size (256 for K-quants)
   Layout layout;
+  int64_t n = 37;
 };
-const int64_t kK = 512, kN = 37;
+const int64_t kDefaultK = 512;
+// GPU paths for block types (quant_qmatmul.cu): the matvec below 16 rows; MMQ (quant_mmq.cuh) from 16 rows with
+// tiles of 16 / 32 / 64 / 128 rows (M <= 16 / 32 / 64 / more) x 64 weight rows, K in steps of 128, split over K
+// when the tiles are few. Float weights: gemv up to 8 rows, the vendor BLAS above.
 const std::vector<QMatmulCase> kQMatmulCases = {
-    {"m1", {1, kK}, Layout::Contiguous},
-    {"m7", {7, kK}, Layout::Contiguous},
-    {"m20", {20, kK}, Layout::Contiguous},  // GPU: more rows than one matvec launch takes (16 + 4)
-    {"m64", {64, kK}, Layout::Contiguous},  // GPU: block types 4 matvec launches of 16 rows, floats the BLAS path
-    {"m144", {144, kK}, Layout::Contiguous},  // GPU: the BLAS path for block types too (more than 128 rows)
-    {"batch2x3_strided", {2, 3, kK}, Layout::Strided},
-    {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
-    {"vector", {kK}, Layout::Contiguous},
+    {"m1", {1, kDefaultK}, Layout::Contiguous},
+    {"m7", {7, kDefaultK}, Layout::Contiguous},
+    {"m15", {15, kDefaultK}, Layout::Contiguous},  // GPU: the largest matvec
+    {"m16", {16, kDefaultK}, Layout::Contiguous},  // GPU: the smallest MMQ (16-row tile, split K)
+    {"m20", {20, kDefaultK}, Layout::Contiguous},
+    {"m17_n100_k256", {17, 256}, Layout::Contiguous, 100},  // 32-row tile; N not a multiple of 64
+    {"m33_n129_k544", {33, 544}, Layout::Contiguous, 129},  // 64-row tile; K not a multiple of 128 (K-quants: 768)
+    {"m64", {64, kDefaultK}, Layout::Contiguous},
+    {"m65_n64_k1024", {65, 1024}, Layout::Contiguous, 64},  // 128-row tile, one weight tile
+    {"m144", {144, kDefaultK}, Layout::Contiguous},
+    {"m130_n200_k4096", {130, 4096}, Layout::Contiguous, 200},
+    {"m520_n70_k2048", {520, 2048}, Layout::Contiguous, 70},  // prompt-sized: 5 row tiles
+    {"batch2x3_strided", {2, 3, kDefaultK}, Layout::Strided},
+    {"batch5_transposed", {5, 1, kDefaultK}, Layout::Transposed},
+    {"vector", {kDefaultK}, Layout::Contiguous},
 };
 
 // The 8-bit activation rule qmatmul defines for 32-element-block weights (ggml's CPU backend quantizes its
@@ -286,6 +304,29 @@ std::vector<double> naive_activation_q8(const std::vector<double>& x) {
   return out;
 }
 
+// A 16-bit float format: significand bits (with the implicit one), smallest normal exponent, largest finite.
+struct HalfFormat {
+  int p, emin;
+  double max_finite;
+};
+HalfFormat half_format(DType t) {
+  return t == DType::F16 ? HalfFormat{11, -14, 65504.0} : HalfFormat{8, -126, 3.3895313892515355e38};
+}
+// x rounded to `f` (nearest, ties to even; beyond the largest finite value +-inf), computed in double
+// independently of rbee's conversions: the value qmatmul's 16-bit weights multiply.
+double naive_round16(double x, const HalfFormat& f) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const int e = std::max(std::ilogb(x), f.emin);
+  const double ulp = std::ldexp(1.0, e - (f.p - 1));
+  const double r = std::nearbyint(x / ulp) * ulp;  // the default rounding mode: to nearest even
+  return std::fabs(r) > f.max_finite ? std::copysign(INFINITY, x) : r;
+}
+std::vector<double> naive_round16(const std::vector<double>& x, DType t) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = naive_round16((double)(float)x[i], half_format(t));
+  return out;
+}
+
 DType activation_type(DType w) {
   switch (w) {
     case DType::Q4_1:
@@ -298,7 +339,7 @@ DType activation_type(DType w) {
     case DType::Q8_K: return DType::Q8_K;
     case DType::F32:
     case DType::F16:
-    case DType::BF16: return DType::F32;
+    case DType::BF16: return w;  // f16 / bf16: x rounded to the weight's type
     default: return DType::Q8_0;
   }
 }
@@ -310,7 +351,11 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
   const auto& [backend, wtype, case_index] = GetParam();
   const QMatmulCase& c = kQMatmulCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.x_shape.numel() / kK;
+  Shape x_shape = c.x_shape;
+  const int64_t bs = is_quantized(wtype) ? dtype_block_size(wtype) : 1;
+  const int64_t kK = (x_shape[x_shape.rank() - 1] + bs - 1) / bs * bs, kN = c.n;
+  x_shape[x_shape.rank() - 1] = kK;
+  const int64_t m = x_shape.numel() / kK;
 
   // Weights: N(0, 1) rows with varied scales, quantized (or rounded) to wtype; w^ = what w holds.
   std::mt19937_64 rng(1234 + (int)wtype);
@@ -331,16 +376,18 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
     for (int64_t k = 0; k < kK; ++k) xv[(size_t)(r * kK + k)] = (double)normal(rng) * (1.0 + (double)(r % 4));
     xv[(size_t)(r * kK + (r * 37) % kK)] = 12.0;
   }
-  const Tensor x = make_tensor(xv, c.x_shape, DType::F32, *device, c.layout);
+  const Tensor x = make_tensor(xv, x_shape, DType::F32, *device, c.layout);
   const DType atype = activation_type(wtype);
   const Tensor x_flat = make_tensor(xv, {m, kK}, DType::F32, *device);
+  const bool half = atype == DType::F16 || atype == DType::BF16;
   const auto x_hat = atype == DType::F32   ? xv
+                     : half                 ? naive_round16(xv, atype)
                      : atype == DType::Q8_K ? to_doubles(ops::dequantize(ops::quantize(x_flat, atype)))
                                             : naive_activation_q8(xv);
 
   poison_allocations(*device, (size_t)(m * kN * 4));
   const Tensor out = ops::qmatmul(x, w);
-  Shape want_shape = c.x_shape;
+  Shape want_shape = x_shape;
   want_shape[want_shape.rank() - 1] = kN;
   ASSERT_EQ(out.shape(), want_shape);
   ASSERT_EQ(out.dtype(), DType::F32);
@@ -357,7 +404,7 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
       mins.push_back(f16_bits_to_f32(h));
     }
   }
-  const int64_t act_block = atype == DType::F32 ? 1 : dtype_block_size(atype);
+  const int64_t act_block = atype == DType::F32 || half ? 1 : dtype_block_size(atype);
   int64_t bad_tight = 0, bad_loose = 0;
   std::string first;
   for (int64_t r = 0; r < m; ++r) {
@@ -374,7 +421,12 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
           tight += wk * x_hat[r * kK + k];
           loose += wk * xv[r * kK + k];
           mag += std::fabs(wk * x_hat[r * kK + k]);
-          if (atype != DType::F32) act_err += std::fabs(wk) * 0.57 * amax / 127.0;
+          if (half) {
+            const HalfFormat f = half_format(atype);
+            act_err += std::fabs(wk) * (std::ldexp(std::fabs(xv[r * kK + k]), -f.p) + std::ldexp(1.0, f.emin - f.p));
+          } else if (atype != DType::F32) {
+            act_err += std::fabs(wk) * 0.57 * amax / 127.0;
+          }
         }
         if (!mins.empty()) sum_term += std::fabs(mins[(size_t)((n * kK + k0) / 32)] * block_sum) / 1024.0;
       }
@@ -406,9 +458,11 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulConformance,
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_" + kQMatmulCases[(size_t)std::get<2>(info.param)].name;
                          });
+RBEE_CONFORMANCE_SUITE(QMatmul, QMatmulConformance);
 
 // Float weights whose rows are not a whole number of 16-byte vectors (K = 100: the element-wise GPU kernels),
-// with M below and above the GPU's BLAS threshold. Reference: sum_k w[n, k] * x[m, k] in double.
+// with M below and above the GPU's BLAS threshold. Reference: sum_k w[n, k] * x'[m, k] in double, x' = x for f32
+// weights and x rounded to the weight's type for f16 / bf16 (naive_round16).
 using FloatOddKParam = std::tuple<std::string, DType, int>;
 class QMatmulFloatOddK : public ::testing::TestWithParam<FloatOddKParam> {};
 
@@ -418,6 +472,7 @@ TEST_P(QMatmulFloatOddK, MatchesDoubleReference) {
   const int64_t k = 100, n = 9;
   const auto wv = random_values(n * k, wtype, 77, -1, 1);
   const auto xv = random_values(m * k, DType::F32, 78, -2, 2);
+  const auto xr = wtype == DType::F32 ? xv : naive_round16(xv, wtype);
   const Tensor w = make_tensor(wv, {n, k}, wtype, *device);
   const Tensor x = make_tensor(xv, {m, k}, DType::F32, *device);
   poison_allocations(*device, (size_t)(m * n * 4));
@@ -427,8 +482,8 @@ TEST_P(QMatmulFloatOddK, MatchesDoubleReference) {
     for (int64_t j = 0; j < n; ++j) {
       double want = 0, mag = 0;
       for (int64_t i = 0; i < k; ++i) {
-        want += wv[j * k + i] * xv[r * k + i];
-        mag += std::fabs(wv[j * k + i] * xv[r * k + i]);
+        want += wv[j * k + i] * xr[r * k + i];
+        mag += std::fabs(wv[j * k + i] * xr[r * k + i]);
       }
       if (!(std::fabs(got[r * n + j] - want) <= 2e-5 * mag + 1e-6) && bad++ < 3) {
         ADD_FAILURE() << "[" << r << ", " << j << "] got " << got[r * n + j] << " want " << want;
@@ -445,6 +500,59 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulFloatOddK,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_m" + std::to_string(std::get<2>(info.param));
+                         });
+
+// 16-bit weights multiply x rounded to their type, nearest even, on every path (GPU: the gemv kernels for
+// M <= 8, the one-GEMM BLAS path above). Every x sits a quarter, a half (a tie) or three quarters of an ulp
+// above a point of the 16-bit grid in [1, 2) (negated in odd rows), weights are multiples of 1/8: each product
+// of round16(x) and w, and every partial sum, is exact in f32, so the result must equal the reference exactly,
+// while a kernel that multiplied x itself, truncated, or broke ties away from zero would be off by >= 2^-13.
+using HalfRoundParam = std::tuple<std::string, DType, int, int>;
+class QMatmulHalfRoundsActivations : public ::testing::TestWithParam<HalfRoundParam> {};
+
+TEST_P(QMatmulHalfRoundsActivations, ExactOnTheRoundedActivations) {
+  const auto& [backend, wtype, m, k] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t n = 5;
+  const HalfFormat f = half_format(wtype);
+  const double ulp = std::ldexp(1.0, 1 - f.p);  // spacing of the grid in [1, 2)
+  std::mt19937_64 rng(99 + (int)wtype);
+  std::uniform_int_distribution<int> grid(0, (1 << (f.p - 1)) - 1), quarter(1, 3);
+  std::vector<double> xv((size_t)(m * k)), wv((size_t)(n * k));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const double g = 1.0 + grid(rng) * ulp;
+      xv[(size_t)(r * k + i)] = (r % 2 ? -1.0 : 1.0) * (g + quarter(rng) * 0.25 * ulp);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < k; ++i) wv[(size_t)(j * k + i)] = 0.125 * (double)(1 + (j + i) % 4);
+  }
+  const Tensor x = make_tensor(xv, {(int64_t)m, (int64_t)k}, DType::F32, *device);
+  const Tensor w = make_tensor(wv, {n, (int64_t)k}, wtype, *device);
+  poison_allocations(*device, (size_t)(m * n * 4));
+  const auto got = to_doubles(ops::qmatmul(x, w));
+  int64_t bad = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t i = 0; i < k; ++i) want += wv[j * k + i] * naive_round16(xv[r * k + i], f);
+      if (got[r * n + j] != want && bad++ < 3) {
+        ADD_FAILURE() << "[" << r << ", " << j << "] got " << got[r * n + j] << " want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, QMatmulHalfRoundsActivations,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::Values(DType::F16, DType::BF16), ::testing::Values(1, 3, 20, 70),
+                                            ::testing::Values(100, 256)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+                                  "_m" + std::to_string(std::get<2>(info.param)) + "_k" +
+                                  std::to_string(std::get<3>(info.param));
                          });
 
 // ---------------------------------------------------------------------------------------- (e) bad input

@@ -42,7 +42,7 @@ void store(DType t, void* p, int64_t i, float v) {
 // argument is one cuBLAS would reject.
 bool colmajor_gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int64_t lda, int64_t sa,
                    const void* b, int64_t ldb, int64_t sb, void* c, int64_t ldc, int64_t sc, int batch,
-                   DType ct, float alpha) {
+                   DType ct, float alpha, float beta = 0.f) {
   auto at_least = [](int64_t ld, int64_t rows) { return ld >= (rows > 1 ? rows : 1); };
   if (m < 0 || n < 0 || k < 0 || batch < 0) return false;
   if (!at_least(lda, ta ? k : m) || !at_least(ldb, tb ? n : k) || !at_least(ldc, m)) {
@@ -59,7 +59,8 @@ bool colmajor_gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a
           const float bv = load(t, b, bi * sb + (tb ? p * ldb + j : j * ldb + p));
           acc += av * bv;
         }
-        store(ct, c, bi * sc + j * ldc + i, alpha * acc);
+        const int64_t ci = bi * sc + j * ldc + i;
+        store(ct, c, ci, beta != 0.f ? alpha * acc + beta * load(ct, c, ci) : alpha * acc);
       }
     }
   }
@@ -85,10 +86,11 @@ class EmuBlas final : public Blas {
     return colmajor_gemm(ab_dtype, trans_b, trans_a, n, m, k, b, ldb, stride_b, a, lda, stride_a, c, ldc, stride_c,
                          batch, c_dtype, alpha);
   }
-  // Not emulated: declining is within the contract (blas.h), so callers take rbee's own kernels here.
-  bool gemm_f32_out(DType, bool, bool, int, int, int, const void*, int64_t, const void*, int64_t, float*, int64_t,
-                    float, Stream) override {
-    return false;
+  bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
+                    const void* b, int64_t ldb, float* c, int64_t ldc, float beta, Stream) override {
+    if (ab_dtype != DType::F32 && ab_dtype != DType::F16 && ab_dtype != DType::BF16) return false;
+    return colmajor_gemm(ab_dtype, trans_b, trans_a, n, m, k, b, ldb, 0, a, lda, 0, c, ldc, 0, 1, DType::F32, 1.0f,
+                         beta);
   }
 };
 

@@ -155,8 +155,8 @@ class Scheduler {
     return submit(std::move(request), std::vector<std::shared_ptr<JobSink>>{std::move(sink)}, handle);
   }
 
-  // Graceful stop: refuses new jobs, cancels queued ones, lets running ones finish until `grace` has passed,
-  // then cancels the rest; returns when every job has finished and the thread has exited.
+  // Graceful stop: refuses new jobs, lets running and queued (already accepted) ones run until `grace` has passed,
+  // then cancels the rest (queued ones never start); returns when every job has finished and the thread has exited.
   void drain(std::chrono::milliseconds grace);
 
   SchedulerStats stats() const;

@@ -2,7 +2,8 @@
 //
 // qmatmul: out[M, N] = x[M, K] . w[N, K]^T. Each row of x is quantized once to the activation format that
 // pairs with w's type (quant.h, activation_dtype), then every output comes from an integer dot product on the
-// packed weight blocks. Work is split into tasks of (up to kRowsPerTask rows of x) x (a chunk of weight rows);
+// packed weight blocks (block types) or an f32 dot product (F32 weights; F16 / BF16 weights with x rounded to
+// their type first). Work is split into tasks of (up to kRowsPerTask rows of x) x (a chunk of weight rows);
 // inside a task each weight row is dotted with tiles of kMaxRows activation rows while it is hot in L1, so a
 // prompt of M rows reads the weights from memory once per task row group, not once per row.
 #include <algorithm>
@@ -66,16 +67,15 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   }
   const DType wtype = w.dtype();
-  const DType atype = quant::activation_dtype(wtype);
   const quant::RowDotFn dot = quant::row_dot_kernel(wtype);
   const int64_t w_row_bytes = dtype_row_bytes(wtype, k);
   const char* wp = static_cast<const char*>(w.data());
 
-  // Activations: x itself for float weights, else each row quantized once.
+  // Activations: x itself for F32 weights, else each row quantized (or rounded to 16 bits) once.
   const char* xp = static_cast<const char*>(x.data());
   int64_t x_row_bytes = k * (int64_t)sizeof(float);
   std::vector<unsigned char> xq;
-  if (atype != DType::F32) {
+  if (wtype != DType::F32) {
     x_row_bytes = (quant::activation_row_bytes(wtype, k) + 63) / 64 * 64;  // rows start on cache lines
     xq.resize((size_t)(m * x_row_bytes + 64));
     unsigned char* base = xq.data() + (64 - reinterpret_cast<uintptr_t>(xq.data()) % 64) % 64;

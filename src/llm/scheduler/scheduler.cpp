@@ -14,6 +14,13 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// "out_of_memory" for a full device (or RBEE_FAULT_ALLOC_*), else "forward".
+const char* forward_error_code(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || (err && err->code() == ErrorCode::OutOfMemory);
+  return oom ? "out_of_memory" : "forward";
+}
+
 // Choice i of a group samples with seed + i (a request without a seed: the clock, different per choice).
 SamplingParams choice_params(SamplingParams p, int choice) {
   if (choice == 0) return p;
@@ -216,9 +223,12 @@ void Scheduler::admit() {
   std::vector<Active*> started;
   {
     std::lock_guard lock(mutex_);
+    // While draining, queued jobs were accepted (the client holds a 200 and maybe an open stream): they still run
+    // while the grace period lasts, and are cancelled once it is over.
+    const bool past_grace = !accepting_ && Clock::now() >= drain_deadline_;
     while (!queue_.empty()) {
       Queued& q = queue_.front();
-      if (q.group->handle->cancelled() || !accepting_) {
+      if (q.group->handle->cancelled() || past_grace) {
         dropped.push_back(std::move(q));
         queue_.pop_front();
         continue;
@@ -403,7 +413,7 @@ bool Scheduler::run_embeddings(int& budget) {
     hidden = out.to_vector<float>();
   } catch (const std::exception& e) {
     log::error("event=forward_error kind=embedding rows={} error=\"{}\"", rows.size(), e.what());
-    for (auto& r : rows) finish(*r.job, StopReason::Error, "forward", e.what());
+    for (auto& r : rows) finish(*r.job, StopReason::Error, forward_error_code(e), e.what());
     return true;
   }
   for (const Row& r : rows) {
@@ -496,8 +506,10 @@ bool Scheduler::step() {
       vocab = out.dim(1);
       logits = out.to_vector<float>();
     } catch (const std::exception& e) {
+      // Out of memory (a full device, or RBEE_FAULT_ALLOC_*) ends this step's jobs with code "out_of_memory", which
+      // the routes answer as 503 + Retry-After: the jobs admitted later still run, and the worker stays up.
       log::error("event=forward_error rows={} error=\"{}\"", rows.size(), e.what());
-      for (auto& r : rows) finish(*r.job, StopReason::Error, "forward", e.what());
+      for (auto& r : rows) finish(*r.job, StopReason::Error, forward_error_code(e), e.what());
       failed = true;
     }
     steps_++;

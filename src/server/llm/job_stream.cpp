@@ -60,6 +60,9 @@ JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
     const auto& s = c.summary;
     if (s.reason == llm::StopReason::Error) {
       if (s.error_code == "timeout") throw ApiError(504, "timeout", "the request ran past the worker's time limit");
+      if (s.error_code == "out_of_memory") {
+        throw ApiError(503, "out_of_memory", "the device ran out of memory for this request: " + s.error_message, "", 1);
+      }
       throw ApiError(500, "generation_failed", "generation failed: " + s.error_message);
     }
   }

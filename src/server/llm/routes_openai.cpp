@@ -112,11 +112,11 @@ class OpenAiStream {
     state_.tokens_out += s.tokens_out;
     ++state_.finished;
     if (s.reason == llm::StopReason::Error || s.reason == llm::StopReason::Cancelled) {
-      const bool timeout = s.error_code == "timeout";
-      const ApiError e = s.reason == llm::StopReason::Cancelled
-                             ? ApiError(503, "cancelled", "the job was cancelled")
-                             : ApiError(timeout ? 504 : 500, timeout ? "timeout" : "generation_failed",
-                                        "generation failed: " + s.error_message);
+      const bool timeout = s.error_code == "timeout", oom = s.error_code == "out_of_memory";
+      const ApiError e = s.reason == llm::StopReason::Cancelled ? ApiError(503, "cancelled", "the job was cancelled")
+                         : oom ? ApiError(503, "out_of_memory", "the device ran out of memory: " + s.error_message)
+                               : ApiError(timeout ? 504 : 500, timeout ? "timeout" : "generation_failed",
+                                          "generation failed: " + s.error_message);
       return sse_data(e.body());
     }
     const char* reason = openai_finish_reason(s.reason);

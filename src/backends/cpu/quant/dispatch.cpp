@@ -4,6 +4,7 @@
 #include "backends/cpu/quant/quant.h"
 #include "backends/cpu/quant/quantize_internal.h"
 #include "rbee/core/error.h"
+#include "rbee/core/half.h"
 
 namespace rbee::cpu::quant {
 
@@ -63,7 +64,14 @@ int64_t activation_row_bytes(DType weight, int64_t k) {
 void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k) {
   const DType a = activation_dtype(weight);
   if (a == DType::F32) {
-    std::memcpy(dst, x, (size_t)k * sizeof(float));
+    float* out = static_cast<float*>(dst);
+    if (weight == DType::F16) {
+      for (int64_t i = 0; i < k; ++i) out[i] = f16_bits_to_f32(f32_to_f16_bits(x[i]));
+    } else if (weight == DType::BF16) {
+      for (int64_t i = 0; i < k; ++i) out[i] = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
+    } else {
+      std::memcpy(dst, x, (size_t)k * sizeof(float));
+    }
     return;
   }
   if (a == DType::Q8_0) quantize_q8_0_activation(x, static_cast<BlockQ8_0*>(dst), k / kQK);

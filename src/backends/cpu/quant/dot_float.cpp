@@ -1,4 +1,5 @@
-// Dot products of F32 / F16 / BF16 weight rows with f32 activation rows (qmatmul with unquantized weights).
+// Dot products of F32 / F16 / BF16 weight rows with f32 activation rows (qmatmul with unquantized weights; for
+// 16-bit weights the rows hold x already rounded to the weight's type, so every product is exact in f32).
 // Weights are widened to f32 in registers and accumulated with FMA; portable Highway code on every target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/quant/dot_float.cpp"

@@ -18,8 +18,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 // The format activations are quantized to before a dot product with weights of `weight` type, as ggml pairs
-// them: Q4_0/Q5_0/Q8_0/Q8_1 -> Q8_0, Q4_1/Q5_1 -> Q8_1, K-quants -> Q8_K; F32 for F32/F16/BF16 weights
-// (their products run in f32).
+// them: Q4_0/Q5_0/Q8_0/Q8_1 -> Q8_0, Q4_1/Q5_1 -> Q8_1, K-quants -> Q8_K; F32 rows for F32/F16/BF16 weights
+// (their products run in f32). For F16 / BF16 weights those f32 rows hold x rounded to the weight's type
+// (nearest even), qmatmul's semantics for 16-bit weights (rbee/backend/kernels.h; ggml's vec_dot_type).
 DType activation_dtype(DType weight);
 
 // An activation row as the dot kernels take it (activation_row_bytes(weight, k) bytes): the k values quantized to
@@ -27,7 +28,7 @@ DType activation_dtype(DType weight);
 // activation_scales_offset(k): the block scales d, then d * sum(qs) (Q8_0 rows, exact in f32 up to its
 // rounding) or the block's own f16 s (Q8_1 rows). Kernels that revisit the row for every weight row read
 // floats instead of converting f16s, and fold weight offsets and mins in with them. F32 activations are the k
-// floats themselves.
+// floats themselves (F32 weights) or the k floats rounded to f16 / bf16 (F16 / BF16 weights).
 int64_t activation_row_bytes(DType weight, int64_t k);
 int64_t activation_scales_offset(DType weight, int64_t k);
 void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k);

@@ -1,10 +1,14 @@
 // Matrix-vector products with F32 / F16 / BF16 weights (the dense linear layers of unquantized models) for up
-// to kMatvecMaxRows f32 activation rows: out[m, j] = sum_k w[j, k] * x[m, k], f32 accumulation.
+// to kMatvecMaxRows f32 activation rows: out[m, j] = sum_k w[j, k] * x'[m, k], f32 accumulation, where x' is x
+// for F32 weights and x rounded to the weight's type for F16 / BF16 weights (qmatmul's semantics, kernels.h:
+// the products are exact in f32, as in the one-GEMM BLAS path). Also the rounding kernel of that BLAS path.
 //
 // Same shape as the quantized matvec: a warp owns R weight rows, lanes stride over 16-byte chunks of them
 // (8 f16/bf16 or 4 f32 weights per load), every weight byte is read once, and each activation chunk loaded is
 // used for the R rows. Rows that are not 16-byte aligned (K * element size not a multiple of 16, or a
 // misaligned base) take the element-wise variant.
+#include <algorithm>
+
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/quant_matvec.cuh"
@@ -36,6 +40,14 @@ __device__ __forceinline__ void unpack16(const uint4& v, float* f) {
       }
     }
   }
+}
+
+// x as the products with weights of storage type T see it: rounded to T's 16-bit format, or x itself for f32.
+template <class T>
+__device__ __forceinline__ float activation(float v) {
+  if constexpr (std::is_same_v<T, bf16_t>) return bf16_to_float(float_to_bf16(v));
+  else if constexpr (std::is_same_v<T, f16_t>) return f16_to_float(float_to_f16(v));
+  else return v;
 }
 
 template <class T, int M, int R, bool kVec>
@@ -75,10 +87,11 @@ __global__ void __launch_bounds__(kMatvecThreads) float_gemv_kernel(const T* __r
 #pragma unroll
         for (int i = 0; i < C; i += 4) {
           const float4 v = *reinterpret_cast<const float4*>(xr + i);
-          xf[i] = v.x, xf[i + 1] = v.y, xf[i + 2] = v.z, xf[i + 3] = v.w;
+          xf[i] = activation<T>(v.x), xf[i + 1] = activation<T>(v.y);
+          xf[i + 2] = activation<T>(v.z), xf[i + 3] = activation<T>(v.w);
         }
       } else {
-        xf[0] = xr[0];
+        xf[0] = activation<T>(xr[0]);
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -109,7 +122,42 @@ void launch_rows(GpuDevice& device, const GemvArgs& a) {
   else launch_shape<T, 8, 4, kVec>(device, a);
 }
 
+// out[i] = round16(x[i]), 4 elements per thread (one 16-byte load, one 8-byte store) plus a scalar tail.
+template <class T>
+__global__ void round_to_half_kernel(const float* __restrict__ x, int64_t count, uint16_t* __restrict__ out) {
+  const int64_t quads = count / 4;
+  for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < quads; q += (int64_t)gridDim.x * blockDim.x) {
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    uint16_t h[4];
+    if constexpr (std::is_same_v<T, bf16_t>) {
+      h[0] = float_to_bf16(v.x), h[1] = float_to_bf16(v.y), h[2] = float_to_bf16(v.z), h[3] = float_to_bf16(v.w);
+    } else {
+      h[0] = float_to_f16(v.x), h[1] = float_to_f16(v.y), h[2] = float_to_f16(v.z), h[3] = float_to_f16(v.w);
+    }
+    reinterpret_cast<uint2*>(out)[q] = make_uint2(h[0] | ((uint32_t)h[1] << 16), h[2] | ((uint32_t)h[3] << 16));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < count % 4) {
+    const int64_t e = quads * 4 + threadIdx.x;
+    out[e] = std::is_same_v<T, bf16_t> ? float_to_bf16(x[e]) : float_to_f16(x[e]);
+  }
+}
+
 }  // namespace
+
+void launch_round_to_half(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* out) {
+  if (count == 0) return;
+  RBEE_ASSERT(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0,
+              "round_to_half: unaligned operands");
+  constexpr int kThreads = 256;
+  const unsigned grid = grid_for(std::max<int64_t>(count / 4, 1), kThreads);
+  if (half_type == DType::BF16) {
+    round_to_half_kernel<bf16_t><<<grid, kThreads, 0, device.stream()>>>(x, count, out);
+  } else {
+    RBEE_ASSERT(half_type == DType::F16, "round_to_half: {} is not a 16-bit float type", dtype_name(half_type));
+    round_to_half_kernel<f16_t><<<grid, kThreads, 0, device.stream()>>>(x, count, out);
+  }
+  RBEE_GPU_CHECK_LAUNCH();
+}
 
 void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& a) {
   RBEE_ASSERT(a.m >= 1 && a.m <= kMatvecMaxRows, "float gemv takes 1..{} rows, got {}", kMatvecMaxRows, a.m);
