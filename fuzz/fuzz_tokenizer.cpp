@@ -24,7 +24,7 @@ namespace {
 using rbee::llm::StreamingDecoder;
 using rbee::llm::TokenId;
 using rbee::llm::Tokenizer;
-namespace utf8 = rbee::llm::utf8;
+namespace utf8 = rbee::text::utf8;
 
 const Tokenizer& smollm2() {
   static const auto tok = Tokenizer::from_hf_json(std::string(RBEE_SOURCE_DIR) + "/tests/data/tokenizers/smollm2/tokenizer.json");

@@ -24,7 +24,9 @@ struct SdWorkerContext {
   Metrics& metrics;
   DeviceStats& device;
   WorkerIdentity identity;
-  std::string model_path, model_ref, model_name, sd_version;
+  std::string model_path, model_ref, model_name;
+  std::string sd_version;            // the family the files hold (detected when --sd-version is auto)
+  std::string sd_version_requested;  // --sd-version as given
   RequestDefaults defaults;
   int queue_size = 0;
   std::atomic<SdService*> service{nullptr};  // set once the model is loaded

@@ -204,16 +204,7 @@ void SdService::run_job(SdJob& job) {
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = job.created + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                           std::chrono::duration<double>(options_.request_timeout_s));
-  sd::GenerateRequest g;
-  g.prompt = r.prompt;
-  g.negative_prompt = r.negative_prompt;
-  g.steps = r.steps;
-  g.guidance_scale = r.guidance_scale;
-  g.seed = job.seed;
-  g.width = r.width;
-  g.height = r.height;
-  g.sampler = r.sampler;
-  g.strength = r.strength;
+  sd::GenerateRequest g = to_generate_request(r, job.seed);
   bool timed_out = false;
   auto last_step = std::chrono::steady_clock::now();
   g.on_step = [&](int step, int total) {

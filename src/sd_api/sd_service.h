@@ -54,6 +54,7 @@ class SdService {
   };
   Stats stats() const;
   const ServiceOptions& options() const { return options_; }
+  const sd::ModelLimits& limits() const { return pipeline_.limits(); }
   // Jobs an HTTP thread is still reading (streams not yet closed).
   size_t streaming() const;
 
