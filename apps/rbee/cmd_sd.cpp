@@ -31,12 +31,12 @@ struct SdOptions {
   bool use_f16 = false, quiet = false;
 };
 
-sd::Image read_png(const std::string& path, const char* option) {
+sd::Image read_image(const std::string& path, const char* option) {
   std::ifstream f(path, std::ios::binary);
   RBEE_CHECK_CODE(f.good(), ErrorCode::NotFound, "{}: cannot read '{}'", option, path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   try {
-    return sd::decode_png(bytes.data(), bytes.size());
+    return sd::decode_image(bytes.data(), bytes.size());
   } catch (const Error& e) {
     RBEE_THROW(ErrorCode::InvalidArgument, "{} '{}': {}", option, path, e.message());
   }
@@ -61,7 +61,7 @@ int run_sd(const SdOptions& opt) {
     r.seed = ((uint64_t)rd() << 32 | rd()) & (uint64_t)INT64_MAX;
   }
   sd::Image init, mask;
-  if (!opt.init_image.empty()) init = read_png(opt.init_image, "--init-image");
+  if (!opt.init_image.empty()) init = read_image(opt.init_image, "--init-image");
   // Everything the request can be checked against before the (slow) load: the files' configs.
   sd::LoadOptions load;
   load.device = &device;
@@ -80,7 +80,7 @@ int run_sd(const SdOptions& opt) {
                r.strength, r.steps);
   }
   if (!opt.mask.empty()) {
-    mask = read_png(opt.mask, "--mask");
+    mask = read_image(opt.mask, "--mask");
     RBEE_CHECK(mask.width == r.width && mask.height == r.height, "--mask '{}' is {}x{}, the image is {}x{}", opt.mask,
                mask.width, mask.height, r.width, r.height);
   }
@@ -155,11 +155,12 @@ Command add_sd_command(CLI::App& app) {
   sub->add_option("-g,--guidance", opt->guidance, "Classifier-free guidance scale (<= 1: off)")
       ->check(CLI::Range(0.0, 20.0))
       ->capture_default_str();
-  sub->add_option("--init-image", opt->init_image, "PNG to start from (img2img; inpaint with --mask)");
+  sub->add_option("--init-image", opt->init_image, "Image to start from (PNG, JPEG or WebP; img2img; inpaint with --mask)");
   sub->add_option("--strength", opt->strength, "img2img / inpaint: how much of the schedule to run (1: ignore the "
                                                "image; default 0.8, with --mask 1.0, as diffusers)")
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--mask", opt->mask, "PNG mask of --init-image's size: white repaints, black keeps (inpaint)");
+  sub->add_option("--mask", opt->mask,
+                  "Mask image (PNG, JPEG or WebP) of --init-image's size: white repaints, black keeps (inpaint)");
   sub->add_option("--backend", opt->backend, "auto (CUDA, then ROCm, then CPU), cpu, cuda or rocm")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "rocm"}))
       ->capture_default_str();

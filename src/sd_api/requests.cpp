@@ -59,16 +59,17 @@ void check_side(const char* field, int64_t v) {
   }
 }
 
-// A base64 PNG field -> RGB8 image; 400 naming the field for bad base64 or a PNG that does not decode.
+// A base64 PNG, JPEG or WebP field -> RGB8 image; 400 naming the field for bad base64 or an image that does not
+// decode. More pixels than the largest output side squared are refused before the image is decompressed.
 sd::Image decode_image_field(const JsonFields& f, const char* field) {
   const std::string text = f.required_string(field);
   std::string why;
   auto bytes = base64_decode(text, &why);
   if (!bytes) throw invalid_field(field, "is not valid base64: " + why);
   try {
-    return sd::decode_png(bytes->data(), bytes->size(), (int64_t)kMaxSide * kMaxSide);
+    return sd::decode_image(bytes->data(), bytes->size(), (int64_t)kMaxSide * kMaxSide);
   } catch (const Error& e) {
-    throw invalid_field(field, "is not a PNG image this worker can read: " + e.message());
+    throw invalid_field(field, "is not an image this worker can read (PNG, JPEG or WebP): " + e.message());
   }
 }
 

@@ -1,7 +1,8 @@
 // NoiseKind::Torch: PyTorch's CPU generator and torch.randn (tests/data/sd/torch_randn.json,
 // tools/goldens/make_torch_randn_goldens.py), and whole images that equal diffusers' default-generator images for the
 // same seed on the tiny 4-level pipeline (tools/goldens/make_tiny_sd_folders.py): Euler ancestral (noise at every
-// step), DDIM, and img2img (the posterior sampled with the generator before the noise).
+// step), DDIM, img2img (the posterior sampled with the generator before the noise) and inpaint (image posterior,
+// noise, the masked image's posterior draw, then the step noises).
 #include <fstream>
 
 #include "rbee/sd/pipeline.h"
@@ -67,6 +68,11 @@ TEST(SdTorchNoise, ImagesEqualDiffusersForTheSeed) {
   i2i.init_image = g.tensor("torch_i2i_image", cpu).clone();
   i2i.strength = 0.75;
   RBEE_EXPECT_TENSOR_NEAR(l4().generate_latents(i2i), g.tensor("torch_i2i_latent", cpu), 2e-3, 1e-4);
+  GenerateRequest inpaint = torch_request(SchedulerKind::EulerAncestral, 21, 56, 40, 3);
+  inpaint.init_image = g.tensor("torch_i2i_image", cpu).clone();
+  inpaint.mask = g.tensor("torch_inpaint_mask", cpu).clone();
+  inpaint.strength = 1.0;
+  RBEE_EXPECT_TENSOR_NEAR(l4().generate_latents(inpaint), g.tensor("torch_inpaint_latent", cpu), 2e-3, 1e-4);
   // Another seed, or rbee's own generator, gives another image.
   GenerateRequest other = torch_request(SchedulerKind::EulerAncestral, 1235, 56, 40, 3);
   EXPECT_GT(test::max_diff(l4().generate_latents(other), anc).max_abs, 0.1);

@@ -138,6 +138,22 @@ TEST(SdTinyModelErrors, BadShapesAndConfigs) {
   Vae dec_only = Vae::load(vw, VaeConfig::from_json(vw.config()), /*with_encoder=*/false);
   EXPECT_THROW(dec_only.encode(ops::zeros({1, 3, 32, 32}, DType::F32, cpu)), Error);
   EXPECT_THROW(Weights::open(tiny_sd("sd15/no_such"), cpu), Error);
+  // vae/config.json fields the SD pipelines read that are not implemented: refused, named.
+  for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
+           {"latents_mean", nlohmann::json::array({0.1, 0.2, 0.3, 0.4})},
+           {"latents_std", nlohmann::json::array({1.0, 1.0, 1.0, 1.0})},
+           {"down_block_types", nlohmann::json::array({"AttnDownEncoderBlock2D", "DownEncoderBlock2D",
+                                                       "DownEncoderBlock2D"})}}) {
+    nlohmann::json c = vw.config();
+    c[key] = value;
+    try {
+      (void)VaeConfig::from_json(c);
+      ADD_FAILURE() << key << " was not refused";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << key;
+      EXPECT_NE(e.message().find(key), std::string::npos) << e.message();
+    }
+  }
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ CASES = [
     ({**TRANSFORM, "input_image": None}, 400, "input_image", "required"),
     ({**TRANSFORM, "input_image": "@@@not base64@@@"}, 400, "input_image", "not valid base64"),
     ({**TRANSFORM, "input_image": NOT_PNG}, 400, "input_image", "signature"),
-    ({**TRANSFORM, "input_image": TRUNCATED}, 400, "input_image", "not a PNG image"),
+    ({**TRANSFORM, "input_image": TRUNCATED}, 400, "input_image", "not an image this worker can read"),
     ({**TRANSFORM, "input_image": SMALL}, 400, "input_image", f"is {SIZE}x{SIZE - 8}"),
     ({**TRANSFORM, "input_image": SMALL, "width": None, "height": None}, 400, "input_image", "multiple of 8"),
     ({**INPAINT, "mask_image": None}, 400, "mask_image", "required"),

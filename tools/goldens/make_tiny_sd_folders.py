@@ -17,6 +17,8 @@ tests/data/tiny_sd/sd15_l4/ (diffusers layout):
                                    written there), seed 77, 48x40
     torch_i2i_image, torch_i2i_latent   img2img with seed 9, strength 0.75, Euler, 4 steps (the posterior sampled
                                    with the generator, as diffusers does by default)
+    torch_inpaint_mask, torch_inpaint_latent   inpaint of torch_i2i_image, seed 21, strength 1.0, Euler ancestral,
+                                   3 steps (posterior, noise, masked-image posterior, step noises from the generator)
     plain_vae_image                decode of vae_latent with the plain (non-variant) VAE file
     vae_latent, vae_image          decode with the fp16 variant VAE
 The goldens are computed by a pipeline whose components diffusers and transformers loaded back from these folders
@@ -35,7 +37,8 @@ import sys
 
 import torch
 from diffusers import (AutoencoderKL, DDIMScheduler, EulerAncestralDiscreteScheduler, EulerDiscreteScheduler,
-                       StableDiffusionImg2ImgPipeline, StableDiffusionPipeline, UNet2DConditionModel)
+                       StableDiffusionImg2ImgPipeline, StableDiffusionInpaintPipeline, StableDiffusionPipeline,
+                       UNet2DConditionModel)
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
@@ -133,6 +136,16 @@ def write_pipeline():
         i2i = StableDiffusionImg2ImgPipeline(**pipe.components)
         g["torch_i2i_latent"] = i2i(PROMPT, image=image, strength=0.75, num_inference_steps=4, guidance_scale=7.5,
                                     generator=torch.Generator().manual_seed(9), output_type="latent").images
+        # Inpaint (strength 1.0, diffusers' default) with Euler ancestral: the generator draws the image's posterior,
+        # the noise, the masked image's posterior, then one noise per step.
+        mask = torch.zeros((1, 1, 40, 56))
+        mask[:, :, 8:32, 16:48] = 1.0
+        g["torch_inpaint_mask"] = mask
+        inp = StableDiffusionInpaintPipeline(**dict(pipe.components,
+                                                    scheduler=EulerAncestralDiscreteScheduler.from_config(euler.config)))
+        g["torch_inpaint_latent"] = inp(PROMPT, image=image, mask_image=mask, height=40, width=56,
+                                        num_inference_steps=3, guidance_scale=7.5,
+                                        generator=torch.Generator().manual_seed(21), output_type="latent").images
     save_file({k: v.contiguous() for k, v in g.items()}, os.path.join(OUT, "goldens.safetensors"))
 
 
