@@ -41,6 +41,11 @@ void launch(F body, G grid, B block, size_t smem = 0, S = S{}) {
   };
   launch_impl(dim(grid), dim(block), smem, std::function<void()>(body));
 }
+// Dynamic shared memory above 48 KiB: the device's opt-in limit (what an H100 allows at warp 32, an AMD CDNA
+// GPU's 64 KiB LDS at warp 64) and the opt-in (set_dynamic_smem_optin, for any kernel: the emulator cannot tell
+// kernels apart), which a launch above 48 KiB needs first. Returns 0, or an error number if above the limit.
+size_t max_dynamic_smem_optin();
+int set_dynamic_smem_optin(size_t bytes);
 // 0: no error; otherwise an error number whose text is error_string(). Reading clears it.
 int last_error();
 const char* error_string(int code);

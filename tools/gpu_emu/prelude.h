@@ -9,6 +9,9 @@
 
 #include "emu_runtime.h"
 
+// Marks a translation unit compiled as kernel source (the .cu files), for headers that hold device code only.
+#define RBEE_GPU_EMU_KERNELS 1
+
 #define __global__
 #define __device__
 #define __host__

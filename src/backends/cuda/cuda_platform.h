@@ -48,6 +48,11 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return cudaGraphInstant
 inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return cudaGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); }
+// Lets `kernel` (a __global__ function's address) be launched with up to `bytes` of dynamic shared memory
+// (above 48 KiB, up to DeviceProps::shared_mem_per_block_optin).
+inline Status set_max_dynamic_smem(const void* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
 
 // Facts read from the device, vendor-neutral.
 struct DeviceProps {
@@ -57,6 +62,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;  // dynamic shared memory a kernel may have after set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -69,6 +75,7 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->shared_mem_per_block_optin = p.sharedMemPerBlockOptin;
   out->total_memory = p.totalGlobalMem;
   return s;
 }
@@ -105,5 +112,29 @@ __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long*
 // the round-to-nearest quantizers) must give the CPU's bits.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+
+// ---- warps and asynchronous copies (tensor-core kernels) ----
+// This thread's lane in its warp.
+__device__ __forceinline__ int lane_id() {
+  int l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+// Orders the shared-memory accesses of the calling warp's lanes (all lanes call it).
+__device__ __forceinline__ void warp_sync() { __syncwarp(); }
+// 16 bytes global -> shared that complete asynchronously (cp.async, sm_80+); with `zero` the 16 bytes are
+// zeros and src is not read. Both addresses 16-byte aligned. Completed copies are visible to the whole block
+// after copy_async_wait<N>() and a __syncthreads().
+__device__ __forceinline__ void copy_async_16(void* smem_dst, const void* src, bool zero) {
+  const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(zero ? 0 : 16) : "memory");
+}
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 }  // namespace rbee::gpu
 #endif

@@ -54,6 +54,8 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return hipGraphInstanti
 inline Status graph_launch(GraphExec e, Stream s) { return hipGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return hipGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return hipGraphExecDestroy(e); }
+// AMD GPUs give a kernel up to sharedMemPerBlock of dynamic LDS without an opt-in: nothing to set.
+inline Status set_max_dynamic_smem(const void*, int) { return hipSuccess; }
 
 struct DeviceProps {
   char name[256];
@@ -62,6 +64,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;  // dynamic shared memory a kernel may have after set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -77,6 +80,7 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->shared_mem_per_block_optin = p.sharedMemPerBlock;  // AMD: the whole LDS (64 KiB), no opt-in
   out->total_memory = p.totalGlobalMem;
   return s;
 }
@@ -127,5 +131,24 @@ __device__ __forceinline__ float add_rn(float a, float b) {
 #pragma clang fp contract(off)
   return a + b;
 }
+
+// ---- warps and asynchronous copies (tensor-core kernels) ----
+// This thread's lane in its wavefront.
+__device__ __forceinline__ int lane_id() { return (int)__lane_id(); }
+// Orders the LDS accesses of the calling wavefront's lanes (all lanes call it). A wavefront executes in
+// lockstep; the fences keep the compiler from moving LDS accesses across the point.
+__device__ __forceinline__ void warp_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+// 16 bytes global -> shared (zeros with `zero`; src is not read then). No asynchronous copy engine on these
+// targets: a plain load and store, complete when this returns. The wait / commit calls are no-ops.
+__device__ __forceinline__ void copy_async_16(void* smem_dst, const void* src, bool zero) {
+  *reinterpret_cast<uint4*>(smem_dst) = zero ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ void copy_async_commit() {}
+template <int N>
+__device__ __forceinline__ void copy_async_wait() {}
 }  // namespace rbee::gpu
 #endif

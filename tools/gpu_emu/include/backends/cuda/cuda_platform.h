@@ -84,6 +84,8 @@ inline Status graph_instantiate(GraphExec*, Graph) { return kUnsupported; }
 inline Status graph_launch(GraphExec, Stream) { return kUnsupported; }
 inline Status graph_destroy(Graph) { return kUnsupported; }
 inline Status graph_exec_destroy(GraphExec) { return kUnsupported; }
+// The emulator cannot tell which kernel a launch runs: an opt-in raises the limit for every later launch.
+inline Status set_max_dynamic_smem(const void*, int bytes) { return ::emu::set_dynamic_smem_optin((size_t)bytes); }
 
 struct DeviceProps {
   char name[256];
@@ -92,6 +94,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;
   size_t total_memory;
 };
 inline Status device_props(int, DeviceProps* out) {
@@ -101,6 +104,7 @@ inline Status device_props(int, DeviceProps* out) {
   out->multiprocessors = 4;
   out->max_threads_per_block = 1024;
   out->shared_mem_per_block = 48 << 10;
+  out->shared_mem_per_block_optin = ::emu::max_dynamic_smem_optin();
   out->total_memory = (size_t)8 << 30;
   return kSuccess;
 }
@@ -132,5 +136,19 @@ inline float add_rn(float a, float b) {
   volatile float r = a + b;
   return r;
 }
+
+// ---- warps and asynchronous copies ----
+inline int lane_id() { return ::emu::linear_thread() % RBEE_DEVICE_WARP_SIZE; }
+// The emulator has no warps apart from the block: a warp barrier is a block barrier (every thread of the
+// block must reach it, which the kernels using it guarantee).
+inline void warp_sync() { ::emu::sync_threads(); }
+// Synchronous copies: complete when they return.
+inline void copy_async_16(void* smem_dst, const void* src, bool zero) {
+  if (zero) std::memset(smem_dst, 0, 16);
+  else std::memcpy(smem_dst, src, 16);
+}
+inline void copy_async_commit() {}
+template <int N>
+inline void copy_async_wait() {}
 
 }  // namespace rbee::gpu
