@@ -92,6 +92,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;
   size_t total_memory;
 };
 inline Status device_props(int, DeviceProps* out) {
@@ -100,9 +101,14 @@ inline Status device_props(int, DeviceProps* out) {
   out->warp_size = RBEE_DEVICE_WARP_SIZE;
   out->multiprocessors = 4;
   out->max_threads_per_block = 1024;
-  out->shared_mem_per_block = 48 << 10;
+  out->shared_mem_per_block = ::emu::kDefaultDynamicSmem;
+  out->shared_mem_per_block_optin = ::emu::kMaxDynamicSmemOptin;
   out->total_memory = (size_t)8 << 30;
   return kSuccess;
+}
+
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return ::emu::allow_dynamic_smem(kernel, (size_t)bytes);
 }
 
 // ---- device-side names ----
@@ -123,6 +129,12 @@ inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long
   if (v < old) *addr = v;
   return old;
 }
+inline int atomic_add_i32(int* addr, int v) {
+  const int old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline void thread_fence() {}
 // One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
 inline float mul_rn(float a, float b) {
   volatile float r = a * b;
