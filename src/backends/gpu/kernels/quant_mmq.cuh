@@ -31,13 +31,14 @@
 //   The integers are exact: |isum| < 2^31 and |msum| < 2^22 by the level ranges.
 //
 // Split-K: when the M x N tiles give fewer blocks than the multiprocessors hold (batched decode), the K steps are
-// split over gridDim.z blocks per tile. Each writes its partial tile, then counts itself on the tile's counter
+// split over gridDim.z blocks per tile (mmq_splits: the fewest splits for the fewest waves x steps per block). Each writes its partial tile, then counts itself on the tile's counter
 // (zeroed by the activation quantizer); the last one adds the partials in z order (its own from registers) and
 // writes the tile: deterministic, whichever block finishes last, and no second kernel.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 
 #include "backends/gpu/kernels/common.cuh"
@@ -51,8 +52,8 @@ inline constexpr int kMmqLd = kMmqStepK + 16;     // shared-memory row stride of
                                                   // start 4 banks apart, so fragment loads are conflict-free
 inline constexpr int kMmqItems = kMmqStepK / 32;  // weight items per row and step
 inline constexpr int64_t kMmqMaxSplits = 16;
-// Warps per multiprocessor that the grid should supply (split-K below half of it; RBEE_MMQ_WARPS_PER_SM overrides
-// it) and that the register cap of __launch_bounds__ allows (128 registers per thread for any block size).
+// Warps per multiprocessor that __launch_bounds__ plans for (a register cap of 128 per thread for any block size)
+// and that the split-K choice counts as resident (RBEE_MMQ_WARPS_PER_SM overrides it there: a measurement knob).
 inline constexpr int kMmqWarpsPerSm = 16;
 // The bits of 1.5 * 2^23: an int32 sum C with |C| < 2^22 added to them reads as the float 1.5 * 2^23 + C.
 inline constexpr int32_t kMmqBias = 0x4B400000;
@@ -516,14 +517,31 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
 
 #endif  // device compilation
 
-// Warps per multiprocessor the grid should supply before K is split (kMmqWarpsPerSm unless RBEE_MMQ_WARPS_PER_SM
-// says otherwise: a measurement knob).
+// Warps per multiprocessor the split-K choice counts as resident (kMmqWarpsPerSm unless RBEE_MMQ_WARPS_PER_SM says
+// otherwise: a measurement knob).
 inline int mmq_warps_per_sm() {
   static const int warps = [] {
     const char* env = std::getenv("RBEE_MMQ_WARPS_PER_SM");
     return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : kMmqWarpsPerSm;
   }();
   return warps;
+}
+
+// Splits of K for a launch of `tiles` output tiles of `steps` K steps each on `slots` resident blocks. Only a grid
+// that leaves resident slots empty (batched decode) is split. The time of a launch counts as its waves times the
+// steps of one block (its share of K plus the first step, which nothing overlaps): the fewest splits that minimise
+// ceil(tiles * s / slots) * (ceil(steps / s) + 1) win (e.g. 64 tiles on 264 slots: 4 splits in one wave, not 5 in
+// two). At most kMmqMaxSplits, and never more tiles than counters.
+inline int64_t mmq_splits(int64_t tiles, int64_t steps, int64_t slots, bool have_counters) {
+  if (!have_counters || tiles >= slots || tiles > kMmqCounters || steps < 2) return 1;
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= std::min(kMmqMaxSplits, steps); ++s) {
+    const int64_t per = (steps + s - 1) / s;
+    if ((steps + per - 1) / per != s) continue;  // s - 1 splits would cover K with the same steps per split
+    const int64_t cost = (tiles * s + slots - 1) / slots * (per + 1);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
 }
 
 // Launches one tile shape over all of args (rows in chunks that keep gridDim.y in range).
@@ -542,6 +560,10 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
   }
   const int threads = kWarps * device.props().warp_size;
   const int64_t steps = (a.k + kMmqStepK - 1) / kMmqStepK;
+  // Blocks resident at once: the warps per multiprocessor __launch_bounds__ plans for (kMinBlocks blocks each; a
+  // launch whose shared memory allows fewer gets fewer, which only makes the split choice less than ideal).
+  const int64_t slots =
+      std::max<int64_t>(1, (int64_t)mmq_warps_per_sm() / kWarps) * (int64_t)device.props().multiprocessors;
   const int64_t nb = (a.n + BN - 1) / BN;
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t r0 = 0; r0 < a.m; r0 += kMaxGridY * BM) {
@@ -552,16 +574,8 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
     c.x.s += r0 * (a.k / 16);
     c.out += r0 * a.ldo;
     const int64_t mb = (c.m + BM - 1) / BM;
-    // Split K when the tiles alone give fewer than half of the wanted warps per multiprocessor (batched decode),
-    // up to the wanted number (prompts, e.g. 512 x 4096 in 8-warp tiles, stay whole). The splits need zeroed
-    // counters, one per tile.
-    const int64_t want = (int64_t)mmq_warps_per_sm() * device.props().multiprocessors / kWarps;
-    int64_t splits = 1;
-    if (2 * nb * mb < want && nb * mb <= kMmqCounters && a.counters != nullptr) {
-      splits = std::min({(want + nb * mb - 1) / (nb * mb), steps, kMmqMaxSplits});
-    }
-    const int64_t per = (steps + splits - 1) / splits;
-    splits = (steps + per - 1) / per;
+    const int64_t splits = mmq_splits(nb * mb, steps, slots, a.counters != nullptr);
+    const int64_t per = (steps + splits - 1) / splits;  // splits * per covers K, every split has steps
     Tensor partial;
     float* pp = nullptr;
     if (splits > 1) {
