@@ -34,11 +34,84 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
   rng_.seed(seed);
 }
 
+TokenLogprob token_logprob(std::span<const float> logits, TokenId token, int top_n) {
+  const int32_t n = (int32_t)logits.size();
+  RBEE_CHECK(token >= 0 && token < n, "token_logprob: token {} outside [0, {})", token, n);
+  RBEE_CHECK(top_n >= 0 && top_n <= 1000, "token_logprob: top_n must be in [0, 1000], got {}", top_n);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float max_logit = kNegInf;
+  for (float l : logits) {
+    if (!std::isnan(l)) max_logit = std::max(max_logit, l);
+  }
+  TokenLogprob out;
+  out.id = token;
+  if (max_logit == kNegInf) {  // nothing left: every log-probability is -inf
+    out.logprob = kNegInf;
+    return out;
+  }
+  double total = 0;
+  for (float l : logits) {
+    if (l != kNegInf && !std::isnan(l)) total += std::exp((double)l - (double)max_logit);
+  }
+  const double log_total = std::log(total) + (double)max_logit;
+  auto logprob = [&](float l) { return l == kNegInf || std::isnan(l) ? kNegInf : (float)((double)l - log_total); };
+  out.logprob = logprob(logits[(size_t)token]);
+  if (top_n > 0) {
+    // The top_n largest logits, ties to the lower id: a bounded selection over one pass.
+    std::vector<std::pair<float, TokenId>> best;
+    best.reserve((size_t)top_n + 1);
+    auto before = [](const std::pair<float, TokenId>& a, const std::pair<float, TokenId>& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    for (int32_t i = 0; i < n; ++i) {
+      const float l = logits[(size_t)i];
+      if (l == kNegInf || std::isnan(l)) continue;
+      if ((int)best.size() == top_n && !before({l, i}, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(l, i), before), {l, i});
+      if ((int)best.size() > top_n) best.pop_back();
+    }
+    for (const auto& [l, id] : best) out.top.emplace_back(id, logprob(l));
+  }
+  return out;
+}
+
 TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> prompt,
                         std::span<const TokenId> generated) {
+  return sample(logits, prompt, generated, SampleStep{});
+}
+
+TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> prompt,
+                        std::span<const TokenId> generated, const SampleStep& step) {
   const int32_t n = (int32_t)logits.size();
   RBEE_CHECK(n > 0, "sample: empty logits");
+  RBEE_CHECK(step.top_logprobs <= 20, "sample: top_logprobs must be <= 20, got {}", step.top_logprobs);
+  const TokenId t = draw(logits, prompt, generated, step);
+  if (step.top_logprobs >= 0 && step.logprobs) *step.logprobs = token_logprob(work_, t, step.top_logprobs);
+  return t;
+}
+
+TokenId Sampler::draw(std::span<const float> logits, std::span<const TokenId> prompt,
+                      std::span<const TokenId> generated, const SampleStep& step) {
+  const int32_t n = (int32_t)logits.size();
   work_.assign(logits.begin(), logits.end());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (step.allowed) {
+    const std::vector<uint64_t>& mask = *step.allowed;
+    RBEE_CHECK(mask.size() * 64 >= (size_t)n, "sample: the token mask covers {} tokens, the logits {}",
+               mask.size() * 64, n);
+    // Word by word: all-allowed words (most of them inside a string) cost one compare.
+    for (int32_t w = 0; w * 64 < n; ++w) {
+      const uint64_t bits = mask[(size_t)w];
+      if (bits == ~0ull) continue;
+      const int32_t end = std::min(n, (w + 1) * 64);
+      for (int32_t i = w * 64; i < end; ++i) {
+        if (!((bits >> (i & 63)) & 1)) work_[(size_t)i] = kNegInf;
+      }
+    }
+  }
+  for (TokenId id : step.banned) {
+    if (id >= 0 && id < n) work_[(size_t)id] = kNegInf;
+  }
   for (const auto& [id, bias] : params_.logit_bias) {
     if (id >= 0 && id < n) work_[id] += bias;
   }
@@ -62,16 +135,18 @@ TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> 
   }
   // Greedy: highest adjusted logit, lowest id on ties.
   if (params_.temperature == 0.0f) {
-    return (TokenId)(std::max_element(work_.begin(), work_.end()) - work_.begin());
+    const auto best = std::max_element(work_.begin(), work_.end());
+    RBEE_CHECK(*best != kNegInf, "sample: every token is banned (logit_bias, the grammar or min_tokens)");
+    return (TokenId)(best - work_.begin());
   }
   candidates_.clear();
   candidates_.reserve(n);
   for (int32_t i = 0; i < n; ++i) {
-    if (work_[i] != -std::numeric_limits<float>::infinity() && !std::isnan(work_[i])) {
+    if (work_[i] != kNegInf && !std::isnan(work_[i])) {
       candidates_.emplace_back(work_[i] / params_.temperature, i);
     }
   }
-  RBEE_CHECK(!candidates_.empty(), "sample: every token is banned by logit_bias");
+  RBEE_CHECK(!candidates_.empty(), "sample: every token is banned (logit_bias, the grammar or min_tokens)");
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t keep = candidates_.size();
   if (params_.top_k > 0 && (size_t)params_.top_k < keep) {

@@ -96,3 +96,38 @@ def test_chat_page_streams_tokens(worker, browser, tmp_path):
     urls = browser.execute_script("return window.__urls")
     assert urls and all(TOKEN not in u and "token" not in u for u in urls), urls
     assert TOKEN not in browser.current_url
+
+
+def test_chat_page_shows_tool_calls(browser, tmp_path):
+    """A worker with tool support (the tiny model of tests/data with Qwen2.5's template): the page sends the tools
+    typed into its Tools box and shows the call the model makes."""
+    import json
+    from test_openai_tools import WEATHER, tiny_worker
+    w = tiny_worker("Qwen-Qwen2.5-7B-Instruct.jinja")
+    try:
+        browser.get(w.url + "/")
+        token = browser.find_element(By.ID, "token")
+        token.clear()
+        token.send_keys(TOKEN)
+        browser.find_element(By.ID, "prompt").click()  # the change event
+        assert wait_for(lambda: browser.find_element(By.ID, "model").text.endswith(".gguf"))
+        browser.find_element(By.CSS_SELECTOR, "details.tools summary").click()
+        browser.execute_script("document.getElementById('tools').value = arguments[0];"
+                               "document.getElementById('tool_choice').value = 'required';", json.dumps([WEATHER]))
+        browser.find_element(By.ID, "prompt").send_keys("Weather in Paris?")
+        browser.find_element(By.ID, "send").click()
+        deadline = time.time() + 60
+        state = ""
+        while time.time() < deadline and state != "done":
+            state = browser.execute_script("const m = document.querySelector('.msg.assistant, .msg.error');"
+                                           "return m ? m.dataset.state : '';")
+            time.sleep(0.05)
+        browser.save_screenshot(str(tmp_path / "tools.png"))
+        assert state == "done"
+        assert browser.find_elements(By.CSS_SELECTOR, ".msg.error") == []
+        calls = browser.find_elements(By.CSS_SELECTOR, ".toolcall")
+        assert calls and calls[0].text.startswith("→ get_weather(")
+        args = calls[0].text[len("→ get_weather("):-1]
+        assert set(json.loads(args)) == {"city", "unit"}
+    finally:
+        assert w.stop() == 0

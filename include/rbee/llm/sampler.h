@@ -4,6 +4,8 @@
 // frequency penalties over the tokens generated so far (and the prompt, for the repetition penalty) ->
 // greedy pick if temperature == 0 -> temperature -> top-k -> softmax -> top-p -> min-p -> renormalize ->
 // draw with the seeded generator. The same seed and the same logits give the same tokens.
+// A step may also restrict the tokens (a grammar's mask, tokens banned for now) before the logit bias, and ask
+// for log-probabilities (see SampleStep).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,31 @@ struct SamplingParams {
   bool has_seed = false;          // false: seeded from the clock
 };
 
+// The log-probability of one token and, when asked for, the most likely alternatives at that step.
+struct TokenLogprob {
+  TokenId id = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<TokenId, float>> top;  // most likely first (ties: lower id first)
+};
+
+// What one sample() call may add to the plain draw.
+struct SampleStep {
+  // Allowed tokens as a bitset over the vocabulary (bit i of word i / 64 set: token i may be drawn); null: all.
+  const std::vector<uint64_t>* allowed = nullptr;
+  // Tokens that may not be drawn at this step (min_tokens keeps EOS out this way).
+  std::span<const TokenId> banned;
+  // >= 0: fill `logprobs` with the drawn token's log-probability and this many alternatives (at most 20).
+  // The distribution is log-softmax of the logits after the mask, the bans, logit_bias and the penalties, at
+  // temperature 1 and before top-k/top-p/min-p: what the model gives the token in this request's context,
+  // independent of temperature and truncation (as OpenAI reports logprobs).
+  int top_logprobs = -1;
+  TokenLogprob* logprobs = nullptr;
+};
+
+// log-softmax of `logits` for `token`, with the `top_n` most likely tokens (double-precision sums; -inf entries
+// count as banned). Used for prompt log-probabilities, where no sampling happens.
+TokenLogprob token_logprob(std::span<const float> logits, TokenId token, int top_n);
+
 // Checks ranges (temperature >= 0, top_p in (0, 1], min_p in [0, 1], top_k >= 0, repetition_penalty > 0,
 // penalties in [-2, 2], bias ids in [0, vocab)) and throws InvalidArgument naming the field.
 void validate(const SamplingParams& params, int32_t vocab_size);
@@ -41,10 +68,15 @@ class Sampler {
   // Picks the next token from logits [vocab]. `prompt` and `generated` feed the penalties.
   TokenId sample(std::span<const float> logits, std::span<const TokenId> prompt,
                  std::span<const TokenId> generated);
+  // The same with a step's mask, bans and log-probabilities. Throws InvalidArgument when no token is left.
+  TokenId sample(std::span<const float> logits, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                 const SampleStep& step);
 
   const SamplingParams& params() const { return params_; }
 
  private:
+  TokenId draw(std::span<const float> logits, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+               const SampleStep& step);
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> work_;               // scratch: adjusted logits

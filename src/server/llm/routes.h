@@ -40,6 +40,8 @@ struct LlmWorkerContext {
 
 void add_rbee_routes(HttpServer& http, LlmWorkerContext& ctx);
 void add_openai_routes(HttpServer& http, LlmWorkerContext& ctx);
+// POST /tokenize and /detokenize.
+void add_tokenize_routes(HttpServer& http, LlmWorkerContext& ctx);
 // GET / serves the chat page (static HTML, no secret in it). It is a public path: the page loads without the token,
 // asks for it when the API answers 401 and sends it as an Authorization header on its own API calls.
 void add_page_route(HttpServer& http, std::string_view html);
