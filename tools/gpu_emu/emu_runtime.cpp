@@ -160,7 +160,8 @@ const char* error_string(int code) {
   switch (code) {
     case kOk: return "no error";
     case kTooManyThreads: return "emulated launch: invalid block size";
-    case kTooMuchSmem: return "emulated launch: more dynamic shared memory than the kernel was allowed (48 KiB unless raised)";
+    case kTooMuchSmem:
+      return "emulated launch: more dynamic shared memory than the kernel was allowed (48 KiB unless raised)";
     case kGridTooLarge: return "emulated launch: grid dimension out of range";
     case kBrokenBarrier: return "emulated launch: __syncthreads reached after some threads returned";
     case kSmemOverflow: return "emulated launch: dynamic shared memory overflow";

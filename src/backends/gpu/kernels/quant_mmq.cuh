@@ -31,9 +31,10 @@
 //   The integers are exact: |isum| < 2^31 and |msum| < 2^22 by the level ranges.
 //
 // Split-K: when the M x N tiles give fewer blocks than the multiprocessors hold (batched decode), the K steps are
-// split over gridDim.z blocks per tile (mmq_splits: the fewest splits for the fewest waves x steps per block). Each writes its partial tile, then counts itself on the tile's counter
-// (zeroed by the activation quantizer); the last one adds the partials in z order (its own from registers) and
-// writes the tile: deterministic, whichever block finishes last, and no second kernel.
+// split over gridDim.z blocks per tile (mmq_splits: the fewest splits for the fewest waves x steps per block).
+// Each writes its partial tile, then counts itself on the tile's counter (zeroed by the activation quantizer); the
+// last one adds the partials in z order (its own from registers), writes the tile and resets the counter:
+// deterministic, whichever block finishes last, and no second kernel.
 #pragma once
 
 #include <algorithm>
@@ -493,7 +494,8 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
   if (tid == 0) mmq_last = atomic_add_i32(&counters[blockIdx.y * gridDim.x + blockIdx.x], 1) == (int)gridDim.z - 1;
   __syncthreads();
   if (!mmq_last) return;
-  if (tid == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0;  // every split has counted: ready for the next launch
+  // Every split has counted: the counter is ready for the next launch.
+  if (tid == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0;
   thread_fence();
   const volatile float* parts = partial;  // written by other blocks of this launch: not from this SM's L1
 #pragma unroll
