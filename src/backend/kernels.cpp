@@ -65,5 +65,8 @@ void Kernels::paged_attention(const Tensor&, const Tensor&, const Tensor&, const
                               const AttentionParams&, Tensor&) {
   unsupported(OpKind::PagedAttention);
 }
+void Kernels::sample(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported(OpKind::Sample);
+}
 
 }  // namespace rbee

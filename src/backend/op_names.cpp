@@ -10,7 +10,7 @@ const char* op_kind_name(OpKind op) {
       "matmul", "quantize", "dequantize", "qmatmul",
       "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "im2col", "pool2d", "upsample_nearest2d",
       "index_select", "gather", "index_add", "scatter", "scatter_add",
-      "kv_cache_write", "paged_attention"};
+      "kv_cache_write", "paged_attention", "sample"};
   const int i = (int)op;
   return i >= 0 && i < kOpKindCount ? kNames[i] : "unknown";
 }

@@ -60,6 +60,8 @@ bool op_dtypes_valid(OpKind op, std::span<const DType> d) {
     case OpKind::PagedAttention:  // q (F32), cache dtype
       return x == DType::F32 && (second(DType::F16) == DType::F16 || second(DType::F16) == DType::F32 ||
                                  second(DType::F16) == DType::BF16);
+    case OpKind::Sample:  // logits (F32); the settings and ids have fixed dtypes (kernels.h)
+      return x == DType::F32;
     case OpKind::IndexSelect:
     case OpKind::Gather:
     case OpKind::IndexAdd:

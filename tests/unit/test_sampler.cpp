@@ -1,9 +1,12 @@
-// Sampler and stop-sequence matching, checked against hand-computed distributions and a naive reference.
+// Sampler and stop-sequence matching, checked against hand-computed distributions and a naive reference; the
+// shared sampling arithmetic (backends/common/sampling.h) against the math library and its own contracts.
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
+#include "backends/common/sampling.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/sampler.h"
 
@@ -130,6 +133,73 @@ TEST(Sampler, ValidationNamesTheField) {
   p = {};
   p.logit_bias[10] = 1;
   EXPECT_THROW(validate(p, 10), Error);
+}
+
+TEST(Sampler, DrawIndexAdvancesPerToken) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 5;
+  p.has_seed = true;
+  Sampler s(p);
+  EXPECT_EQ(s.seed(), 5u);
+  const auto logits = logits_from_probs({0.25, 0.25, 0.25, 0.25});
+  for (int i = 0; i < 3; ++i) s.sample(logits, {}, {});
+  EXPECT_EQ(s.draws(), 3u);
+  // Four equal weights of 2^40: draw i picks floor(4 * word_i / 2^64).
+  const TokenId next = s.sample(logits, {}, {});
+  EXPECT_EQ(next, (TokenId)(sampling::random_word(5, 3) >> 62));
+}
+
+TEST(Sampler, EveryTokenBannedIsAnError) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.logit_bias[0] = -INFINITY;
+  p.logit_bias[1] = -INFINITY;
+  Sampler s(p);
+  EXPECT_THROW(s.sample(std::vector<float>{1.0f, 2.0f}, {}, {}), Error);
+}
+
+// exp_nonpositive: within 2 ulps of the math library's expf over [-32, 0], exactly 1 at 0, 0 below -32.
+TEST(SamplingArithmetic, ExpIsAccurate) {
+  EXPECT_EQ(sampling::exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-0.0f), 1.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-32.5f), 0.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-INFINITY), 0.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(NAN), 0.0f);
+  double worst = 0;
+  for (int i = 0; i <= 1000000; ++i) {
+    const float x = -32.0f * (float)i / 1000000.0f;
+    const double want = std::exp((double)x);
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    worst = std::max(worst, std::fabs((double)sampling::exp_nonpositive(x) - want) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+}
+
+TEST(SamplingArithmetic, WeightsKeysAndStream) {
+  EXPECT_EQ(sampling::weight(3.5f, 3.5f), sampling::kWeightOne);
+  EXPECT_EQ(sampling::weight(INFINITY, INFINITY), sampling::kWeightOne);
+  EXPECT_EQ(sampling::weight(1.0f, INFINITY), 0u);
+  EXPECT_NEAR((double)sampling::weight(2.0f, 3.0f) / (double)sampling::kWeightOne, std::exp(-1.0), 1e-7);
+  EXPECT_EQ(sampling::weight(-40.0f, 0.0f), 0u);
+  // Keys: value first (larger first), then the smaller id; -0 and +0 are one value.
+  EXPECT_GT(sampling::order_key(1.0f, 7), sampling::order_key(0.5f, 1));
+  EXPECT_GT(sampling::order_key(-1.0f, 7), sampling::order_key(-2.0f, 1));
+  EXPECT_GT(sampling::order_key(0.0f, 1), sampling::order_key(-0.0f, 2));
+  EXPECT_GT(sampling::order_key(-INFINITY, 0), 0u);
+  EXPECT_EQ(sampling::key_id(sampling::order_key(-3.0f, 12345)), 12345);
+  // The stream: different draws and seeds give different words; scale_to stays below its total.
+  std::set<uint64_t> words;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    for (uint64_t d = 0; d < 256; ++d) words.insert(sampling::random_word(seed, d));
+  }
+  EXPECT_EQ(words.size(), 1024u);
+  EXPECT_EQ(sampling::scale_to(~0ull, 10), 9u);
+  EXPECT_EQ(sampling::scale_to(0, 10), 0u);
+  // Uniform enough: the top bit of 10000 consecutive draws is set about half the time.
+  int ones = 0;
+  for (uint64_t d = 0; d < 10000; ++d) ones += (int)(sampling::random_word(77, d) >> 63);
+  EXPECT_NEAR(ones / 10000.0, 0.5, 0.02);
 }
 
 TEST(StopMatcher, MatchesAcrossTokenBoundariesAndHoldsBackPrefixes) {

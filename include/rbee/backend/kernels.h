@@ -140,6 +140,25 @@ class Kernels {
                                const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
                                Tensor& out);
 
+  // ---- token sampling (LLM decoding) ----
+  // One token id per row of logits [B, V] F32 (contiguous) -> out I32 [B], by the per-row settings:
+  //   params F32 [B, kSampleParams] and control I64 [B, kSampleControls] (columns: op_kinds.h, sample_col),
+  //   tokens I32 [B, H, 2]: (id, count) pairs of the tokens that have a bias or a penalty, id -1 for an unused
+  //   entry, each id at most once per row; count = occurrences in the generated output, 0 for a token of the
+  //   prompt only, -1 for a token with a bias only; bias F32 [B, H]: added to that token's logit.
+  // The token, with the arithmetic of backends/common/sampling.h (every backend gives the same ids):
+  //  1. l = adjust(logit, bias, count, penalties) for listed tokens, the logit itself for the others;
+  //  2. temperature 0: the largest l, the smallest id among equal ones (NaN never wins); -1 if all are NaN;
+  //  3. otherwise candidates are the tokens with l neither NaN nor -inf (none: -1), c = l / temperature,
+  //     ordered by c descending, id ascending (order_key); top_k > 0 keeps the first top_k;
+  //  4. weights w = weight(c, c_max), integers (the top one 2^40); top_p < 1 keeps the shortest prefix of the
+  //     survivors (in that order) whose weight reaches top_p times their total; min_p > 0 keeps those with
+  //     w >= min_p * 2^40;
+  //  5. r = scale_to(random_word(seed, draw), total weight of the survivors); the result is the survivor, in
+  //     ascending id order, at which the running weight first exceeds r.
+  virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& control, const Tensor& tokens,
+                      const Tensor& bias, Tensor& out);
+
   const std::string& backend_name() const { return backend_name_; }
 
  protected:

@@ -19,10 +19,10 @@ enum class OpKind : uint8_t {
   Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Im2col, Pool2d, UpsampleNearest2d,
   // indexing
   IndexSelect, Gather, IndexAdd, Scatter, ScatterAdd,
-  // LLM serving: paged KV cache
-  KvCacheWrite, PagedAttention,
+  // LLM serving: paged KV cache, token sampling
+  KvCacheWrite, PagedAttention, Sample,
 };
-inline constexpr int kOpKindCount = (int)OpKind::PagedAttention + 1;
+inline constexpr int kOpKindCount = (int)OpKind::Sample + 1;
 const char* op_kind_name(OpKind op);
 
 // out = f(x). Elu takes alpha and Powf the exponent through the op's scalar parameter.
@@ -77,6 +77,22 @@ struct AttentionParams {
   int window = 0;       // > 0: sliding window, a query at position p also needs key position > p - window
   float softcap = 0.f;  // > 0: scores become softcap * tanh(scores / softcap) before the softmax (Gemma 2)
 };
+
+// Columns of the sample op's per-row settings (rbee/backend/kernels.h, sample): `params` F32 [B, kSampleParams]
+// and `control` I64 [B, kSampleControls].
+namespace sample_col {
+inline constexpr int kTemperature = 0;  // 0: greedy
+inline constexpr int kTopP = 1;         // (0, 1]; 1: off
+inline constexpr int kMinP = 2;         // [0, 1]; 0: off
+inline constexpr int kRepetition = 3;   // > 0; 1: off
+inline constexpr int kPresence = 4;     // 0: off
+inline constexpr int kFrequency = 5;    // 0: off
+inline constexpr int kTopK = 0;         // >= 0; 0: off
+inline constexpr int kSeed = 1;         // the random stream's seed (its 64 bits)
+inline constexpr int kDraw = 2;         // >= 0: which number of that stream this row uses
+}  // namespace sample_col
+inline constexpr int kSampleParams = 6;
+inline constexpr int kSampleControls = 3;
 
 struct RopeParams {
   RopeMode mode = RopeMode::Neox;

@@ -7,8 +7,9 @@
 //   3. builds one ForwardBatch: the next token of every decoding job, then prompt chunks of prefilling jobs in
 //      admission order up to `prefill_budget` tokens (chunked prefill: a long prompt is spread over steps, so it
 //      never stalls the other streams for more than one step's worth of prompt),
-//   4. runs forward once, samples each job's row with the job's own Sampler (own seed), feeds the stop
-//      matcher and the streaming decoder, and reports text to the job's sink,
+//   4. runs forward once, samples every job's row in one run of the sample op on the model's device (each
+//      job's own settings, penalties and seed; the logits stay on the device, only the ids come back), feeds
+//      the stop matcher and the streaming decoder, and reports text to the job's sink,
 //   5. finishes jobs (EOS, stop sequence, max_tokens, deadline) and frees their blocks at once.
 // The steps are those of generate() (generate.h) for one sequence: greedy output does not depend on what else
 // is in the batch, because the kernels compute each row on its own.

@@ -1,6 +1,6 @@
 // CpuKernels: the CPU implementation of every op. Each op family lives in its own file
 // (cpu_elementwise.cpp, cpu_reduce.cpp, cpu_nn.cpp, cpu_matmul.cpp, cpu_quant.cpp, cpu_conv.cpp,
-// cpu_index.cpp); this class only ties them together. Preconditions are those of rbee/backend/kernels.h.
+// cpu_index.cpp, cpu_paged_attention.cpp, cpu_sample.cpp); this class only ties them together. Preconditions are those of rbee/backend/kernels.h.
 #pragma once
 
 #include "rbee/backend/kernels.h"
@@ -60,6 +60,9 @@ class CpuKernels final : public Kernels {
                       Tensor& v_cache) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
                        const Tensor& block_tables, const AttentionParams& params, Tensor& out) override;
+
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& control, const Tensor& tokens,
+              const Tensor& bias, Tensor& out) override;
 };
 
 }  // namespace rbee::cpu

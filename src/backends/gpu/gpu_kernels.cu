@@ -56,6 +56,8 @@ bool GpuKernels::supports(OpKind op, std::span<const DType> dtypes) const {
     case OpKind::QMatmul:
     case OpKind::KvCacheWrite:
     case OpKind::PagedAttention:
+    // Sample: f32 logits (kernels/sample.cu), the same ids as the CPU's.
+    case OpKind::Sample:
       return true;
     default:
       return false;

@@ -72,6 +72,9 @@ class GpuKernels final : public Kernels {
                       Tensor& v_cache) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
                        const Tensor& block_tables, const AttentionParams& params, Tensor& out) override;
+  // kernels/sample.cu
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& control, const Tensor& tokens,
+              const Tensor& bias, Tensor& out) override;
 
  private:
   GpuDevice& device_;

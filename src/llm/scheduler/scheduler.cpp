@@ -257,12 +257,9 @@ bool Scheduler::step() {
     rows.push_back({a.get(), n});
   }
 
-  std::vector<float> logits;
-  int64_t vocab = 0;
+  Tensor logits;
   try {
-    const Tensor out = model_.forward(batch, cache_);
-    vocab = out.dim(1);
-    logits = out.to_vector<float>();
+    logits = model_.forward(batch, cache_);
   } catch (const std::exception& e) {
     log::error("event=forward_error rows={} error=\"{}\"", rows.size(), e.what());
     for (auto& r : rows) finish(*r.job, StopReason::Error, "forward", e.what());
@@ -275,6 +272,10 @@ bool Scheduler::step() {
   steps_++;
   max_batch_rows_ = std::max<int>(max_batch_rows_, (int)batch.tokens.size());
 
+  // Every row's token in one run of the sample op on the model's device: the logits stay there, the ids
+  // come back. Rows of prompt chunks that are not a prompt's last are sampled greedily and ignored.
+  SampleBatch sampling;
+  std::vector<bool> drawn(rows.size(), false);
   for (size_t r = 0; r < rows.size(); ++r) {
     Active& a = *rows[r].job;
     if (a.decoding) {
@@ -282,15 +283,34 @@ bool Scheduler::step() {
     } else {
       a.prefilled += rows[r].new_tokens;
       a.kv.length = a.prefilled;
-      if (a.prefilled < (int)a.request.prompt.size()) continue;  // more prompt to go: this row is not used
+      if (a.prefilled < (int)a.request.prompt.size()) {  // more prompt to go: this row is not used
+        sampling.add_unused();
+        continue;
+      }
       a.decoding = true;
     }
-    const std::span<const float> row(logits.data() + (size_t)r * (size_t)vocab, (size_t)vocab);
-    TokenId t = -1;
-    try {
-      t = a.sampler.sample(row, a.request.prompt, a.generated);
-    } catch (const std::exception& e) {
-      finish(a, StopReason::Error, "sampling", e.what());
+    sampling.add(a.sampler, a.request.prompt, a.generated);
+    drawn[r] = true;
+  }
+  std::vector<TokenId> ids;
+  std::string sampling_error;
+  try {
+    ids = sampling.run(logits);
+  } catch (const std::exception& e) {
+    sampling_error = e.what();
+    log::error("event=sampling_error rows={} error=\"{}\"", rows.size(), e.what());
+  }
+
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!drawn[r]) continue;
+    Active& a = *rows[r].job;
+    if (!sampling_error.empty()) {
+      finish(a, StopReason::Error, "sampling", sampling_error);
+      continue;
+    }
+    const TokenId t = ids[r];
+    if (t < 0) {
+      finish(a, StopReason::Error, "sampling", "sample: every token is banned by logit_bias");
       continue;
     }
     if (a.generated.empty()) {
