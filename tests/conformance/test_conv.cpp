@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 
@@ -157,6 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, Conv2dConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kConv2dCases), ::testing::ValuesIn(kFloatDTypes)),
                          conv2d_name);
+RBEE_CONFORMANCE_SUITE(Conv2d, Conv2dConformance);
 
 // ---------------------------------------------------------------------------------- conv_transpose2d
 // Weights are [cin, cout / groups, kh, kw]; `cout` below is the op's output channel count.
@@ -202,6 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ConvTranspose2dConformance,
                                             ::testing::ValuesIn(kConvTranspose2dCases),
                                             ::testing::ValuesIn(kFloatDTypes)),
                          conv2d_name);
+RBEE_CONFORMANCE_SUITE(ConvTranspose2d, ConvTranspose2dConformance);
 
 // ------------------------------------------------------------------------------------ 1-D convolutions
 struct Conv1dCase {
@@ -255,6 +258,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, Conv1dConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kConv1dCases), ::testing::ValuesIn(kFloatDTypes)),
                          conv1d_name);
+RBEE_CONFORMANCE_SUITE(Conv1d, Conv1dConformance);
 
 const std::vector<Conv1dCase> kConvTranspose1dCases = {
     {"k3_plain", 2, 3, 9, 4, 3, params1d(1, 0)},
@@ -284,6 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ConvTranspose1dConformance,
                                             ::testing::ValuesIn(kConvTranspose1dCases),
                                             ::testing::ValuesIn(kFloatDTypes)),
                          conv1d_name);
+RBEE_CONFORMANCE_SUITE(ConvTranspose1d, ConvTranspose1dConformance);
 
 // ------------------------------------------------------------------------------- layouts and batch 0
 // Views with any strides go through the front-end's contiguous() step.
@@ -380,6 +385,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, Im2colConformance,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
                                   dtype_str(std::get<2>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Im2col, Im2colConformance);
 
 // ---------------------------------------------------------------------------------------------- pool2d
 enum class PoolKind { AvgIncludePad, AvgExcludePad, Max };
@@ -448,6 +454,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, Pool2dConformance,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
                                   pool_kind_name(std::get<2>(info.param)) + "_" + dtype_str(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Pool2d, Pool2dConformance);
 
 class MaxPoolNaN : public ::testing::TestWithParam<BackendDTypeParam> {};
 TEST_P(MaxPoolNaN, PropagatesNaN) {
@@ -505,6 +512,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, UpsampleConformance,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
                                   dtype_str(std::get<2>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(UpsampleNearest2d, UpsampleConformance);
 
 // ------------------------------------------------------------------------------------------ bad input
 // `call` must throw rbee::Error(InvalidArgument) whose message contains every fragment.

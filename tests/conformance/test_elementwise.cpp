@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -94,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, UnaryConformance,
                                   std::string(dtype_name(std::get<2>(info.param))) + "_" +
                                   layout_name(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Unary, UnaryConformance);
 
 // Integer unary ops (neg, abs, sqr, sign, relu) on I32/I64.
 using IntUnaryParam = std::tuple<std::string, UnaryOp, DType>;
@@ -204,6 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, BinaryConformance,
                                   std::string(dtype_name(std::get<2>(info.param))) + "_" +
                                   binary_layout_name(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Binary, BinaryConformance);
 
 // ------------------------------------------------------------------------------- affine, cast, where
 using DTypeLayoutParam = std::tuple<std::string, DType, Layout>;
@@ -228,6 +231,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, AffineConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Affine, AffineConformance);
 
 using CastParam = std::tuple<std::string, DType, DType>;
 class CastConformance : public ::testing::TestWithParam<CastParam> {};
@@ -255,6 +259,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, CastConformance,
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_to_" + std::string(dtype_name(std::get<2>(info.param)));
                          });
+RBEE_CONFORMANCE_SUITE(Cast, CastConformance);
 
 class WhereConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
 TEST_P(WhereConformance, SelectsWithBroadcasting) {
@@ -282,6 +287,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, WhereConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kPlainDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Where, WhereConformance);
 
 // ------------------------------------------------------------------------------ fill, copy, arange
 class FillConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
@@ -310,6 +316,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, FillConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kPlainDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Fill, FillConformance);
 
 class CopyConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
 TEST_P(CopyConformance, CopiesIntoAStridedDestination) {
@@ -332,6 +339,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, CopyConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kPlainDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Copy, CopyConformance);
 
 using DTypeParam = std::tuple<std::string, DType>;
 class ArangeConformance : public ::testing::TestWithParam<DTypeParam> {};
@@ -351,6 +359,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ArangeConformance,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
                          });
+RBEE_CONFORMANCE_SUITE(Arange, ArangeConformance);
 
 }  // namespace
 }  // namespace rbee::test

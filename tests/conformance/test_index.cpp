@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -177,6 +178,11 @@ INSTANTIATE_TEST_SUITE_P(Ops, IndexConformance,
                                   std::string(dtype_name(std::get<2>(info.param))) + "_" +
                                   layout_name(std::get<3>(info.param)) + "_" + axis_name(std::get<4>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(IndexSelect, IndexConformance);
+RBEE_CONFORMANCE_SUITE(Gather, IndexConformance);
+RBEE_CONFORMANCE_SUITE(IndexAdd, IndexConformance);
+RBEE_CONFORMANCE_SUITE(Scatter, IndexConformance);
+RBEE_CONFORMANCE_SUITE(ScatterAdd, IndexConformance);
 
 // Every id dtype, through every layout of the ids tensor.
 using IdDTypeParam = std::tuple<std::string, IndexOp, DType, Layout>;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -128,6 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, MatmulConformance,
                                   "_" + mat_layout_name(std::get<2>(info.param)) + "_" + std::to_string(s.m) + "x" +
                                   std::to_string(s.k) + "x" + std::to_string(s.n);
                          });
+RBEE_CONFORMANCE_SUITE(Matmul, MatmulConformance);
 
 // ------------------------------------------------------------------------------- NumPy 1-D operands
 using BackendParam = std::string;

@@ -8,6 +8,7 @@
 #include <hwy/targets.h>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -76,6 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, RmsNormConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(RmsNorm, RmsNormConformance);
 
 class LayerNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
 TEST_P(LayerNormConformance, MatchesDoubleReference) {
@@ -106,6 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, LayerNormConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(LayerNorm, LayerNormConformance);
 
 // ------------------------------------------------------------------------------------------------ group norm
 class GroupNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
@@ -157,6 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, GroupNormConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(GroupNorm, GroupNormConformance);
 
 // ---------------------------------------------------------------------------------------------- add_rms_norm
 class AddRmsNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
@@ -188,6 +192,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, AddRmsNormConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(AddRmsNorm, AddRmsNormConformance);
 
 // ---------------------------------------------------------------------------------------------------- swiglu
 class SwigluConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
@@ -216,6 +221,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, SwigluConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Swiglu, SwigluConformance);
 
 // ------------------------------------------------------------------------------------------------------ rope
 // How the rope input is laid out: [N, H, D] contiguous; [N, H, D] cut out of a fused [N, H, 3, D] qkv buffer
@@ -342,6 +348,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, RopeConformance,
                                   (std::get<2>(info.param) == RopeMode::Normal ? "_normal_" : "_neox_") +
                                   rope_layout_name(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Rope, RopeConformance);
 
 // llama.cpp's angles (RopeParams::freq_ratio): pair i of a token at position p turns by the f32 running product
 // p * r * ... * r (i factors), r = powf(base, -2 / rotary_dim); reference cos/sin in double of that f32 angle.
@@ -647,6 +654,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionConformance,
                                   "_" + attn_layout_name(std::get<2>(info.param)) + "_" +
                                   kAttnCases[std::get<3>(info.param)].name;
                          });
+RBEE_CONFORMANCE_SUITE(Attention, AttentionConformance);
 
 // ------------------------------------------------------------------------------------------------ errors
 // `fn` must throw rbee::Error with InvalidArgument and a message containing `needle`.

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -130,6 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionConformance,
                            return std::get<0>(info.param) + "_" + kCases[std::get<1>(info.param)].name + "_" +
                                   std::string(dtype_name(std::get<2>(info.param)));
                          });
+RBEE_CONFORMANCE_SUITE(PagedAttention, PagedAttentionConformance);
 
 using KvWriteParam = std::tuple<std::string, DType, DType>;
 class KvCacheWriteConformance : public ::testing::TestWithParam<KvWriteParam> {};
@@ -163,6 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, KvCacheWriteConformance,
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_to_" + std::string(dtype_name(std::get<2>(info.param)));
                          });
+RBEE_CONFORMANCE_SUITE(KvCacheWrite, KvCacheWriteConformance);
 
 // Index tensors that live on a device are not validated by the front-end (that would need a host read); the
 // device's kernels clamp every index they read. Garbage there must neither fault nor write outside the cache.

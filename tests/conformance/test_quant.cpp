@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/core/half.h"
 #include "rbee/ops.h"
 
@@ -88,6 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, DequantizeGolden,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kBlockTypes)),
                          type_param_name);
+RBEE_CONFORMANCE_SUITE(Dequantize, DequantizeGolden);
 
 // --------------------------------------------------------------------------------- (b) quantize goldens
 class QuantizeGolden : public ::testing::TestWithParam<TypeParam> {};
@@ -128,6 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, QuantizeGolden,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kLegacyQuantizeTypes)),
                          type_param_name);
+RBEE_CONFORMANCE_SUITE(Quantize, QuantizeGolden);
 
 // ------------------------------------------------------------------------------------ (c) round trips
 // Relative RMS error sqrt(mean((deq(q(x)) - x)^2) / mean(x^2)) on N(0, 1) data, rows of 1024 each scaled by a
@@ -439,6 +442,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulConformance,
                            return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
                                   "_" + kQMatmulCases[(size_t)std::get<2>(info.param)].name;
                          });
+RBEE_CONFORMANCE_SUITE(QMatmul, QMatmulConformance);
 
 // Float weights whose rows are not a whole number of 16-byte vectors (K = 100: the element-wise GPU kernels),
 // with M below and above the GPU's BLAS threshold. Reference: sum_k w[n, k] * x'[m, k] in double, x' = x for f32
@@ -534,6 +538,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulHalfRoundsActivations,
                                   "_m" + std::to_string(std::get<2>(info.param)) + "_k" +
                                   std::to_string(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(QMatmul, QMatmulHalfRoundsActivations);
 
 // ---------------------------------------------------------------------------------------- (e) bad input
 // The call must throw rbee::Error with category InvalidArgument and a message containing `needle`.

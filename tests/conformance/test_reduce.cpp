@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
@@ -132,6 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceConformance,
                                   std::string(dtype_name(std::get<2>(info.param))) + "_" +
                                   layout_name(std::get<3>(info.param)) + "_" + axis_name(std::get<4>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Reduce, ReduceConformance);
 
 // Shapes large enough for the thread pool, with kept inner extents that are not a multiple of any chunk size.
 using ReduceLargeParam = std::tuple<std::string, ReduceOp, DType, int>;
@@ -328,6 +330,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, SoftmaxConformance,
                                   "_" + layout_name(std::get<2>(info.param)) + "_" +
                                   axis_name(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(Softmax, SoftmaxConformance);
 
 // Long rows (several summation blocks, a vector tail; rows past what a GPU block keeps in shared memory) and
 // enough rows for the thread pool.
@@ -417,6 +420,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ArgsortConformance,
                                   "_" + layout_name(std::get<2>(info.param)) + "_" +
                                   axis_name(std::get<3>(info.param)) + (std::get<4>(info.param) ? "_asc" : "_desc");
                          });
+RBEE_CONFORMANCE_SUITE(Argsort, ArgsortConformance);
 
 // NaN orders above every number: last when ascending, first when descending, NaNs in their original order.
 class ArgsortNaN : public ::testing::TestWithParam<BackendDTypeParam> {};

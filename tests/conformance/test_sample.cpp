@@ -18,6 +18,7 @@
 
 #include "backends/common/sampling.h"
 #include "common/harness.h"
+#include "conformance/op_suites.h"
 #include "rbee/llm/sampler.h"
 #include "rbee/ops.h"
 
@@ -229,6 +230,7 @@ TEST_P(SampleDistribution, DrawsFollowTheWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Sample, SampleDistribution, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
+RBEE_CONFORMANCE_SUITE(Sample, SampleDistribution);
 
 INSTANTIATE_TEST_SUITE_P(Sample, SampleConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
@@ -236,6 +238,7 @@ INSTANTIATE_TEST_SUITE_P(Sample, SampleConformance,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + kSettings[(size_t)std::get<1>(info.param)].name;
                          });
+RBEE_CONFORMANCE_SUITE(Sample, SampleConformance);
 
 // --------------------------------------------------------------------- (b) stored logits vs llm::Sampler
 std::vector<float> read_f32(const std::string& path) {
@@ -316,6 +319,7 @@ INSTANTIATE_TEST_SUITE_P(Sample, SampleStoredLogits,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + kSettings[(size_t)std::get<1>(info.param)].name;
                          });
+RBEE_CONFORMANCE_SUITE(Sample, SampleStoredLogits);
 
 // ---------------------------------------------------------------------------------------- (c) bad input
 class SampleArguments : public ::testing::TestWithParam<std::string> {};
@@ -358,6 +362,7 @@ TEST_P(SampleArguments, BadArgumentsAreInvalidArgument) {
 
 INSTANTIATE_TEST_SUITE_P(Sample, SampleArguments, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
+RBEE_CONFORMANCE_SUITE(Sample, SampleArguments);
 
 }  // namespace
 }  // namespace rbee::test

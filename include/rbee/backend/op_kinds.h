@@ -1,53 +1,50 @@
-// The op set every backend implements (DESIGN.md section 3), as enums shared by the front-end (rbee/ops.h),
-// the Kernels interface and supports() queries.
+// The op set every backend implements, as enums shared by the front-end (rbee/ops.h), the Kernels interface
+// and supports() queries. The lists come from the op table (op_table.def); the op parameters are here.
 #pragma once
 
 #include <cstdint>
 
 namespace rbee {
 
+// The ops, in the order of the op table (op_table.def).
 enum class OpKind : uint8_t {
-  // elementwise
-  Unary, Binary, Affine, Cast, Copy, Fill, Arange, Where,
-  // reductions and sorting
-  Reduce, Softmax, Argsort,
-  // neural-network building blocks
-  RmsNorm, LayerNorm, GroupNorm, Rope, Attention, Swiglu, AddRmsNorm,
-  // matrix products and quantization
-  Matmul, Quantize, Dequantize, QMatmul,
-  // convolution family
-  Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Im2col, Pool2d, UpsampleNearest2d,
-  // indexing
-  IndexSelect, Gather, IndexAdd, Scatter, ScatterAdd,
-  // LLM serving: paged KV cache, token sampling
-  KvCacheWrite, PagedAttention, Sample,
+#define RBEE_OP(Kind, rule, backends, method, params) Kind,
+#include "rbee/backend/op_table.def"
 };
-inline constexpr int kOpKindCount = (int)OpKind::Sample + 1;
-const char* op_kind_name(OpKind op);
+inline constexpr int kOpKindCount = 0
+#define RBEE_OP(Kind, rule, backends, method, params) +1
+#include "rbee/backend/op_table.def"
+    ;
+const char* op_kind_name(OpKind op);  // the Kernels method's name: "rms_norm"
 
-// out = f(x). Elu takes alpha and Powf the exponent through the op's scalar parameter.
+// The functions of OpKind::Unary, out = f(x) (the formulas are in op_table.def).
 enum class UnaryOp : uint8_t {
-  Neg, Recip, Exp, Log, Sin, Cos, Tanh, Erf, Ceil, Floor,
-  Round,  // half away from zero, like C's round()
-  Abs, Sqr, Sqrt,
-  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  GeluErf,   // 0.5 x (1 + erf(x / sqrt(2)))
-  Relu, Elu, Silu, Sigmoid,
-  Sign,      // -1, 0 or 1
-  Powf,      // x^p
-  NormCdf,   // standard normal CDF
+#define RBEE_UNARY_OP(Kind, name) Kind,
+#include "rbee/backend/op_table.def"
 };
-inline constexpr int kUnaryOpCount = (int)UnaryOp::NormCdf + 1;
+inline constexpr int kUnaryOpCount = 0
+#define RBEE_UNARY_OP(Kind, name) +1
+#include "rbee/backend/op_table.def"
+    ;
 const char* unary_op_name(UnaryOp op);
 
-// Arithmetic ops keep the input dtype; comparisons produce U8 (1 true, 0 false).
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Min, Max, Eq, Ne, Lt, Le, Gt, Ge };
-inline constexpr int kBinaryOpCount = (int)BinaryOp::Ge + 1;
+// The functions of OpKind::Binary. Arithmetic ops keep the input dtype; comparisons produce U8 (1 true, 0 false).
+enum class BinaryOp : uint8_t {
+#define RBEE_BINARY_OP(Kind, name) Kind,
+#include "rbee/backend/op_table.def"
+};
+inline constexpr int kBinaryOpCount = 0
+#define RBEE_BINARY_OP(Kind, name) +1
+#include "rbee/backend/op_table.def"
+    ;
 const char* binary_op_name(BinaryOp op);
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
-// ArgMin/ArgMax return I64 indices (the first one on ties).
-enum class ReduceOp : uint8_t { Sum, Min, Max, ArgMin, ArgMax };
+// The functions of OpKind::Reduce. ArgMin/ArgMax return I64 indices (the first one on ties).
+enum class ReduceOp : uint8_t {
+#define RBEE_REDUCE_OP(Kind, name) Kind,
+#include "rbee/backend/op_table.def"
+};
 const char* reduce_op_name(ReduceOp op);
 
 enum class PoolOp : uint8_t { Avg, Max };
@@ -78,8 +75,8 @@ struct AttentionParams {
   float softcap = 0.f;  // > 0: scores become softcap * tanh(scores / softcap) before the softmax (Gemma 2)
 };
 
-// Columns of the sample op's per-row settings (rbee/backend/kernels.h, sample): `params` F32 [B, kSampleParams]
-// and `control` I64 [B, kSampleControls].
+// Columns of the sample op's per-row settings (op_table.def, Sample): `params` F32 [B, kSampleParams] and
+// `control` I64 [B, kSampleControls].
 namespace sample_col {
 inline constexpr int kTemperature = 0;  // 0: greedy
 inline constexpr int kTopP = 1;         // (0, 1]; 1: off
@@ -111,7 +108,7 @@ struct RopeParams {
 #include "rbee/core/dtype.h"
 
 namespace rbee {
-// The dtype combinations each op is defined for (the argument order of rbee/backend/kernels.h). The CPU
-// backend supports exactly these; a GPU backend answers supports() with a subset.
+// The dtype combinations each op is defined for (its rule in the op table; dtypes in the order of its kernel
+// entry's tensor arguments). The CPU backend supports exactly these; a GPU backend answers supports() with a subset.
 bool op_dtypes_valid(OpKind op, std::span<const DType> dtypes);
 }  // namespace rbee

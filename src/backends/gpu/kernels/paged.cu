@@ -1,4 +1,4 @@
-// Paged KV cache on the GPU: kv_cache_write and paged_attention (contracts in rbee/backend/kernels.h).
+// Paged KV cache on the GPU: kv_cache_write and paged_attention (contracts in rbee/backend/op_table.def).
 //
 // paged_attention is one tiled flash-attention kernel for decode and prefill alike, plus a merge kernel:
 //  - A thread block owns a query tile: up to `rows` (<= 16) query rows = tile_tokens consecutive tokens of one
