@@ -21,13 +21,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     else if (which == 1) r = llm_api::parse_completion_request(j);
     else r = llm_api::parse_chat_request(j);
     // What the worker does next with a parsed request must hold: ranges it promised.
-    if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > llm_api::kMaxTokensLimit)) __builtin_trap();
+    if (r.max_tokens && (*r.max_tokens < 0 || *r.max_tokens > llm_api::kMaxTokensLimit)) __builtin_trap();
+    if (r.max_tokens && *r.max_tokens == 0 && !r.echo) __builtin_trap();
+    if (r.n < 1 || r.n > llm_api::kMaxChoices || r.top_logprobs < -1 || r.top_logprobs > llm_api::kMaxTopLogprobs) {
+      __builtin_trap();
+    }
+    if (r.prompts.size() > llm_api::kMaxPrompts || (r.prompts.empty() && !r.messages.is_array())) __builtin_trap();
     if (!(r.top_p > 0 && r.top_p <= 1) || !(r.temperature >= 0 && r.temperature <= 2)) __builtin_trap();
     if (r.stop.size() > llm_api::kMaxStops) __builtin_trap();
     for (const auto& s : r.stop) {
       if (s.empty() || s.size() > llm_api::kMaxStopBytes) __builtin_trap();
     }
-    (void)dump_json(nlohmann::json{{"prompt", r.prompt}, {"stop", r.stop}});
+    for (const auto& p : r.prompts) (void)dump_json(nlohmann::json{{"prompt", p.text}, {"stop", r.stop}});
+    (void)r.messages.dump();
   } catch (const ApiError& e) {
     if (e.status() < 400 || e.status() > 499) __builtin_trap();
     (void)dump_json(e.body());

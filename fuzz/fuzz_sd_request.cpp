@@ -1,5 +1,5 @@
 // libFuzzer target for sd-worker-rbee's request parsing: any bytes as a POST body of /v1/jobs or
-// /v1/images/generations (the first byte picks which), base64 and PNG decoding of the images included. The only
+// /v1/images/generations (the first byte picks which), base64 and image decoding (libspng, libjpeg-turbo, libwebp) included. The only
 // acceptable failure is ApiError with a 4xx status; any other exception, crash, leak or UB is a finding.
 #include <cstddef>
 #include <cstdint>

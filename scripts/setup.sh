@@ -31,7 +31,9 @@ apt_packages=(
   nlohmann-json3-dev          # JSON (model configs, HTTP bodies, goldens)
   libcli11-dev                # command-line parsing
   libpcre2-dev                # Unicode regex with JIT for tokenizer pre-tokenizers
-  libcpp-httplib-dev          # HTTP server for the workers
+  libcpp-httplib-dev          # HTTP request/response types of the workers, the heartbeat client
+  libboost-dev                # Boost.Asio + Boost.Beast: the workers' event-driven HTTP server (headers only)
+  libspng-dev libjpeg-dev libwebp-dev   # decoders of untrusted input images (img2img, inpaint masks)
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # microbenchmarks
   chromium chromium-driver    # headless browser for the worker's chat page test (tests/api/test_page.py)

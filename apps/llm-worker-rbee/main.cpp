@@ -1,15 +1,17 @@
 // llm-worker-rbee: one process serving one LLM on one device over the rbee worker contract and an
-// OpenAI-compatible API (DESIGN section 4). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
+// OpenAI-compatible API (docs/DESIGN.md section 5). llm-worker-rbee-cpu, -cuda and -rocm are the same program with the
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->
 // load the model (/ready reports progress) -> KV cache and scheduler -> ready. SIGTERM/SIGINT: stop taking jobs
-// (503), cancel queued ones, let running ones finish within --shutdown-timeout, flush their streams, exit 0.
+// (503), let running and queued (accepted) ones finish within --shutdown-timeout, flush their streams, exit 0.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string_view>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/core/thread_pool.h"
+#include "rbee/llm/chat_template.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model.h"
 #include "rbee/llm/scheduler.h"
@@ -38,6 +41,9 @@ struct Options {
   rbee::server::WorkerOptions w;
   std::string kv_dtype = "f16";
   int ctx_size = 8192, parallel = 4, queue_size = 64, prefill_chunk = 256, default_max_tokens = 512;
+  std::string chat_template_file;  // replaces the model's chat template
+  std::string pooling = "auto";    // /v1/embeddings
+  bool matryoshka = false;
 };
 
 using namespace rbee;
@@ -54,8 +60,8 @@ int run(const Options& opt) {
   llm_api::describe_job_metrics(metrics);
 
   HttpOptions http_opt = worker_http_options(opt.w, opt.parallel + opt.queue_size + 16);
-  http_opt.public_paths = {"/health"};
-  http_opt.query_token_paths = {"/"};  // the chat page: open http://host:port/?token=TOKEN in a browser
+  // The chat page is static HTML holding no secret: it loads without the token, asks for it and sends it as a header.
+  http_opt.public_paths = {"/health", "/"};
   HttpServer http(http_opt, metrics);
 
   llm_api::LlmWorkerContext ctx(lifecycle, metrics, device_stats);
@@ -72,6 +78,7 @@ int run(const Options& opt) {
   add_common_routes(http, lifecycle, metrics, &device_stats);
   llm_api::add_rbee_routes(http, ctx);
   llm_api::add_openai_routes(http, ctx);
+  llm_api::add_tokenize_routes(http, ctx);
   llm_api::add_page_route(http, rbee::worker::kChatPage);
   metrics.describe_gauge("rbee_queue_depth", "Jobs waiting for a slot.");
   metrics.describe_gauge("rbee_running_sequences", "Jobs in the running batch.");
@@ -126,6 +133,32 @@ int run(const Options& opt) {
   svc_opt.model_aliases = {opt.w.model, std::filesystem::path(opt.w.model).filename().string(), model->config().name};
   svc_opt.default_max_tokens = opt.default_max_tokens;
   svc_opt.request_timeout_s = opt.w.request_timeout;
+  // Embedding pooling: --pooling, else what the model declares (GGUF pooling_type), else the last token's state.
+  const int declared = model->config().pooling_type;
+  const std::string pooling = opt.pooling != "auto" ? opt.pooling
+                              : declared == 1       ? "mean"
+                              : declared == 2       ? "cls"
+                                                    : "last";
+  svc_opt.pooling = pooling == "mean" ? llm::Pooling::Mean : pooling == "cls" ? llm::Pooling::Cls : llm::Pooling::Last;
+  svc_opt.matryoshka = opt.matryoshka;
+  log::info("event=embeddings pooling={} declared={} matryoshka={}", pooling, declared, opt.matryoshka);
+  if (!opt.chat_template_file.empty()) {
+    std::ifstream in(opt.chat_template_file, std::ios::binary);
+    svc_opt.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      log::error("event=load_failed chat_template=\"{}\" error=\"cannot read it\"", opt.chat_template_file);
+      front.stop("failed");
+      return 1;
+    }
+    try {
+      llm::ChatTemplate::parse(svc_opt.chat_template);
+    } catch (const std::exception& e) {
+      log::error("event=load_failed chat_template=\"{}\" error=\"{}\"", opt.chat_template_file, e.what());
+      lifecycle.set_failed(e.what());
+      front.stop("failed");
+      return 1;
+    }
+  }
   llm_api::LlmService service(*model, scheduler, metrics, svc_opt);
   ctx.ctx_size = per_job;
   ctx.service = &service;
@@ -175,6 +208,16 @@ int main(int argc, char** argv) {
   app.add_option("--default-max-tokens", opt.default_max_tokens, "max_tokens of jobs and chats that give none")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--chat-template", opt.chat_template_file,
+                 "A Jinja chat template file to use instead of the model's (e.g. one with tool support)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--pooling", opt.pooling,
+                 "How /v1/embeddings pools the last hidden states: auto (the model's GGUF pooling_type, else last), "
+                 "mean, last or cls")
+      ->check(CLI::IsMember({"auto", "mean", "last", "cls"}))
+      ->capture_default_str();
+  app.add_flag("--matryoshka", opt.matryoshka,
+               "The model's embeddings may be cut to fewer dimensions (\"dimensions\" in /v1/embeddings)");
   CLI11_PARSE(app, argc, argv);
   if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.w.backend, "llm-worker-rbee")) {
     return 2;

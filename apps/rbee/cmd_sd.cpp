@@ -24,19 +24,19 @@ namespace {
 
 struct SdOptions {
   std::string model, config, sd_version = "auto", prompt, negative_prompt, output = "out.png";
-  std::string sampler = "euler", init_image, mask, backend = "auto";
+  std::string sampler = "euler", init_image, mask, backend = "auto", variant, noise = "rbee";
   int steps = 20, width = 0, height = 0, device = 0, threads = 0;
   int64_t seed = -1;
-  double guidance = 7.5, strength = 0.8;
+  double guidance = 7.5, strength = -1;  // strength < 0: diffusers' default (img2img 0.8, inpaint 1.0)
   bool use_f16 = false, quiet = false;
 };
 
-sd::Image read_png(const std::string& path, const char* option) {
+sd::Image read_image(const std::string& path, const char* option) {
   std::ifstream f(path, std::ios::binary);
   RBEE_CHECK_CODE(f.good(), ErrorCode::NotFound, "{}: cannot read '{}'", option, path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   try {
-    return sd::decode_png(bytes.data(), bytes.size());
+    return sd::decode_image(bytes.data(), bytes.size());
   } catch (const Error& e) {
     RBEE_THROW(ErrorCode::InvalidArgument, "{} '{}': {}", option, path, e.message());
   }
@@ -52,7 +52,8 @@ int run_sd(const SdOptions& opt) {
   r.steps = opt.steps;
   r.guidance_scale = opt.guidance;
   r.sampler = sd::scheduler_kind_from_name(opt.sampler);
-  r.strength = opt.strength;
+  r.noise = sd::noise_kind_from_name(opt.noise);
+  r.strength = opt.strength >= 0 ? opt.strength : opt.mask.empty() ? 0.8 : 1.0;
   if (opt.seed >= 0) {
     r.seed = (uint64_t)opt.seed;
   } else {
@@ -60,12 +61,18 @@ int run_sd(const SdOptions& opt) {
     r.seed = ((uint64_t)rd() << 32 | rd()) & (uint64_t)INT64_MAX;
   }
   sd::Image init, mask;
-  if (!opt.init_image.empty()) init = read_png(opt.init_image, "--init-image");
-  r.width = opt.width > 0 ? opt.width : init.width > 0 ? init.width : 512;
-  r.height = opt.height > 0 ? opt.height : init.height > 0 ? init.height : 512;
-  RBEE_CHECK(r.width % 8 == 0 && r.height % 8 == 0 && r.width >= 64 && r.height >= 64 && r.width <= 2048 &&
-                 r.height <= 2048,
-             "--width/--height: {}x{} must be multiples of 8 in [64, 2048]", r.width, r.height);
+  if (!opt.init_image.empty()) init = read_image(opt.init_image, "--init-image");
+  // Everything the request can be checked against before the (slow) load: the files' configs.
+  sd::LoadOptions load;
+  load.device = &device;
+  load.dtype = opt.use_f16 ? DType::F16 : DType::F32;
+  load.variant = opt.variant;
+  load.load_vae_encoder = !opt.init_image.empty();
+  const sd::ModelFiles files{opt.model, opt.config, opt.sd_version};
+  const sd::ModelLimits limits = sd::read_model_limits(files, load);
+  // Default size: the init image's, else the model's (unet sample_size x latent scale: 512 for SD 1.5, 1024 SDXL).
+  r.width = opt.width > 0 ? opt.width : init.width > 0 ? init.width : (int)limits.default_side;
+  r.height = opt.height > 0 ? opt.height : init.height > 0 ? init.height : (int)limits.default_side;
   if (!opt.init_image.empty()) {
     RBEE_CHECK(init.width == r.width && init.height == r.height, "--init-image '{}' is {}x{}, the image is {}x{}",
                opt.init_image, init.width, init.height, r.width, r.height);
@@ -73,17 +80,17 @@ int run_sd(const SdOptions& opt) {
                r.strength, r.steps);
   }
   if (!opt.mask.empty()) {
-    mask = read_png(opt.mask, "--mask");
+    mask = read_image(opt.mask, "--mask");
     RBEE_CHECK(mask.width == r.width && mask.height == r.height, "--mask '{}' is {}x{}, the image is {}x{}", opt.mask,
                mask.width, mask.height, r.width, r.height);
   }
+  if (auto p = sd::check_request(r, limits)) {
+    const std::string flag = p->field == "guidance_scale" ? "--guidance" : "--" + p->field;
+    RBEE_THROW(ErrorCode::InvalidArgument, "{}: {}", flag, p->message);
+  }
 
-  sd::LoadOptions load;
-  load.device = &device;
-  load.dtype = opt.use_f16 ? DType::F16 : DType::F32;
-  load.load_vae_encoder = !opt.init_image.empty();
   const auto t_load = std::chrono::steady_clock::now();
-  const sd::Pipeline pipeline = sd::load_model_files({opt.model, opt.config, opt.sd_version}, load);
+  const sd::Pipeline pipeline = sd::load_model_files(files, load);
   log::info("model loaded in {:.2f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
   if (init.width > 0) r.init_image = pipeline.from_image(init);
   if (mask.width > 0) {
@@ -132,30 +139,41 @@ Command add_sd_command(CLI::App& app) {
                                                                 "guidance)");
   sub->add_option("-o,--output", opt->output, "PNG file to write")->capture_default_str();
   sub->add_option("--steps", opt->steps, "Denoising steps")->check(CLI::Range(1, 150))->capture_default_str();
-  sub->add_option("-W,--width", opt->width, "Image width, a multiple of 8 in [64, 2048] (default: the init image's, "
-                                            "else 512)");
-  sub->add_option("-H,--height", opt->height, "Image height, a multiple of 8 in [64, 2048] (default: the init "
-                                              "image's, else 512)");
+  sub->add_option("-W,--width", opt->width, "Image width, a multiple of 8 up to 2048 (default: the init image's, "
+                                            "else the model's: 512 for SD 1.x, 768 for SD 2.x, 1024 for SDXL)");
+  sub->add_option("-H,--height", opt->height, "Image height, a multiple of 8 up to 2048 (default: the init image's, "
+                                              "else the model's)");
   sub->add_option("-s,--seed", opt->seed, "Seed of the noise (-1: random, printed at the end)")
       ->check(CLI::Range((int64_t)-1, INT64_MAX))
       ->capture_default_str();
-  sub->add_option("--sampler", opt->sampler, "euler, euler_a, ddim, dpmpp_2m_karras or lcm")
-      ->check(CLI::IsMember({"euler", "euler_a", "ddim", "dpmpp_2m_karras", "lcm"}))
+  sub->add_option("--sampler", opt->sampler,
+                  "euler, euler_a, ddim, dpmpp_2m, dpmpp_2m_karras, lcm, heun, pndm, unipc or dpmpp_sde (diffusers' "
+                  "schedulers of those names, configured from the model's scheduler config)")
+      ->check(CLI::IsMember(
+          {"euler", "euler_a", "ddim", "dpmpp_2m", "dpmpp_2m_karras", "lcm", "heun", "pndm", "unipc", "dpmpp_sde"}))
       ->capture_default_str();
   sub->add_option("-g,--guidance", opt->guidance, "Classifier-free guidance scale (<= 1: off)")
       ->check(CLI::Range(0.0, 20.0))
       ->capture_default_str();
-  sub->add_option("--init-image", opt->init_image, "PNG to start from (img2img; inpaint with --mask)");
-  sub->add_option("--strength", opt->strength, "img2img: how much of the schedule to run (1: ignore the image)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  sub->add_option("--mask", opt->mask, "PNG mask of --init-image's size: white repaints, black keeps (inpaint)");
+  sub->add_option("--init-image", opt->init_image, "Image to start from (PNG, JPEG or WebP; img2img; inpaint with --mask)");
+  sub->add_option("--strength", opt->strength, "img2img / inpaint: how much of the schedule to run (1: ignore the "
+                                               "image; default 0.8, with --mask 1.0, as diffusers)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--mask", opt->mask,
+                  "Mask image (PNG, JPEG or WebP) of --init-image's size: white repaints, black keeps (inpaint)");
   sub->add_option("--backend", opt->backend, "auto (CUDA, then ROCm, then CPU), cpu, cuda or rocm")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "rocm"}))
       ->capture_default_str();
   sub->add_option("--device", opt->device, "GPU index within the backend")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--use-f16", opt->use_f16, "Keep linear and convolution weights in f16 (halves their memory)");
+  sub->add_option("--variant", opt->variant, "Read the weights files of this diffusers variant, e.g. fp16 "
+                                             "(diffusion_pytorch_model.fp16.safetensors); default: the plain files");
+  sub->add_option("--noise", opt->noise, "Noise generator: rbee (counter-based, the same on every backend) or torch "
+                                         "(PyTorch's CPU generator in diffusers' order: the image diffusers makes "
+                                         "from the same seed)")
+      ->check(CLI::IsMember({"rbee", "torch"}))
+      ->capture_default_str();
   sub->add_option("-t,--threads", opt->threads, "CPU threads (default: RBEE_THREADS or every CPU)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("-q,--quiet", opt->quiet, "No progress bar");

@@ -1,10 +1,10 @@
 // sd-worker-rbee: one process serving one Stable Diffusion model on one device over the rbee worker contract and
-// OpenAI's images API (DESIGN section 4). sd-worker-rbee-cpu, -cuda and -rocm are the same program with the
+// OpenAI's images API (docs/DESIGN.md section 5). sd-worker-rbee-cpu, -cuda and -rocm are the same program with the
 // backend fixed by its name.
 //
 // Start-up: parse flags -> pick the device -> listen (so /health and /ready answer while loading) -> heartbeat ->
-// load the pipeline -> ready. SIGTERM/SIGINT: stop taking jobs (503), cancel queued ones, let the running one
-// finish within --shutdown-timeout, flush its stream, exit 0.
+// load the pipeline -> ready. SIGTERM/SIGINT: stop taking jobs (503), let the running and the queued (accepted)
+// ones finish within --shutdown-timeout, flush their streams, exit 0.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +26,7 @@ namespace {
 
 struct Options {
   rbee::server::WorkerOptions w;
-  std::string config, sd_version = "auto", sampler;
+  std::string config, sd_version = "auto", sampler, variant, noise = "rbee";
   int queue_size = 8, preview_every = 5;
   bool use_f16 = false;
 };
@@ -36,7 +36,8 @@ using namespace rbee::server;
 
 // What a request gets for the fields it omits, by model family (the sizes each was trained at; turbo models run
 // one step without guidance).
-sd_api::RequestDefaults defaults_for(const std::string& version, const std::string& sampler, int preview_every) {
+sd_api::RequestDefaults defaults_for(const std::string& version, const std::string& sampler, const std::string& noise,
+                                     int preview_every) {
   sd_api::RequestDefaults d;
   if (version == "v2-1") d.width = d.height = 768;
   if (version == "xl") d.width = d.height = 1024;
@@ -46,6 +47,7 @@ sd_api::RequestDefaults defaults_for(const std::string& version, const std::stri
     d.sampler = sd::SchedulerKind::EulerAncestral;
   }
   if (!sampler.empty()) d.sampler = sd::scheduler_kind_from_name(sampler);
+  d.noise = sd::noise_kind_from_name(noise);
   d.preview_every = preview_every;
   return d;
 }
@@ -67,8 +69,18 @@ int run(const Options& opt) {
   ctx.model_path = opt.w.model;
   ctx.model_ref = opt.w.model_ref;
   ctx.model_name = !opt.w.model_ref.empty() ? opt.w.model_ref : std::filesystem::path(opt.w.model).filename().string();
+  ctx.sd_version_requested = opt.sd_version;
   ctx.sd_version = opt.sd_version;
-  ctx.defaults = defaults_for(opt.sd_version, opt.sampler, opt.preview_every);
+  if (opt.sd_version == "auto") {
+    // The family the files hold decides the defaults (an SDXL folder gets 1024x1024); a folder that cannot be read
+    // fails the same way at load below.
+    try {
+      ctx.sd_version = sd::detect_sd_version(opt.w.model, opt.config);
+    } catch (const std::exception& e) {
+      log::warn("event=sd_version_unknown error=\"{}\"", e.what());
+    }
+  }
+  ctx.defaults = defaults_for(ctx.sd_version, opt.sampler, opt.noise, opt.preview_every);
   ctx.queue_size = opt.queue_size;
   ctx.identity.worker_id = opt.w.worker_id.empty() ? random_id("sd-worker") : opt.w.worker_id;
   ctx.identity.model_id = ctx.model_name;
@@ -91,11 +103,12 @@ int run(const Options& opt) {
     sd::LoadOptions load;
     load.device = &device;
     load.dtype = opt.use_f16 ? DType::F16 : DType::F32;
+    load.variant = opt.variant;
     // The loader reports no progress of its own: /ready says 0 until the whole pipeline is in memory.
     lifecycle.set_progress(0.0f);
     const auto t0 = std::chrono::steady_clock::now();
     pipeline = sd::load_model_files({opt.w.model, opt.config, opt.sd_version}, load);
-    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} dtype={}", opt.w.model, opt.sd_version,
+    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} dtype={}", opt.w.model, ctx.sd_version,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               opt.use_f16 ? "f16" : "f32");
   } catch (const std::exception& e) {
@@ -141,13 +154,22 @@ int main(int argc, char** argv) {
       app, opt.w, "A diffusers folder, or a single-file .safetensors checkpoint (with --config)");
   app.add_option("--config", opt.config, "For a single-file checkpoint: a diffusers folder of the same architecture "
                                          "(its configs and tokenizer are used, its weights are not)");
-  app.add_option("--sd-version", opt.sd_version, "Model family: auto (from the files), v1-5, v2-1, xl or turbo "
-                                                 "(checked against the files; sets the request defaults)")
+  app.add_option("--sd-version", opt.sd_version, "Model family: auto (read from the files, reported in /info), v1-5, "
+                                                 "v2-1, xl or turbo (checked against the files; sets the request "
+                                                 "defaults: 512, 768, 1024 px sides; turbo 1 step, no guidance)")
       ->check(CLI::IsMember({"auto", "v1-5", "v2-1", "xl", "turbo"}))
       ->capture_default_str();
   app.add_flag("--use-f16", opt.use_f16, "Keep linear and convolution weights in f16 (halves their memory on GPUs)");
-  app.add_option("--sampler", opt.sampler, "Sampler of requests that name none (default: euler; euler_a for turbo)")
-      ->check(CLI::IsMember({"euler", "euler_a", "ddim", "dpmpp_2m_karras", "lcm"}));
+  app.add_option("--variant", opt.variant, "Read the weights files of this diffusers variant, e.g. fp16 "
+                                           "(diffusion_pytorch_model.fp16.safetensors); default: the plain files");
+  app.add_option("--noise", opt.noise, "Noise generator of requests that name none: rbee (counter-based) or torch "
+                                       "(PyTorch's CPU generator in diffusers' order)")
+      ->check(CLI::IsMember({"rbee", "torch"}))
+      ->capture_default_str();
+  app.add_option("--sampler", opt.sampler,
+                 "Sampler of requests that name none (default: euler; euler_a for turbo): " +
+                     rbee::server::sd_api::sampler_names())
+      ->check(CLI::IsMember(rbee::server::sd_api::sampler_list()));
   app.add_option("--preview-every", opt.preview_every, "Steps between preview events of a job (0: no previews)")
       ->check(CLI::Range(0, 150))
       ->capture_default_str();

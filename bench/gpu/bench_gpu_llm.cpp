@@ -1,7 +1,11 @@
-// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention decode and prompt qmatmul,
-// each next to the device-to-device copy bandwidth measured in the same run.
+// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention decode, block-type qmatmul on int8
+// tensor cores (MMQ: batched decode and prompt rows) and prompt qmatmul, each next to the limits measured in the
+// same run: the device-to-device copy bandwidth and an f16 GEMM's rate.
 //
-//   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R]
+//   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R] [--only SECTIONS] [--mmq-rows LIST]
+//
+// SECTIONS: comma-separated of matvec, attention, mmq, prompt (default all; copy and the f16 GEMM always run).
+// LIST: the M values of the mmq section (default 16,64,128,512).
 //
 // Timing: each case is run once (warm-up: its temporaries land in the caching allocator), then captured
 // `per_graph` times into one graph, and the graph is replayed R times; time = wall time / (R * per_graph).
@@ -12,6 +16,9 @@
 //   copy:        bytes read + written by copy_on_device (2 x buffer size)
 //   matvec:      weight bytes (packed) / time; activations are ~0.1% of the traffic
 //   attention:   K + V bytes of the context read / time
+//   gemm:        2 M N K / time of an f16 GEMM (ops::matmul on the vendor BLAS), M = N = K = 8192
+//   mmq:         2 M N K / time (TOPS, int8 products counted as operations) against the f16 GEMM's rate, and the
+//                packed weight bytes / time against the copy bandwidth (what bounds batched decode)
 //   prompt:      2 M N K / time (TFLOP/s), and the Llama-7B prompt rate of the matmuls alone from them
 #include <algorithm>
 #include <chrono>
@@ -22,6 +29,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,6 +61,17 @@ struct Options {
   std::string backend = "auto";
   int device = 0;
   int reps = 20;
+  std::string only;  // empty: every section
+  std::vector<int64_t> mmq_rows = {16, 64, 128, 512};
+  bool runs(std::string_view section) const {
+    if (only.empty()) return true;
+    for (size_t p = 0; p <= only.size();) {
+      const size_t q = std::min(only.find(',', p), only.size());
+      if (std::string_view(only).substr(p, q - p) == section) return true;
+      p = q + 1;
+    }
+    return false;
+  }
 };
 
 // Seconds per call of `enqueue(i)` (call i of a graph: issues one op on `device` and may drop its result),
@@ -132,10 +151,24 @@ int run(const Options& opt) {
   print_row("copy d2d", "512 MiB, read + write", copy_s * 1e6, fmt::format("{:.0f} GB/s", copy_gbs), "1.00");
   auto vs_copy = [&](double gbs) { return fmt::format("{:.2f}", gbs / copy_gbs); };
 
-  // ---- decode matvec: M = 1 and M = 8 ----
+  // ---- the reference: an f16 GEMM on the vendor BLAS ----
+  double gemm_tflops = 0;
+  {
+    const int64_t g = 8192;
+    const Tensor a = ops::cast(random_tensor({g, g}, device, 31), DType::F16);
+    const Tensor b = ops::cast(random_tensor({g, g}, device, 32), DType::F16);
+    const Tensor bt = b.transpose(0, 1);
+    const double s = time_per_call(device, [&](int) { (void)ops::matmul(a, bt); }, 2, std::max(2, opt.reps / 4), false);
+    gemm_tflops = 2.0 * (double)g * g * g / s / 1e12;
+    print_row("gemm f16", "M=N=K=8192, f32 accumulation", s * 1e6, fmt::format("{:.0f} TFLOP/s", gemm_tflops), "");
+  }
+
   const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16};
   const std::pair<int64_t, int64_t> kShapes[] = {{4096, 4096}, {11008, 4096}};
+
+  // ---- decode matvec: M = 1 and M = 8 ----
   for (const auto& [n, k] : kShapes) {
+    if (!opt.runs("matvec")) break;
     for (const DType type : kTypes) {
       const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
       std::vector<Tensor> ws{make_weights(type, n, k, device)};
@@ -155,6 +188,7 @@ int run(const Options& opt) {
   // ---- paged attention decode: 32 query heads x 128, GQA 32/8, f16 cache, block size 16 ----
   const int hq = 32, hkv = 8, d = 128, block_size = 16;
   for (const int batch : {1, 8}) {
+    if (!opt.runs("attention")) break;
     for (const int ctx : {512, 4096}) {
       const int blocks_per_seq = ctx / block_size;
       const int num_blocks = batch * blocks_per_seq;
@@ -190,6 +224,29 @@ int run(const Options& opt) {
     }
   }
 
+  // ---- MMQ: every block type at the batched-decode and prompt row counts, 7B weight shapes ----
+  // Graph replays over copies of the weights (>= kColdBytes), so M = 16 reads them from device memory.
+  const DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1,
+                               DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+  for (const DType type : kBlockTypes) {
+    if (!opt.runs("mmq")) break;
+    for (const auto& [n, k] : kShapes) {
+      const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
+      std::vector<Tensor> ws{make_weights(type, n, k, device)};
+      while ((int)ws.size() < cold_copies(bytes)) ws.push_back(clone(ws[0]));
+      const int per_graph = calls_per_graph((int)ws.size());
+      for (const int64_t m : opt.mmq_rows) {
+        const Tensor x = random_tensor({m, k}, device, 13);
+        const double s = time_per_call(
+            device, [&](int i) { (void)ops::qmatmul(x, ws[(size_t)i % ws.size()]); }, per_graph, opt.reps);
+        const double tops = 2.0 * (double)m * (double)n * (double)k / s / 1e12, gbs = bytes / s / 1e9;
+        print_row("qmatmul mmq", fmt::format("{} N={} K={} M={}", dtype_name(type), n, k, m), s * 1e6,
+                  fmt::format("{:.1f} TOPS {:.0f} GB/s", tops, gbs),
+                  fmt::format("{:.2f} gemm {:.2f} copy", tops / gemm_tflops, gbs / copy_gbs));
+      }
+    }
+  }
+
   // ---- prompt: M = 512, the weight shapes of a Llama-7B layer ----
   // Per layer: q, k, v, o (4096 x 4096), gate and up (11008 x 4096), down (4096 x 11008); 32 layers and the
   // 32000 x 4096 output head. The pp512 line adds these matmuls' times only (no attention, norms, rope).
@@ -197,6 +254,7 @@ int run(const Options& opt) {
   const std::pair<int64_t, int64_t> kPromptShapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
   const double kPerModel[] = {32 * 4, 32 * 2, 32, 1};
   for (const DType type : kTypes) {
+    if (!opt.runs("prompt")) break;
     double model_s = 0;
     for (size_t si = 0; si < std::size(kPromptShapes); ++si) {
       const auto [n, k] = kPromptShapes[si];
@@ -206,7 +264,7 @@ int run(const Options& opt) {
       model_s += kPerModel[si] * s;
       const double tflops = 2.0 * (double)m * (double)n * (double)k / s / 1e12;
       print_row("qmatmul prompt", fmt::format("{} N={} K={} M={}", dtype_name(type), n, k, m), s * 1e6,
-                fmt::format("{:.1f} TFLOP/s", tflops), "");
+                fmt::format("{:.1f} TFLOP/s", tflops), fmt::format("{:.2f} gemm", tflops / gemm_tflops));
     }
     print_row("pp512 7B matmuls", fmt::format("{} weights, sum of the above", dtype_name(type)), model_s * 1e6,
               fmt::format("{:.0f} tok/s", (double)m / model_s), "");
@@ -230,8 +288,20 @@ int main(int argc, char** argv) {
     if (a == "--backend") opt.backend = value();
     else if (a == "--device") opt.device = std::atoi(value().c_str());
     else if (a == "--reps") opt.reps = std::max(1, std::atoi(value().c_str()));
-    else {
-      std::fprintf(stderr, "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R]\n", argv[0]);
+    else if (a == "--only") opt.only = value();
+    else if (a == "--mmq-rows") {
+      opt.mmq_rows.clear();
+      const std::string list = value();
+      for (size_t p = 0; p < list.size();) {
+        const size_t q = std::min(list.find(',', p), list.size());
+        opt.mmq_rows.push_back(std::max<int64_t>(1, std::atoll(list.substr(p, q - p).c_str())));
+        p = q + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R] [--only matvec,attention,mmq,prompt]"
+                   " [--mmq-rows 16,64,128,512]\n",
+                   argv[0]);
       return 2;
     }
   }

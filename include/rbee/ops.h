@@ -1,4 +1,4 @@
-// The op set (DESIGN.md section 3) as functions on tensors.
+// The op set (docs/DESIGN.md section 3) as functions on tensors.
 //
 // Each op checks its arguments (shapes, dtypes, devices, indices) and throws rbee::Error(InvalidArgument or
 // Unsupported) naming the op and the offending argument, allocates its output on the inputs' device, and runs
@@ -123,7 +123,7 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
                        const Tensor& block_tables, const AttentionParams& params);
 
 
-// ---- token sampling (LLM decoding; contract in rbee/backend/kernels.h) ----
+// ---- token sampling (LLM decoding; contract in rbee/backend/op_table.def) ----
 // logits [B, V] F32; params F32 [B, kSampleParams], control I64 [B, kSampleControls] (op_kinds.h, sample_col);
 // tokens I32 [B, H, 2] (id, count) and bias F32 [B, H] for the tokens with a bias or penalty (H may be 0).
 // Returns the chosen ids, I32 [B] (-1 for a row without any candidate).

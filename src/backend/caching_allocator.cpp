@@ -1,14 +1,32 @@
 #include "rbee/backend/caching_allocator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 
 #include "rbee/core/error.h"
+#include "rbee/core/log.h"
 
 namespace rbee {
 
 CachingAllocator::CachingAllocator(std::string device_name, RawAlloc raw_alloc, RawFree raw_free)
-    : device_name_(std::move(device_name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+    : device_name_(std::move(device_name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {
+  const char* only = std::getenv("RBEE_FAULT_ALLOC_DEVICE");
+  if (only && *only && device_name_.find(only) == std::string::npos) return;
+  if (const char* limit = std::getenv("RBEE_FAULT_ALLOC_LIMIT"); limit && *limit) {
+    char* end = nullptr;
+    const long long v = std::strtoll(limit, &end, 10);
+    RBEE_CHECK(end && *end == 0 && v >= 0, "RBEE_FAULT_ALLOC_LIMIT must be a byte count, got '{}'", limit);
+    fault_limit_ = v;
+    log::warn("event=fault_injection device=\"{}\" alloc_limit_bytes={}", device_name_, v);
+  }
+  if (const char* path = std::getenv("RBEE_FAULT_ALLOC_SWITCH"); path && *path) {
+    fault_switch_ = path;
+    log::warn("event=fault_injection device=\"{}\" alloc_switch=\"{}\"", device_name_, path);
+  }
+}
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
@@ -24,6 +42,9 @@ size_t CachingAllocator::round_size(size_t bytes) {
 void* CachingAllocator::allocate(size_t bytes, size_t* rounded_bytes) {
   const size_t size = round_size(bytes);
   *rounded_bytes = size;
+  RBEE_CHECK_CODE(fault_switch_.empty() || ::access(fault_switch_.c_str(), F_OK) != 0, ErrorCode::OutOfMemory,
+                  "out of memory on {}: could not allocate {} bytes (injected: {} exists)", device_name_, size,
+                  fault_switch_);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = free_lists_.find(size);
   if (it != free_lists_.end() && !it->second.empty()) {
@@ -34,14 +55,19 @@ void* CachingAllocator::allocate(size_t bytes, size_t* rounded_bytes) {
     stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
     return p;
   }
-  void* p = raw_alloc_(size);
+  // The injected limit counts what the raw allocator holds (in use + cached), as a real device would.
+  auto raw = [&]() -> void* {
+    if (fault_limit_ >= 0 && stats_.in_use_bytes + stats_.cached_bytes + (int64_t)size > fault_limit_) return nullptr;
+    return raw_alloc_(size);
+  };
+  void* p = raw();
   if (!p && stats_.cached_bytes > 0) {
     for (auto& [sz, list] : free_lists_) {
       for (void* q : list) raw_free_(q);
       list.clear();
     }
     stats_.cached_bytes = 0;
-    p = raw_alloc_(size);
+    p = raw();
   }
   RBEE_CHECK_CODE(p != nullptr, ErrorCode::OutOfMemory,
                   "out of memory on {}: could not allocate {} bytes ({} bytes already in use)", device_name_, size,

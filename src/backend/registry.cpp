@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "rbee/backend/device.h"
+#include "rbee/backend/plugin_abi.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 
@@ -71,28 +72,42 @@ std::vector<std::string> Registry::load_plugins() {
       std::error_code ec;
       if (!std::filesystem::exists(path, ec)) continue;
       found = true;
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!handle) {
-        report.push_back(fmt::format("{}: not loaded ({})", path.string(), dlerror()));
-        break;
-      }
-      auto entry = reinterpret_cast<BackendPluginEntry>(dlsym(handle, kBackendPluginSymbol));
-      if (!entry) {
-        report.push_back(fmt::format("{}: no entry point {}", path.string(), kBackendPluginSymbol));
-        dlclose(handle);
-        break;
-      }
-      try {
-        report.push_back(fmt::format("{}: {}", path.string(), entry(*this)));
-        plugin_handles_.push_back(handle);
-      } catch (const Error& e) {
-        report.push_back(fmt::format("{}: failed to register ({})", path.string(), e.what()));
-      }
+      report.push_back(load_plugin(path.string()));
       break;
     }
     if (!found) report.push_back(fmt::format("{}: not built or not installed ({} not found)", backend, file));
   }
   return report;
+}
+
+std::string Registry::load_plugin(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return fmt::format("{}: not loaded ({})", path, dlerror());
+  // The version check comes first: a plug-in built against another kernel interface would call through a
+  // different Kernels vtable and OpKind numbering, so none of its other code may run.
+  auto abi = reinterpret_cast<BackendPluginAbi>(dlsym(handle, kBackendAbiSymbol));
+  const uint64_t built = abi ? abi() : 0;
+  if (built != kPluginAbiVersion) {
+    dlclose(handle);
+    const std::string line = fmt::format(
+        "{}: refused: built against kernel interface {}, this engine has {}; rebuild the plug-in from the same tree",
+        path, abi ? plugin_abi_name(built) : fmt::format("(none: no {} symbol)", kBackendAbiSymbol),
+        plugin_abi_name(kPluginAbiVersion));
+    log::warn("event=plugin_refused {}", line);
+    return line;
+  }
+  auto entry = reinterpret_cast<BackendPluginEntry>(dlsym(handle, kBackendPluginSymbol));
+  if (!entry) {
+    dlclose(handle);
+    return fmt::format("{}: no entry point {}", path, kBackendPluginSymbol);
+  }
+  try {
+    std::string line = fmt::format("{}: {}", path, entry(*this));
+    plugin_handles_.push_back(handle);
+    return line;
+  } catch (const Error& e) {
+    return fmt::format("{}: failed to register ({})", path, e.what());
+  }
 }
 
 Device& Registry::select(std::string_view backend, int device_index, std::string* reason) {

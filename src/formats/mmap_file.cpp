@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "formats/mapped_fault.h"
 #include "rbee/core/error.h"
 
 namespace rbee::formats {
@@ -40,11 +41,15 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     if (addr == MAP_FAILED)
       RBEE_THROW(ErrorCode::Io, "cannot map '{}' ({} bytes): {}", path, size, std::strerror(errno));
   }
+  register_mapping(addr, size, path.c_str());  // a file truncated later gets a clear message, not a silent SIGBUS
   return std::shared_ptr<const MappedFile>(new MappedFile(path, addr, size));
 }
 
 MappedFile::~MappedFile() {
-  if (addr_ != nullptr) ::munmap(addr_, size_);
+  if (addr_ != nullptr) {
+    unregister_mapping(addr_);
+    ::munmap(addr_, size_);
+  }
 }
 
 }  // namespace rbee::formats

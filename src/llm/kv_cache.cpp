@@ -20,6 +20,7 @@ KvCache::KvCache(Device& device, const ModelConfig& config, int num_blocks, int 
   }
   free_.reserve((size_t)num_blocks);
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+  holders_.assign((size_t)num_blocks, 0);
 }
 
 int64_t KvCache::bytes() const {
@@ -32,12 +33,29 @@ int32_t KvCache::allocate_block() {
   if (free_.empty()) return -1;
   const int32_t b = free_.back();
   free_.pop_back();
+  holders_[(size_t)b] = 1;
   return b;
 }
 
+void KvCache::retain_block(int32_t block) {
+  RBEE_ASSERT(block >= 0 && block < num_blocks_ && holders_[(size_t)block] > 0, "retaining block {} of {}", block,
+              num_blocks_);
+  holders_[(size_t)block]++;
+}
+
 void KvCache::free_block(int32_t block) {
-  RBEE_ASSERT(block >= 0 && block < num_blocks_, "freeing block {} of {}", block, num_blocks_);
-  free_.push_back(block);
+  RBEE_ASSERT(block >= 0 && block < num_blocks_ && holders_[(size_t)block] > 0, "freeing block {} of {}", block,
+              num_blocks_);
+  if (--holders_[(size_t)block] == 0) free_.push_back(block);
+}
+
+void KvCache::copy_block(int32_t dst, int32_t src) {
+  RBEE_ASSERT(dst >= 0 && dst < num_blocks_ && src >= 0 && src < num_blocks_, "copying block {} to {} of {}", src,
+              dst, num_blocks_);
+  for (size_t l = 0; l < k_.size(); ++l) {
+    ops::copy(k_[l].narrow(0, dst, 1), k_[l].narrow(0, src, 1));
+    ops::copy(v_[l].narrow(0, dst, 1), v_[l].narrow(0, src, 1));
+  }
 }
 
 bool SequenceKv::reserve(KvCache& cache, int positions) {
@@ -46,6 +64,21 @@ bool SequenceKv::reserve(KvCache& cache, int positions) {
   if (needed - (int)blocks_.size() > cache.free_blocks()) return false;
   while ((int)blocks_.size() < needed) blocks_.push_back(cache.allocate_block());
   return true;
+}
+
+void SequenceKv::fork_from(KvCache& cache, const SequenceKv& parent, int positions) {
+  const int bs = cache.block_size();
+  const int full = positions / bs;
+  const bool partial = positions % bs != 0;
+  RBEE_ASSERT(length == 0 && positions <= parent.length && (int)parent.blocks_.size() >= full + (partial ? 1 : 0),
+              "fork of {} positions from a sequence of {}", positions, parent.length);
+  RBEE_ASSERT(!partial || !blocks_.empty(), "a fork needs a block of its own for the partly filled one");
+  std::vector<int32_t> table(parent.blocks_.begin(), parent.blocks_.begin() + full);
+  for (int32_t b : table) cache.retain_block(b);
+  if (partial) cache.copy_block(blocks_.front(), parent.blocks_[(size_t)full]);
+  table.insert(table.end(), blocks_.begin(), blocks_.end());
+  blocks_ = std::move(table);
+  length = positions;
 }
 
 void SequenceKv::release(KvCache& cache) {

@@ -144,6 +144,7 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   else if (const auto* t = f.find_tensor("token_embd.weight")) c.vocab_size = (int)t->shape[0];
   c.tie_embeddings = f.find_tensor("output.weight") == nullptr;
   c.chat_template = f.get_string("tokenizer.chat_template").value_or("");
+  c.pooling_type = (int)f.get_int(a + "pooling_type").value_or(-1);
   apply_arch_defaults(c);
   if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
     c.norm_weight_plus_one = false;  // llama.cpp's converter already stored 1 + w

@@ -3,12 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
+#include "backends/common/sampling.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}  // namespace
 
 void validate(const SamplingParams& p, int32_t vocab_size) {
   RBEE_CHECK(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be >= 0, got {}", p.temperature);
@@ -32,21 +38,87 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
   seed_ = params_.has_seed ? params_.seed : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
 }
 
+TokenLogprob token_logprob(std::span<const float> logits, TokenId token, int top_n) {
+  const int32_t n = (int32_t)logits.size();
+  RBEE_CHECK(token >= 0 && token < n, "token_logprob: token {} outside [0, {})", token, n);
+  RBEE_CHECK(top_n >= 0 && top_n <= 1000, "token_logprob: top_n must be in [0, 1000], got {}", top_n);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float max_logit = kNegInf;
+  for (float l : logits) {
+    if (!std::isnan(l)) max_logit = std::max(max_logit, l);
+  }
+  TokenLogprob out;
+  out.id = token;
+  if (max_logit == kNegInf) {  // nothing left: every log-probability is -inf
+    out.logprob = kNegInf;
+    return out;
+  }
+  double total = 0;
+  for (float l : logits) {
+    if (l != kNegInf && !std::isnan(l)) total += std::exp((double)l - (double)max_logit);
+  }
+  const double log_total = std::log(total) + (double)max_logit;
+  auto logprob = [&](float l) { return l == kNegInf || std::isnan(l) ? kNegInf : (float)((double)l - log_total); };
+  out.logprob = logprob(logits[(size_t)token]);
+  if (top_n > 0) {
+    // The top_n largest logits, ties to the lower id: a bounded selection over one pass.
+    std::vector<std::pair<float, TokenId>> best;
+    best.reserve((size_t)top_n + 1);
+    auto before = [](const std::pair<float, TokenId>& a, const std::pair<float, TokenId>& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    for (int32_t i = 0; i < n; ++i) {
+      const float l = logits[(size_t)i];
+      if (l == kNegInf || std::isnan(l)) continue;
+      if ((int)best.size() == top_n && !before({l, i}, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(l, i), before), {l, i});
+      if ((int)best.size() > top_n) best.pop_back();
+    }
+    for (const auto& [l, id] : best) out.top.emplace_back(id, logprob(l));
+  }
+  return out;
+}
+
 TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> prompt,
                         std::span<const TokenId> generated) {
+  return sample(logits, prompt, generated, SampleStep{});
+}
+
+TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> prompt,
+                        std::span<const TokenId> generated, const SampleStep& step) {
   const int64_t n = (int64_t)logits.size();
   RBEE_CHECK(n > 0, "sample: empty logits");
+  RBEE_CHECK(step.top_logprobs <= 20, "sample: top_logprobs must be <= 20, got {}", step.top_logprobs);
+  const bool want_logprobs = step.top_logprobs >= 0 && step.logprobs != nullptr;
   SampleBatch batch;
-  batch.add(*this, prompt, generated);
-  // The op reads the caller's floats in place (a view; nothing is written to them).
-  const Tensor row = Tensor::wrap(const_cast<float*>(logits.data()), {1, n}, DType::F32, Registry::global().cpu(),
-                                  nullptr);
-  const TokenId id = batch.run(row)[0];
-  RBEE_CHECK(id >= 0, "sample: every token is banned by logit_bias");
+  batch.add(*this, prompt, generated, step.banned);
+  std::span<const float> row = logits;
+  if (step.allowed || want_logprobs) {
+    // The logits as the op would adjust them, on the host: the mask, then the bans, bias and penalties
+    // (sampling::adjust, the op's own arithmetic); the op then sees them with nothing left to adjust.
+    work_.assign(logits.begin(), logits.end());
+    if (step.allowed) {
+      const std::vector<uint64_t>& mask = *step.allowed;
+      RBEE_CHECK(mask.size() * 64 >= (size_t)n, "sample: the token mask covers {} tokens, the logits {}",
+                 mask.size() * 64, n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (!((mask[(size_t)i >> 6] >> (i & 63)) & 1)) work_[(size_t)i] = -kInf;
+      }
+    }
+    batch.fold_adjustments(0, work_);
+    row = work_;
+  }
+  // The op reads the floats in place (a view; nothing is written to them).
+  const Tensor view =
+      Tensor::wrap(const_cast<float*>(row.data()), {1, n}, DType::F32, Registry::global().cpu(), nullptr);
+  const TokenId id = batch.run(view)[0];
+  RBEE_CHECK(id >= 0, "sample: every token is banned (logit_bias, the grammar or min_tokens)");
+  if (want_logprobs) *step.logprobs = token_logprob(row, id, step.top_logprobs);
   return id;
 }
 
-void SampleBatch::add(Sampler& sampler, std::span<const TokenId> prompt, std::span<const TokenId> generated) {
+void SampleBatch::add(Sampler& sampler, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                      std::span<const TokenId> banned) {
   const SamplingParams& sp = sampler.params_;
   Row row;
   row.params[sample_col::kTemperature] = sp.temperature;
@@ -61,6 +133,8 @@ void SampleBatch::add(Sampler& sampler, std::span<const TokenId> prompt, std::sp
   // Tokens with a bias or a penalty: count = occurrences in the output, 0 for the prompt's, -1 for bias only.
   std::unordered_map<TokenId, std::pair<int32_t, float>> listed;
   for (const auto& [id, bias] : sp.logit_bias) listed[id] = {-1, bias};
+  // A banned token's logit is -inf whatever else applies to it (-inf stays -inf through every adjustment).
+  for (TokenId id : banned) listed.try_emplace(id, -1, 0.0f).first->second.second = -kInf;
   if (sp.repetition_penalty != 1.0f) {
     for (TokenId id : prompt) {
       auto& e = listed.try_emplace(id, -1, 0.0f).first->second;
@@ -86,6 +160,20 @@ void SampleBatch::add_unused() {
   row.params[sample_col::kTopP] = 1.0f;
   row.params[sample_col::kRepetition] = 1.0f;  // temperature 0: greedy, no random number used
   rows_.push_back(std::move(row));
+}
+
+void SampleBatch::fold_adjustments(size_t i, std::span<float> logits) {
+  Row& r = rows_.at(i);
+  const int64_t n = (int64_t)logits.size();
+  for (size_t j = 0; j < r.tokens.size(); ++j) {
+    const auto [id, count] = r.tokens[j];
+    if (id < 0 || id >= n) continue;  // out of the vocabulary: no logit to adjust (as in run())
+    float& l = logits[(size_t)id];
+    l = sampling::adjust(l, r.bias[j], count, r.params[sample_col::kRepetition], r.params[sample_col::kPresence],
+                         r.params[sample_col::kFrequency]);
+  }
+  r.tokens.clear();
+  r.bias.clear();
 }
 
 std::vector<TokenId> SampleBatch::run(const Tensor& logits) const {

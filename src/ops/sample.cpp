@@ -1,4 +1,4 @@
-// Front-end of the sample op (token sampling; contract in rbee/backend/kernels.h). Shapes and dtypes are checked
+// Front-end of the sample op (token sampling; contract in op_table.def). Shapes and dtypes are checked
 // everywhere; the values of the settings and token lists are checked when they live in host memory (the CPU
 // backend), device backends skip ids outside the vocabulary.
 #include <cmath>

@@ -9,10 +9,12 @@
 #include <unordered_map>
 
 #include "llm/tokenizer/byte_level.h"
+#include "llm/tokenizer/normalizer.h"
 #include "llm/tokenizer/regex.h"
 #include "llm/tokenizer/utf8.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/safetensors.h"
+#include "sd/unicode_lower.h"
 
 namespace rbee::sd {
 
@@ -20,8 +22,13 @@ struct ClipTokenizer::Impl {
   std::unordered_map<std::string, int32_t> vocab;
   std::unordered_map<std::string, int> merge_rank;  // "a b" -> rank
   int32_t bos = 0, eos = 0, pad = 0;
-  // CLIP's split pattern (Hugging Face CLIPTokenizer.pat), case-insensitive.
-  llm::Regex pattern{R"((?i)<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
+  std::vector<std::pair<std::string, int32_t>> specials;  // the added tokens' texts and ids
+  // CLIP's split pattern on normalized text. transformers' pattern also lists the special tokens first, but its
+  // ByteLevel pre-tokenizer (use_regex) splits every piece again with GPT-2's pattern, which cuts such a piece into
+  // "<|", the letters and "|>" as this pattern does (other pieces pass it unchanged).
+  llm::Regex pattern{R"('s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
+  // Encodes one stretch of text between special tokens: normalize, split, byte-level BPE.
+  void encode_segment(std::string_view text, std::vector<int32_t>& ids) const;
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
@@ -30,47 +37,31 @@ struct ClipTokenizer::Impl {
 
 namespace {
 
-bool is_cjk(uint32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
-         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
-         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
-}
+// Unicode White_Space (what \s matches in the normalizer's Replace(\s+, " ")).
 bool is_space(uint32_t cp) {
-  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-bool is_control(uint32_t cp) { return (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) && !is_space(cp); }
-uint32_t to_lower(uint32_t cp) {
-  if (cp >= 'A' && cp <= 'Z') return cp + 32;
-  if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 32;
-  return cp;
+  return (cp >= 0x09 && cp <= 0x0D) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
 }
 
-// Hugging Face's BasicTokenizer without punctuation splitting: drop controls, spaces around CJK ideographs,
-// lower-case, collapse whitespace runs to one space, trim.
-std::string clean_text(std::string_view text) {
-  std::string spaced;
-  for (size_t pos = 0; pos < text.size();) {
-    uint32_t cp = 0;
-    int n = llm::utf8::decode(text, pos, &cp);
-    pos += (size_t)n;
-    if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
-    if (is_space(cp)) {
-      spaced.push_back(' ');
-    } else if (is_cjk(cp)) {
-      spaced.push_back(' ');
-      llm::utf8::append(spaced, cp);
-      spaced.push_back(' ');
-    } else {
-      llm::utf8::append(spaced, to_lower(cp));
-    }
-  }
+// The normalizer of transformers' (fast) CLIPTokenizer: NFC, whitespace runs -> one space, Unicode lower case of
+// every code point (tokenizers' Lowercase; Cyrillic, Greek, ... too). Nothing is dropped and CJK ideographs stay
+// together (the old slow tokenizer dropped control characters and split ideographs apart).
+std::string normalize(std::string_view text) {
+  const std::string nfc = llm::unicode_normalize(text, llm::UnicodeForm::NFC);
   std::string out;
-  std::istringstream words(spaced);
-  std::string w;
-  while (words >> w) {
-    if (!out.empty()) out.push_back(' ');
-    out += w;
+  out.reserve(nfc.size());
+  bool in_space = false;
+  for (size_t pos = 0; pos < nfc.size();) {
+    uint32_t cp = 0;
+    pos += (size_t)llm::utf8::decode(nfc, pos, &cp);
+    if (is_space(cp)) {
+      if (!in_space) out.push_back(' ');
+      in_space = true;
+      continue;
+    }
+    in_space = false;
+    unicode_lower::append_lower(out, cp);
   }
   return out;
 }
@@ -130,49 +121,113 @@ std::vector<int32_t> ClipTokenizer::Impl::bpe(const std::string& piece) const {
   return ids;
 }
 
-ClipTokenizer ClipTokenizer::from_files(const std::string& vocab_json, const std::string& merges_txt,
-                                        const std::string& pad_token) {
-  auto impl = std::make_shared<Impl>();
-  nlohmann::json v = safetensors::read_json_file(vocab_json);
-  RBEE_CHECK_CODE(v.is_object() && !v.empty(), ErrorCode::Io, "clip tokenizer: '{}' is not a token -> id object",
-                  vocab_json);
+namespace {
+
+// CLIPTokenizer reads at most this many merges (49152 tokens less the 256 bytes and 2 specials).
+constexpr int kMaxMerges = 49152 - 256 - 2;
+
+void add_vocab(ClipTokenizer::Impl& impl, const nlohmann::json& v, const std::string& where) {
+  RBEE_CHECK_CODE(v.is_object() && !v.empty(), ErrorCode::Io, "clip tokenizer: '{}' has no token -> id object", where);
   for (auto it = v.begin(); it != v.end(); ++it) {
     RBEE_CHECK_CODE(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 &&
                         it.value().get<int64_t>() < INT32_MAX,
-                    ErrorCode::Io, "clip tokenizer: '{}': token '{}' has no valid id", vocab_json, it.key());
-    impl->vocab[it.key()] = it.value().get<int32_t>();
+                    ErrorCode::Io, "clip tokenizer: '{}': token '{}' has no valid id", where, it.key());
+    impl.vocab[it.key()] = it.value().get<int32_t>();
   }
+}
+
+void add_merge(ClipTokenizer::Impl& impl, const std::string& a, const std::string& b, const std::string& where,
+               int lineno) {
+  RBEE_CHECK_CODE(!a.empty() && !b.empty() && a.find(' ') == std::string::npos && b.find(' ') == std::string::npos,
+                  ErrorCode::Io, "clip tokenizer: '{}' merge {}: expected two tokens, got '{} {}'", where, lineno,
+                  a.substr(0, 40), b.substr(0, 40));
+  const int rank = (int)impl.merge_rank.size();
+  impl.merge_rank.emplace(a + " " + b, rank);
+}
+
+void set_specials(ClipTokenizer::Impl& impl, const std::string& pad_token, const std::string& where) {
+  auto special = [&](const std::string& name) {
+    auto it = impl.vocab.find(name);
+    RBEE_CHECK_CODE(it != impl.vocab.end(), ErrorCode::Io, "clip tokenizer: '{}' lacks the token '{}'", where, name);
+    return it->second;
+  };
+  impl.bos = special("<|startoftext|>");
+  impl.eos = special("<|endoftext|>");
+  impl.pad = special(pad_token);
+  impl.specials = {{"<|startoftext|>", impl.bos}, {"<|endoftext|>", impl.eos}};
+  if (pad_token != "<|startoftext|>" && pad_token != "<|endoftext|>") impl.specials.emplace_back(pad_token, impl.pad);
+}
+
+// A pad token entry: a string or an {"content": ...} object (AddedToken); "" when neither.
+std::string token_text(const nlohmann::json& p) {
+  if (p.is_string()) return p.get<std::string>();
+  if (p.is_object() && p.contains("content") && p["content"].is_string()) return p["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+ClipTokenizer ClipTokenizer::from_files(const std::string& vocab_json, const std::string& merges_txt,
+                                        const std::string& pad_token) {
+  auto impl = std::make_shared<Impl>();
+  add_vocab(*impl, safetensors::read_json_file(vocab_json), vocab_json);
   std::istringstream lines(read_text(merges_txt));
   std::string line;
-  int rank = 0, lineno = 0;
-  const int max_merges = 49152 - 256 - 2;  // CLIPTokenizer reads at most this many merges
-  while (std::getline(lines, line) && rank < max_merges) {
+  int lineno = 0;
+  while (std::getline(lines, line) && (int)impl->merge_rank.size() < kMaxMerges) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (lineno == 1 && line.rfind("#version", 0) == 0) continue;
     if (line.empty()) continue;
     size_t sp = line.find(' ');
-    RBEE_CHECK_CODE(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
-                    ErrorCode::Io, "clip tokenizer: '{}' line {}: expected two tokens, got '{}'", merges_txt, lineno,
-                    line.substr(0, 80));
-    impl->merge_rank.emplace(line, rank++);
+    RBEE_CHECK_CODE(sp != std::string::npos, ErrorCode::Io, "clip tokenizer: '{}' line {}: expected two tokens, got "
+                    "'{}'", merges_txt, lineno, line.substr(0, 80));
+    add_merge(*impl, line.substr(0, sp), line.substr(sp + 1), merges_txt, lineno);
   }
-  auto special = [&](const std::string& name) {
-    auto it = impl->vocab.find(name);
-    RBEE_CHECK_CODE(it != impl->vocab.end(), ErrorCode::Io, "clip tokenizer: '{}' lacks the token '{}'", vocab_json,
-                    name);
-    return it->second;
-  };
-  impl->bos = special("<|startoftext|>");
-  impl->eos = special("<|endoftext|>");
-  impl->pad = special(pad_token);
+  set_specials(*impl, pad_token, vocab_json);
+  ClipTokenizer t;
+  t.impl_ = std::move(impl);
+  return t;
+}
+
+ClipTokenizer ClipTokenizer::from_tokenizer_json(const std::string& path, const std::string& pad_token) {
+  const nlohmann::json j = safetensors::read_json_file(path);
+  RBEE_CHECK_CODE(j.is_object() && j.contains("model") && j["model"].is_object(), ErrorCode::Io,
+                  "clip tokenizer: '{}' has no \"model\" object", path);
+  const nlohmann::json& model = j["model"];
+  RBEE_CHECK_CODE(model.value("type", "BPE") == "BPE", ErrorCode::Io, "clip tokenizer: '{}' is a {} model, not BPE",
+                  path, model.value("type", ""));
+  RBEE_CHECK_CODE(model.contains("vocab") && model.contains("merges") && model["merges"].is_array(), ErrorCode::Io,
+                  "clip tokenizer: '{}' model lacks vocab or merges", path);
+  auto impl = std::make_shared<Impl>();
+  add_vocab(*impl, model["vocab"], path);
+  int n = 0;
+  for (const auto& m : model["merges"]) {  // "a b" strings (older files) or ["a", "b"] pairs (tokenizers >= 0.20)
+    if ((int)impl->merge_rank.size() >= kMaxMerges) break;
+    ++n;
+    if (m.is_string()) {
+      const std::string line = m.get<std::string>();
+      const size_t sp = line.find(' ');
+      RBEE_CHECK_CODE(sp != std::string::npos, ErrorCode::Io, "clip tokenizer: '{}' merge {}: '{}' is not two tokens",
+                      path, n, line.substr(0, 80));
+      add_merge(*impl, line.substr(0, sp), line.substr(sp + 1), path, n);
+    } else {
+      RBEE_CHECK_CODE(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), ErrorCode::Io,
+                      "clip tokenizer: '{}' merge {} is {}, not two tokens", path, n, m.dump().substr(0, 80));
+      add_merge(*impl, m[0].get<std::string>(), m[1].get<std::string>(), path, n);
+    }
+  }
+  std::string pad = pad_token;
+  if (pad.empty() && j.contains("padding") && j["padding"].is_object())
+    pad = token_text(j["padding"].value("pad_token", nlohmann::json()));
+  set_specials(*impl, pad.empty() ? "<|endoftext|>" : pad, path);
   ClipTokenizer t;
   t.impl_ = std::move(impl);
   return t;
 }
 
 ClipTokenizer ClipTokenizer::from_folder(const std::string& dir) {
-  std::string pad = "<|endoftext|>";
+  std::string pad;
   // Newer transformers write the pad token into tokenizer_config.json only, older ones also into
   // special_tokens_map.json; either holds a string or an {"content": ...} object.
   for (const char* name : {"/tokenizer_config.json", "/special_tokens_map.json"}) {
@@ -180,24 +235,46 @@ ClipTokenizer ClipTokenizer::from_folder(const std::string& dir) {
     if (!std::filesystem::exists(path)) continue;
     nlohmann::json m = safetensors::read_json_file(path);
     if (!m.is_object() || !m.contains("pad_token")) continue;
-    const auto& p = m["pad_token"];
-    if (p.is_string()) pad = p.get<std::string>();
-    else if (p.is_object() && p.contains("content") && p["content"].is_string()) pad = p["content"].get<std::string>();
+    if (std::string p = token_text(m["pad_token"]); !p.empty()) pad = p;
   }
-  return from_files(dir + "/vocab.json", dir + "/merges.txt", pad);
+  // vocab.json + merges.txt (what the slow tokenizer reads), else tokenizer.json (all that transformers 5 writes).
+  if (std::filesystem::exists(dir + "/vocab.json") || !std::filesystem::exists(dir + "/tokenizer.json"))
+    return from_files(dir + "/vocab.json", dir + "/merges.txt", pad.empty() ? "<|endoftext|>" : pad);
+  return from_tokenizer_json(dir + "/tokenizer.json", pad);
+}
+
+void ClipTokenizer::Impl::encode_segment(std::string_view text, std::vector<int32_t>& ids) const {
+  const std::string clean = normalize(text);
+  pattern.for_each_match(clean, [&](size_t b, size_t e) {
+    for (int32_t id : bpe(llm::byte_level::encode(clean.substr(b, e - b)))) ids.push_back(id);
+  });
 }
 
 std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
   size_t bad = llm::utf8::find_invalid(text);
   RBEE_CHECK(bad == std::string_view::npos, "clip tokenizer: text is not valid UTF-8 at byte {}", bad);
-  const std::string clean = clean_text(text);
+  // The special tokens (<|startoftext|>, <|endoftext|> and the pad token, e.g. OpenCLIP's "!") are added tokens:
+  // found in the raw text first, leftmost then longest; the text between them is normalized and BPE-encoded.
+  const Impl& m = *impl_;
   std::vector<int32_t> ids;
-  impl_->pattern.for_each_match(clean, [&](size_t b, size_t e) {
-    std::string piece = clean.substr(b, e - b);
-    if (piece == "<|startoftext|>") return ids.push_back(impl_->bos);
-    if (piece == "<|endoftext|>") return ids.push_back(impl_->eos);
-    for (int32_t id : impl_->bpe(llm::byte_level::encode(piece))) ids.push_back(id);
-  });
+  size_t pos = 0;
+  while (true) {
+    size_t best = std::string_view::npos, best_len = 0;
+    int32_t best_id = 0;
+    for (const auto& [tok, id] : m.specials) {
+      const size_t at = text.find(tok, pos);
+      if (at == std::string_view::npos) continue;
+      if (best == std::string_view::npos || at < best || (at == best && tok.size() > best_len)) {
+        best = at;
+        best_len = tok.size();
+        best_id = id;
+      }
+    }
+    m.encode_segment(text.substr(pos, best == std::string_view::npos ? std::string_view::npos : best - pos), ids);
+    if (best == std::string_view::npos) break;
+    ids.push_back(best_id);
+    pos = best + best_len;
+  }
   return ids;
 }
 

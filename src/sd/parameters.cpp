@@ -21,6 +21,7 @@ std::string generation_parameters(const GenerateRequest& r, const std::string& m
                      scheduler_kind_name(r.sampler), r.guidance_scale, r.seed, r.width, r.height);
   if (r.init_image.defined()) out += fmt::format(", Denoising strength: {}", r.strength);
   if (r.mask.defined()) out += ", Inpaint: true";
+  if (r.noise == NoiseKind::Torch) out += ", Noise: torch";
   out += ", Model: " + latin1(model_name);
   return out;
 }

@@ -5,15 +5,20 @@
 #include <cmath>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/log.h"
 #include "rbee/ops.h"
 #include "rbee/sd/clip_text_model.h"
 #include "rbee/sd/clip_tokenizer.h"
 #include "rbee/sd/unet.h"
 #include "rbee/sd/vae.h"
 #include "rbee/sd/weights.h"
+#include "sd/config_json.h"
 #include "sd/nn.h"
+#include "sd/torch_generator.h"
 
 namespace rbee::sd {
 
@@ -28,6 +33,7 @@ struct Pipeline::Impl {
   bool force_zeros_for_empty_prompt = true;
   std::unique_ptr<UNet> unet;
   std::unique_ptr<Vae> vae;
+  ModelLimits limits;
 };
 
 struct PipelineAssembler {
@@ -54,6 +60,16 @@ std::unique_ptr<ClipTextModel> text_model(const ClipTokenizer& tokenizer, const 
              "sd pipeline: {} has {} tokens, its text encoder only {}", what, tokenizer.vocab_size(),
              model->config().vocab_size);
   return model;
+}
+
+ModelLimits limits_of(const UNetConfig& u, const VaeConfig& v, const NoiseSchedule& schedule, bool xl) {
+  ModelLimits l;
+  l.latent_scale = v.scale();
+  l.latent_channels = v.latent_channels;
+  l.schedule = schedule;
+  l.sdxl = xl;
+  l.default_side = u.sample_size > 0 ? u.sample_size * v.scale() : 512;
+  return l;
 }
 
 // Checks that the components fit together and builds the models.
@@ -95,6 +111,7 @@ std::shared_ptr<Pipeline::Impl> assemble(Device& dev, Parts parts, const LoadOpt
   RBEE_CHECK(vcfg.latent_channels == ucfg.in_channels, "sd pipeline: VAE latent channels {} != UNet channels {}",
              vcfg.latent_channels, ucfg.in_channels);
   impl->vae = std::make_unique<Vae>(Vae::load(parts.vae, vcfg, options.load_vae_encoder));
+  impl->limits = limits_of(ucfg, vcfg, parts.schedule, xl);
   return impl;
 }
 
@@ -119,17 +136,39 @@ Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
                   "sd pipeline: '{}' has text_encoder_2 but no text_encoder (an SDXL refiner), not supported", dir);
   Parts parts;
   parts.schedule = NoiseSchedule::from_json(options.scheduler_config.is_null()
-                                                ? safetensors::read_json_file(dir + "/scheduler/scheduler_config.json")
+                                                ? read_config_json(dir + "/scheduler/scheduler_config.json")
                                                 : options.scheduler_config);
   parts.tokenizer = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(dir + "/tokenizer"));
-  parts.text = Weights::open(dir + "/text_encoder", dev, options.dtype);
+  // diffusers' variant rule: each component's variant files when it has them, else its plain files (with a
+  // warning); no component with the variant at all is an error.
+  int with_variant = 0;
+  auto component_path = [&](const char* name) {
+    bool found = false;
+    const std::string file = Weights::component_file(dir + "/" + name, options.variant, &found);
+    if (!options.variant.empty() && !found)
+      log::warn("sd pipeline: '{}/{}' has no '{}' variant files; its plain weights are read", dir, name,
+                options.variant);
+    with_variant += found ? 1 : 0;
+    return file;
+  };
+  auto component = [&](const char* name) { return Weights::open(component_path(name), dev, options.dtype); };
+  parts.text = component("text_encoder");
   if (xl) {
     parts.tokenizer2 = std::make_unique<ClipTokenizer>(ClipTokenizer::from_folder(dir + "/tokenizer_2"));
-    parts.text2 = Weights::open(dir + "/text_encoder_2", dev, options.dtype);
+    parts.text2 = component("text_encoder_2");
     parts.force_zeros_for_empty_prompt = force_zeros(index);
   }
-  parts.unet = Weights::open(dir + "/unet", dev, options.dtype);
-  parts.vae = Weights::open(dir + "/vae", dev, options.dtype);
+  parts.unet = component("unet");
+  const std::string vae_file = component_path("vae");
+  parts.vae = Weights::open(vae_file, dev, options.dtype);
+  RBEE_CHECK_CODE(options.variant.empty() || with_variant > 0, ErrorCode::NotFound,
+                  "sd pipeline: no component of '{}' has '{}' variant files (e.g. "
+                  "unet/diffusion_pytorch_model.{}.safetensors)",
+                  dir, options.variant, options.variant);
+  // diffusers' SDXL pipelines upcast a VAE whose config says force_upcast (the default) to f32 for decoding; the
+  // SD 1.x / 2.x pipelines do not read it.
+  if (xl && options.dtype != DType::F32 && VaeConfig::from_json(parts.vae.config()).force_upcast)
+    parts.vae = Weights::open(vae_file, dev, DType::F32);
   return PipelineAssembler::make(assemble(dev, std::move(parts), options));
 }
 
@@ -160,7 +199,7 @@ PipelineSpec PipelineSpec::from_diffusers_folder(const std::string& dir) {
   s.unet = safetensors::read_json_file(dir + "/unet/config.json");
   s.vae = safetensors::read_json_file(dir + "/vae/config.json");
   s.text_encoder = safetensors::read_json_file(dir + "/text_encoder/config.json");
-  s.scheduler = safetensors::read_json_file(dir + "/scheduler/scheduler_config.json");
+  s.scheduler = read_config_json(dir + "/scheduler/scheduler_config.json");
   s.tokenizer_dir = dir + "/tokenizer";
   if (std::filesystem::exists(dir + "/model_index.json")) {
     nlohmann::json index = safetensors::read_json_file(dir + "/model_index.json");
@@ -286,6 +325,7 @@ PipelineSpec PipelineSpec::sdxl(const std::string& tokenizer_dir, const std::str
 
 int64_t Pipeline::latent_scale() const { return impl_->vae->config().scale(); }
 int64_t Pipeline::latent_channels() const { return impl_->vae->config().latent_channels; }
+const ModelLimits& Pipeline::limits() const { return impl_->limits; }
 const NoiseSchedule& Pipeline::noise_schedule() const { return impl_->schedule; }
 Device& Pipeline::device() const { return *impl_->device; }
 
@@ -313,39 +353,119 @@ Pipeline::PromptEmbeddings Pipeline::embed_prompt(const std::string& prompt) con
 
 Tensor Pipeline::encode_prompt(const std::string& prompt) const { return embed_prompt(prompt).context; }
 
+std::optional<RequestProblem> check_request(const GenerateRequest& r, const ModelLimits& l) {
+  auto problem = [](const char* field, std::string message) {
+    return std::optional<RequestProblem>(RequestProblem{field, std::move(message)});
+  };
+  if (r.steps < 1 || r.steps > 150) return problem("steps", fmt::format("{} is outside [1, 150]", r.steps));
+  const int most = max_steps(r.sampler, l.schedule);
+  if (r.steps > most)
+    return problem("steps", fmt::format("{} is more than sampler {} can place with this model's scheduler config "
+                                        "(at most {})",
+                                        r.steps, scheduler_kind_name(r.sampler), most));
+  if (r.noise == NoiseKind::Torch && r.sampler == SchedulerKind::DpmPPSde)
+    return problem("noise", "torch cannot reproduce dpmpp_sde: diffusers draws its noise from torchsde's Brownian "
+                            "tree; use rbee noise with this sampler");
+  if (std::string why = unsupported_reason(r.sampler, l.schedule); !why.empty())
+    return problem("sampler", fmt::format("{} cannot run this model: {}", scheduler_kind_name(r.sampler), why));
+  if (!std::isfinite(r.guidance_scale) || r.guidance_scale < 0 || r.guidance_scale > 20)
+    return problem("guidance_scale", fmt::format("{} is outside [0, 20]", r.guidance_scale));
+  for (auto [field, v] : {std::pair{"width", r.width}, std::pair{"height", r.height}}) {
+    // diffusers' pipelines ask for multiples of 8; the latent grid needs multiples of the VAE's scale.
+    if (v <= 0 || v > 2048 || v % 8 != 0 || v % l.latent_scale != 0)
+      return problem(field, l.latent_scale == 8 || 8 % l.latent_scale == 0
+                                ? fmt::format("{} must be a positive multiple of 8 up to 2048", v)
+                                : fmt::format("{} must be a positive multiple of 8 and of {} (the model's latent "
+                                              "scale) up to 2048", v, l.latent_scale));
+  }
+  const Shape lshape{1, l.latent_channels, r.height / l.latent_scale, r.width / l.latent_scale};
+  if (r.initial_noise.defined() && (r.initial_noise.shape() != lshape || r.initial_noise.dtype() != DType::F32))
+    return problem("initial_noise", fmt::format("must be f32 {}, got {}", lshape.to_string(),
+                                                r.initial_noise.to_string()));
+  if (r.mask.defined() && !r.init_image.defined()) return problem("mask", "needs init_image");
+  if (r.init_image.defined()) {
+    if (r.init_image.shape() != Shape({1, 3, r.height, r.width}))
+      return problem("init_image", fmt::format("must be [1, 3, {}, {}], got {}", r.height, r.width,
+                                               r.init_image.shape().to_string()));
+    if (!std::isfinite(r.strength) || r.strength <= 0 || r.strength > 1)
+      return problem("strength", fmt::format("{} is outside (0, 1]", r.strength));
+    if ((int)(r.steps * r.strength) < 1)
+      return problem("strength", fmt::format("{} with {} steps runs no denoising step (steps * strength < 1)",
+                                             r.strength, r.steps));
+  }
+  if (r.mask.defined() && r.mask.shape() != Shape({1, 1, r.height, r.width}))
+    return problem("mask", fmt::format("must be [1, 1, {}, {}], got {}", r.height, r.width, r.mask.shape().to_string()));
+  if (l.sdxl) {
+    for (auto [field, v] : {std::pair{"original_width", r.original_width}, std::pair{"original_height", r.original_height},
+                            std::pair{"crop_left", r.crop_left}, std::pair{"crop_top", r.crop_top},
+                            std::pair{"target_width", r.target_width}, std::pair{"target_height", r.target_height}})
+      if (v < 0 || v > 16384) return problem(field, fmt::format("{} is outside [0, 16384]", v));
+  }
+  return std::nullopt;
+}
+
+NoiseKind noise_kind_from_name(std::string_view name) {
+  if (name == "rbee") return NoiseKind::Rbee;
+  if (name == "torch") return NoiseKind::Torch;
+  RBEE_THROW(ErrorCode::InvalidArgument, "noise: unknown generator '{}' (rbee, torch)", name);
+}
+
+const char* noise_kind_name(NoiseKind kind) { return kind == NoiseKind::Torch ? "torch" : "rbee"; }
+
 namespace {
 // Stream ids of the seeded noise: the initial latent, then one stream per scheduler step.
 constexpr uint64_t kInitialNoiseStream = 0;
 constexpr uint64_t kStepNoiseStream = 1000;
+
+// The noise of one run: draws in the order the pipeline asks (initial latent, then the steps that inject noise).
+class NoiseSource {
+ public:
+  NoiseSource(NoiseKind kind, uint64_t seed) : kind_(kind), seed_(seed), torch_(seed) {}
+  Tensor initial(const Shape& shape, Device& dev) { return draw(shape, kInitialNoiseStream, dev); }
+  Tensor step(const Shape& shape, int i, Device& dev) { return draw(shape, kStepNoiseStream + (uint64_t)i, dev); }
+
+ private:
+  Tensor draw(const Shape& shape, uint64_t stream, Device& dev) {
+    if (kind_ == NoiseKind::Rbee) return randn(shape, seed_, stream, dev);
+    return Tensor::from_vector(torch_.randn(shape.numel()), shape, dev);
+  }
+  NoiseKind kind_;
+  uint64_t seed_;
+  TorchGenerator torch_;
+};
 }  // namespace
 
 Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
   const Impl& m = *impl_;
   Device& dev = *m.device;
   const int64_t f = latent_scale();
-  RBEE_CHECK(r.steps >= 1 && r.steps <= 150, "sd request: steps {} outside [1, 150]", r.steps);
-  RBEE_CHECK(std::isfinite(r.guidance_scale) && r.guidance_scale >= 0 && r.guidance_scale <= 20,
-             "sd request: guidance_scale {} outside [0, 20]", r.guidance_scale);
-  RBEE_CHECK(r.width > 0 && r.height > 0 && r.width % f == 0 && r.height % f == 0 && r.width <= 2048 &&
-                 r.height <= 2048,
-             "sd request: size {}x{} must be positive multiples of {} up to 2048", r.width, r.height, f);
+  if (auto p = check_request(r, m.limits)) RBEE_THROW(ErrorCode::InvalidArgument, "sd request: {}: {}", p->field, p->message);
   const Shape lshape{1, latent_channels(), r.height / f, r.width / f};
-  Tensor noise = r.initial_noise.defined() ? r.initial_noise.to(dev) : randn(lshape, r.seed, kInitialNoiseStream, dev);
-  RBEE_CHECK(noise.shape() == lshape && noise.dtype() == DType::F32,
-             "sd request: initial_noise must be f32 {}, got {}", lshape.to_string(), noise.to_string());
   const bool img2img = r.init_image.defined();
   const bool inpaint = r.mask.defined();
-  RBEE_CHECK(!inpaint || img2img, "sd request: a mask needs init_image");
+  NoiseSource source(r.noise, r.seed);
+  Tensor init_latents;
   if (img2img) {
-    RBEE_CHECK(r.init_image.shape() == Shape({1, 3, r.height, r.width}),
-               "sd request: init_image must be [1, 3, {}, {}], got {}", r.height, r.width,
-               r.init_image.shape().to_string());
-    RBEE_CHECK(std::isfinite(r.strength) && r.strength > 0 && r.strength <= 1,
-               "sd request: strength {} outside (0, 1]", r.strength);
+    if (r.noise == NoiseKind::Torch) {
+      // diffusers samples the posterior with the generator before it draws the noise: mean + std * eps.
+      std::vector<float> mom = m.vae->encode_moments(r.init_image.to(dev)).contiguous().to_vector<float>();
+      std::vector<float> eps = source.initial(lshape, dev).to_vector<float>();
+      const size_t n = eps.size();
+      const double scale = m.vae->config().scaling_factor;
+      std::vector<float> z(n);
+      for (size_t k = 0; k < n; ++k) {
+        const float logvar = std::clamp(mom[n + k], -30.0f, 20.0f);
+        z[k] = (float)(scale * (double)(mom[k] + std::exp(0.5f * logvar) * eps[k]));
+      }
+      init_latents = Tensor::from_vector(z, lshape, dev);
+    } else {
+      init_latents = encode_image(r.init_image);  // the posterior mean (deterministic)
+    }
   }
-  if (inpaint)
-    RBEE_CHECK(r.mask.shape() == Shape({1, 1, r.height, r.width}), "sd request: mask must be [1, 1, {}, {}], got {}",
-               r.height, r.width, r.mask.shape().to_string());
+  Tensor noise = r.initial_noise.defined() ? r.initial_noise.to(dev) : source.initial(lshape, dev);
+  // diffusers' inpaint pipeline also encodes the masked image with the generator (its latents feed 9-channel
+  // UNets only): one draw that keeps the order of the step noise.
+  if (inpaint && r.noise == NoiseKind::Torch) (void)source.initial(lshape, dev);
 
   const bool cfg = r.guidance_scale > 1.0;
   const bool xl = is_sdxl();
@@ -366,8 +486,6 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
   }
   if (xl) {
     // time_ids [orig_h, orig_w, crop_top, crop_left, target_h, target_w], the same for the negative row
-    for (int v : {r.original_width, r.original_height, r.crop_left, r.crop_top, r.target_width, r.target_height})
-      RBEE_CHECK(v >= 0 && v <= 16384, "sd request: SDXL size conditioning value {} outside [0, 16384]", v);
     auto or_size = [](int v, int fallback) { return (float)(v > 0 ? v : fallback); };
     std::vector<float> row{or_size(r.original_height, r.height), or_size(r.original_width, r.width),
                            (float)r.crop_top, (float)r.crop_left, or_size(r.target_height, r.height),
@@ -381,14 +499,17 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
 
   auto sched = make_scheduler(r.sampler, m.schedule);
   sched->set_timesteps(r.steps);
+  // UNet evaluations of the run: r.steps, or more for samplers that evaluate twice per step (Heun: 2n - 1; PNDM:
+  // n + 1); progress counts them, as diffusers' progress bar does.
+  const int total = sched->steps();
   int start = 0;
-  Tensor latents, init_latents, latent_mask;
+  Tensor latents, latent_mask;
   if (img2img) {
-    init_latents = encode_image(r.init_image);
-    // diffusers: init_timestep = min(int(steps * strength), steps), the run starts at steps - init_timestep.
+    // diffusers: init_timestep = min(int(steps * strength), steps), the run starts at timestep index
+    // (steps - init_timestep) * order.
     const int init_steps = std::min((int)(r.steps * r.strength), r.steps);
-    start = r.steps - init_steps;
-    RBEE_CHECK(start < r.steps, "sd request: strength {} with {} steps leaves no step to run", r.strength, r.steps);
+    start = (r.steps - init_steps) * sched->order();
+    RBEE_CHECK(start < total, "sd request: strength {} with {} steps leaves no step to run", r.strength, r.steps);
   }
   if (img2img && !(inpaint && start == 0)) {
     latents = sched->add_noise(init_latents, noise, start);
@@ -403,7 +524,7 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     latent_mask.copy_from(small);
   }
 
-  for (int i = start; i < r.steps; ++i) {
+  for (int i = start; i < total; ++i) {
     const double t = sched->timesteps()[(size_t)i];
     Tensor in = sched->scale_model_input(latents, i);
     if (cfg) in = nn::concat(in, in, 0);
@@ -413,15 +534,15 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
       pred = ops::add(uncond, ops::affine(ops::sub(text, uncond), r.guidance_scale, 0.0));
     }
     Tensor step_noise;
-    if (sched->needs_noise()) step_noise = randn(lshape, r.seed, kStepNoiseStream + (uint64_t)i, dev);
+    if (sched->needs_noise_at(i)) step_noise = source.step(lshape, i, dev);
     latents = sched->step(pred, i, latents, step_noise);
     if (inpaint) {  // keep the unmasked region on the noised source trajectory
-      Tensor proper = i + 1 < r.steps ? sched->add_noise(init_latents, noise, i + 1) : init_latents;
+      Tensor proper = i + 1 < total ? sched->add_noise(init_latents, noise, i + 1) : init_latents;
       latents = ops::add(ops::mul(latent_mask, latents), ops::mul(ops::affine(latent_mask, -1.0, 1.0), proper));
     }
-    if (r.on_step && !r.on_step(i - start + 1, r.steps - start))
+    if (r.on_step && !r.on_step(i - start + 1, total - start))
       RBEE_CHECK_CODE(false, ErrorCode::Cancelled, "sd request: cancelled after step {}", i + 1);
-    if (r.on_latents) r.on_latents(i - start + 1, r.steps - start, latents);
+    if (r.on_latents) r.on_latents(i - start + 1, total - start, latents);
   }
   return latents;
 }
@@ -438,7 +559,17 @@ Tensor Pipeline::decode(const Tensor& latents) const {
   return ops::binary(BinaryOp::Min, ops::binary(BinaryOp::Max, x, zero), one);
 }
 
-Image Pipeline::generate(const GenerateRequest& r) const { return to_image(decode(generate_latents(r))); }
+Image Pipeline::generate(const GenerateRequest& r) const {
+  Tensor image = decode(generate_latents(r));
+  std::vector<float> v = image.to(DType::F32).contiguous().to_vector<float>();
+  int64_t bad = 0;
+  for (float x : v) bad += !std::isfinite(x);
+  if (bad > 0)
+    log::warn("sd pipeline: the image holds {} NaN or infinite values of {} (written as black): the model's weights "
+              "or an f16 overflow; try f32 (without --use-f16)",
+              bad, (int64_t)v.size());
+  return to_image(image);
+}
 
 Image Pipeline::to_image(const Tensor& image01) {
   RBEE_CHECK(image01.rank() == 4 && image01.dim(0) == 1 && image01.dim(1) == 3,
@@ -451,7 +582,8 @@ Image Pipeline::to_image(const Tensor& image01) {
   img.rgb.resize((size_t)(H * W * 3));
   for (int64_t c = 0; c < 3; ++c)
     for (int64_t p = 0; p < H * W; ++p) {
-      float x = std::clamp(v[(size_t)(c * H * W + p)], 0.0f, 1.0f);
+      const float raw = v[(size_t)(c * H * W + p)];
+      const float x = std::isfinite(raw) ? std::clamp(raw, 0.0f, 1.0f) : 0.0f;  // NaN: black (as numpy's cast)
       img.rgb[(size_t)(p * 3 + c)] = (uint8_t)std::lround(x * 255.0f);
     }
   return img;

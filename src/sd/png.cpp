@@ -1,7 +1,12 @@
 // PNG writer and tEXt reader (rbee/sd/png.h).
 #include "rbee/sd/png.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -104,11 +109,30 @@ std::vector<uint8_t> encode_png(const Image& image, const PngText& text) {
 }
 
 void write_png_file(const std::string& path, const Image& image, const PngText& text) {
-  std::vector<uint8_t> bytes = encode_png(image, text);
-  std::ofstream f(path, std::ios::binary);
-  RBEE_CHECK_CODE(f.good(), ErrorCode::Io, "png: cannot create '{}'", path);
-  f.write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
-  RBEE_CHECK_CODE(f.good(), ErrorCode::Io, "png: writing '{}' failed", path);
+  const std::vector<uint8_t> bytes = encode_png(image, text);
+  // Plain write(2) calls, each checked, and close(2) checked too: a full disk (ENOSPC) or a quota shows up at the
+  // write or only at the close, and a stream's buffered tail would hide it. A partial regular file is removed.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  RBEE_CHECK_CODE(fd >= 0, ErrorCode::Io, "png: cannot create '{}': {}", path, std::strerror(errno));
+  size_t done = 0;
+  int err = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += (size_t)n;
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    if (regular) ::unlink(path.c_str());
+    RBEE_THROW(ErrorCode::Io, "png: writing '{}' failed after {} of {} bytes: {}", path, done, bytes.size(),
+               std::strerror(err));
+  }
 }
 
 PngText read_png_text(const std::vector<uint8_t>& png) {

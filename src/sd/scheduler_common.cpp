@@ -1,5 +1,8 @@
 // The training noise schedule shared by every scheduler, config parsing, and the scheduler factory.
+#include <algorithm>
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
@@ -13,8 +16,16 @@ SchedulerKind scheduler_kind_from_name(std::string_view name) {
   if (name == "euler_a" || name == "euler_ancestral") return SchedulerKind::EulerAncestral;
   if (name == "ddim") return SchedulerKind::Ddim;
   if (name == "dpmpp_2m_karras" || name == "dpm++_2m_karras") return SchedulerKind::DpmPP2MKarras;
+  if (name == "dpmpp_2m" || name == "dpm++_2m") return SchedulerKind::DpmPP2M;
   if (name == "lcm") return SchedulerKind::Lcm;
-  RBEE_CHECK(false, "sampler: unknown name '{}' (euler, euler_a, ddim, dpmpp_2m_karras, lcm)", name);
+  if (name == "heun") return SchedulerKind::Heun;
+  if (name == "pndm" || name == "plms") return SchedulerKind::Pndm;
+  if (name == "unipc") return SchedulerKind::UniPC;
+  if (name == "dpmpp_sde" || name == "dpm++_sde") return SchedulerKind::DpmPPSde;
+  RBEE_CHECK(false,
+             "sampler: unknown name '{}' (euler, euler_a, ddim, dpmpp_2m, dpmpp_2m_karras, lcm, heun, pndm, unipc, "
+             "dpmpp_sde)",
+             name);
   return SchedulerKind::Euler;
 }
 
@@ -25,22 +36,45 @@ const char* scheduler_kind_name(SchedulerKind kind) {
     case SchedulerKind::Ddim: return "ddim";
     case SchedulerKind::DpmPP2MKarras: return "dpmpp_2m_karras";
     case SchedulerKind::Lcm: return "lcm";
+    case SchedulerKind::DpmPP2M: return "dpmpp_2m";
+    case SchedulerKind::Heun: return "heun";
+    case SchedulerKind::Pndm: return "pndm";
+    case SchedulerKind::UniPC: return "unipc";
+    case SchedulerKind::DpmPPSde: return "dpmpp_sde";
   }
   return "?";
 }
 
-NoiseSchedule NoiseSchedule::from_json(const nlohmann::json& c) {
-  RBEE_CHECK(c.is_object(), "scheduler config: expected a JSON object");
+NoiseSchedule NoiseSchedule::from_json(const nlohmann::json& config) {
+  RBEE_CHECK(config.is_object(), "scheduler config: expected a JSON object");
+  // diffusers' from_config treats the keys listed in "_use_default_values" as absent (the class's defaults apply).
+  nlohmann::json c = config;
+  if (const auto it = config.find("_use_default_values"); it != config.end() && it->is_array()) {
+    for (const auto& k : *it)
+      if (k.is_string()) c.erase(k.get<std::string>());
+  }
   NoiseSchedule s;
+  for (auto it = c.begin(); it != c.end(); ++it)
+    if (!it->is_null()) s.given.push_back(it.key());
+  auto present = [&](const char* key) { return c.contains(key) && !c[key].is_null(); };
   auto num = [&](const char* key, double fallback) {
-    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!present(key)) return fallback;
     RBEE_CHECK(c[key].is_number(), "scheduler config: '{}' must be a number", key);
     return c[key].get<double>();
   };
   auto str = [&](const char* key, const char* fallback) -> std::string {
-    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!present(key)) return fallback;
     RBEE_CHECK(c[key].is_string(), "scheduler config: '{}' must be a string", key);
     return c[key].get<std::string>();
+  };
+  auto boolean = [&](const char* key, bool fallback) {
+    if (!present(key)) return fallback;
+    RBEE_CHECK(c[key].is_boolean(), "scheduler config: '{}' must be true or false", key);
+    return c[key].get<bool>();
+  };
+  // A field whose non-default value no implemented sampler honours: remembered, refused by the samplers reading it.
+  auto unless_default = [&](const char* key, bool is_default) {
+    if (present(key) && !is_default) s.unimplemented.emplace_back(key, c[key].dump());
   };
   s.num_train_timesteps = (int)num("num_train_timesteps", 1000);
   RBEE_CHECK(s.num_train_timesteps >= 2 && s.num_train_timesteps <= 100000,
@@ -53,16 +87,28 @@ NoiseSchedule NoiseSchedule::from_json(const nlohmann::json& c) {
   std::string bs = str("beta_schedule", "linear");
   if (bs == "linear") s.beta_schedule = BetaSchedule::Linear;
   else if (bs == "scaled_linear") s.beta_schedule = BetaSchedule::ScaledLinear;
+  else if (bs == "squaredcos_cap_v2") s.beta_schedule = BetaSchedule::SquaredCosCapV2;
   else RBEE_CHECK(false, "scheduler config: unsupported beta_schedule '{}'", bs);
+  if (present("trained_betas")) {
+    const nlohmann::json& t = c["trained_betas"];
+    RBEE_CHECK(t.is_array() && (int)t.size() == s.num_train_timesteps,
+               "scheduler config: trained_betas must list num_train_timesteps = {} numbers", s.num_train_timesteps);
+    for (const auto& v : t) {
+      RBEE_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1,
+                 "scheduler config: trained_betas entry {} outside [0, 1)", v.dump());
+      s.trained_betas.push_back(v.get<double>());
+    }
+  }
+  s.rescale_betas_zero_snr = boolean("rescale_betas_zero_snr", false);
   std::string pt = str("prediction_type", "epsilon");
   if (pt == "epsilon") s.prediction_type = PredictionType::Epsilon;
   else if (pt == "v_prediction") s.prediction_type = PredictionType::VPrediction;
-  else RBEE_CHECK(false, "scheduler config: unsupported prediction_type '{}'", pt);
+  else RBEE_CHECK_CODE(false, ErrorCode::Unsupported, "scheduler config: prediction_type '{}' is not supported "
+                       "(epsilon, v_prediction)", pt);
   s.steps_offset = (int)num("steps_offset", 0);
-  if (c.contains("set_alpha_to_one") && c["set_alpha_to_one"].is_boolean())
-    s.set_alpha_to_one = c["set_alpha_to_one"].get<bool>();
-  if (c.contains("timestep_spacing") && c["timestep_spacing"].is_string()) {
-    std::string sp = c["timestep_spacing"].get<std::string>();
+  s.set_alpha_to_one = boolean("set_alpha_to_one", false);
+  if (present("timestep_spacing")) {
+    std::string sp = str("timestep_spacing", "");
     s.has_spacing = true;
     if (sp == "linspace") s.spacing = TimestepSpacing::Linspace;
     else if (sp == "leading") s.spacing = TimestepSpacing::Leading;
@@ -70,30 +116,104 @@ NoiseSchedule NoiseSchedule::from_json(const nlohmann::json& c) {
     else RBEE_CHECK(false, "scheduler config: unsupported timestep_spacing '{}'", sp);
   }
   s.lcm_original_inference_steps = (int)num("original_inference_steps", 50);
+  RBEE_CHECK(s.lcm_original_inference_steps >= 1, "scheduler config: original_inference_steps must be positive");
   s.lcm_timestep_scaling = num("timestep_scaling", 10.0);
+  s.use_karras_sigmas = boolean("use_karras_sigmas", false);
+  s.sigma_min = num("sigma_min", 0.0);
+  s.sigma_max = num("sigma_max", 0.0);
+  RBEE_CHECK(s.sigma_min >= 0 && s.sigma_max >= 0, "scheduler config: sigma_min / sigma_max must not be negative");
+  const std::string final_type = str("final_sigmas_type", "zero");
+  RBEE_CHECK(final_type == "zero" || final_type == "sigma_min",
+             "scheduler config: final_sigmas_type '{}' must be zero or sigma_min", final_type);
+  s.final_sigma_min = final_type == "sigma_min";
+  s.clip_sample = boolean("clip_sample", false);
+  s.clip_sample_range = num("clip_sample_range", 1.0);
+  s.lower_order_final = boolean("lower_order_final", true);
+  s.euler_at_final = boolean("euler_at_final", false);
+  s.solver_type = str("solver_type", "");
+  s.solver_order = (int)num("solver_order", 2);
+  s.skip_prk_steps = boolean("skip_prk_steps", false);
+
+  unless_default("thresholding", !boolean("thresholding", false));
+  unless_default("interpolation_type", str("interpolation_type", "linear") == "linear");
+  unless_default("timestep_type", str("timestep_type", "discrete") == "discrete");
+  unless_default("use_exponential_sigmas", !boolean("use_exponential_sigmas", false));
+  unless_default("use_beta_sigmas", !boolean("use_beta_sigmas", false));
+  unless_default("use_lu_lambdas", !boolean("use_lu_lambdas", false));
+  unless_default("use_flow_sigmas", !boolean("use_flow_sigmas", false));
+  unless_default("use_dynamic_shifting", !boolean("use_dynamic_shifting", false));
+  unless_default("variance_type", !present("variance_type"));
+  unless_default("lambda_min_clipped", !present("lambda_min_clipped") || !std::isfinite(num("lambda_min_clipped", 0)) ||
+                                           num("lambda_min_clipped", 0) < -1e30);
+  unless_default("disable_corrector", !present("disable_corrector") || (c["disable_corrector"].is_array() &&
+                                                                         c["disable_corrector"].empty()));
+  unless_default("shift_terminal", !present("shift_terminal"));
   return s;
 }
 
-std::vector<float> alphas_cumprod(const NoiseSchedule& s) {
+bool NoiseSchedule::has(std::string_view key) const {
+  return std::find(given.begin(), given.end(), key) != given.end();
+}
+
+std::vector<float> betas(const NoiseSchedule& s) {
   const int n = s.num_train_timesteps;
   std::vector<float> out((size_t)n);
-  float prod = 1.0f;
   for (int i = 0; i < n; ++i) {
     double frac = (double)i / (double)(n - 1);
-    float beta;
-    if (s.beta_schedule == BetaSchedule::Linear) {
-      beta = (float)(s.beta_start + frac * (s.beta_end - s.beta_start));
-    } else {  // linspace of sqrt(beta) in f32, squared in f32
+    if (!s.trained_betas.empty()) {
+      out[(size_t)i] = (float)s.trained_betas[(size_t)i];
+    } else if (s.beta_schedule == BetaSchedule::Linear) {
+      out[(size_t)i] = (float)(s.beta_start + frac * (s.beta_end - s.beta_start));
+    } else if (s.beta_schedule == BetaSchedule::ScaledLinear) {  // linspace of sqrt(beta) in f32, squared in f32
       float r = (float)(std::sqrt(s.beta_start) + frac * (std::sqrt(s.beta_end) - std::sqrt(s.beta_start)));
-      beta = r * r;
+      out[(size_t)i] = r * r;
+    } else {  // squaredcos_cap_v2: GLIDE's cosine schedule (betas_for_alpha_bar), capped at 0.999, in double
+      auto alpha_bar = [](double t) {
+        const double c = std::cos((t + 0.008) / 1.008 * M_PI / 2);
+        return c * c;
+      };
+      const double t1 = (double)i / n, t2 = (double)(i + 1) / n;
+      out[(size_t)i] = (float)std::min(1.0 - alpha_bar(t2) / alpha_bar(t1), 0.999);
     }
-    prod *= 1.0f - beta;
-    out[(size_t)i] = prod;
+  }
+  if (s.rescale_betas_zero_snr) {
+    // rescale_zero_terminal_snr in f32: shift sqrt(alpha_bar) so the last is 0, scale so the first is unchanged.
+    std::vector<float> abs_((size_t)n);
+    double prod = 1.0;  // torch's CPU cumprod accumulates in double
+    for (int i = 0; i < n; ++i) {
+      prod *= (double)(1.0f - out[(size_t)i]);
+      abs_[(size_t)i] = std::sqrt((float)prod);
+    }
+    const float first = abs_.front(), last = abs_.back();
+    const float scale = first / (first - last);
+    std::vector<float> bar((size_t)n);
+    for (int i = 0; i < n; ++i) {
+      const float v = (abs_[(size_t)i] - last) * scale;
+      bar[(size_t)i] = v * v;
+    }
+    for (int i = 0; i < n; ++i) out[(size_t)i] = 1.0f - (i == 0 ? bar[0] : bar[(size_t)i] / bar[(size_t)i - 1]);
+  }
+  return out;
+}
+
+std::vector<float> alphas_cumprod(const NoiseSchedule& s) {
+  const std::vector<float> b = betas(s);
+  std::vector<float> out(b.size());
+  double prod = 1.0;  // torch's CPU cumprod accumulates in double, rounding each output to f32
+  for (size_t i = 0; i < b.size(); ++i) {
+    prod *= (double)(1.0f - b[i]);
+    out[i] = (float)prod;
   }
   return out;
 }
 
 namespace detail {
+
+std::vector<float> sigma_schedule_acp(const NoiseSchedule& s) {
+  std::vector<float> acp = alphas_cumprod(s);
+  if (s.rescale_betas_zero_snr) acp.back() = 1.0f / 16777216.0f;  // 2^-24
+  return acp;
+}
 
 std::vector<double> sigmas_of(const std::vector<float>& acp) {
   std::vector<double> s(acp.size());
@@ -159,8 +279,30 @@ std::vector<double> spaced_timesteps(const NoiseSchedule& s, TimestepSpacing spa
   return t;
 }
 
+std::vector<double> multistep_timesteps(const NoiseSchedule& s, int steps) {
+  const int n = s.num_train_timesteps;
+  RBEE_CHECK(steps >= 1 && steps <= n, "scheduler: steps {} outside [1, {}]", steps, n);
+  const TimestepSpacing spacing = s.has_spacing ? s.spacing : TimestepSpacing::Linspace;
+  std::vector<double> t;
+  if (spacing == TimestepSpacing::Linspace) {
+    const double step = (double)(n - 1) / (double)steps;  // numpy's linspace: i * step
+    for (int i = steps; i >= 1; --i) t.push_back(std::nearbyint((double)i * step));
+  } else if (spacing == TimestepSpacing::Leading) {
+    const int ratio = n / (steps + 1);
+    for (int i = steps; i >= 1; --i) t.push_back((double)(i * ratio + s.steps_offset));
+  } else {
+    t = spaced_timesteps(s, TimestepSpacing::Trailing, steps);
+  }
+  return t;
+}
+
 Tensor lincomb(double a, const Tensor& x, double b, const Tensor& y) {
   return ops::add(ops::affine(x, a, 0.0), ops::affine(y, b, 0.0));
+}
+
+Tensor clamp_abs(const Tensor& x, double range) {
+  Tensor lo = ops::full({1}, -range, x.dtype(), x.device()), hi = ops::full({1}, range, x.dtype(), x.device());
+  return ops::binary(BinaryOp::Min, ops::binary(BinaryOp::Max, x, lo), hi);
 }
 
 }  // namespace detail
@@ -175,12 +317,74 @@ void Scheduler::check_step(int step_index, const Tensor& model_output, const Ten
              scheduler_kind_name(kind()), model_output.shape().to_string(), sample.shape().to_string());
 }
 
-std::unique_ptr<Scheduler> make_scheduler(SchedulerKind kind, const NoiseSchedule& schedule) {
+NoiseSchedule NoiseSchedule::with_defaults_of(SchedulerKind kind) const {
+  NoiseSchedule s = *this;
+  const bool lcm = kind == SchedulerKind::Lcm, heun = kind == SchedulerKind::Heun || kind == SchedulerKind::DpmPPSde;
+  if (!has("beta_start")) s.beta_start = lcm || heun ? 0.00085 : 0.0001;
+  if (!has("beta_end")) s.beta_end = lcm || heun ? 0.012 : 0.02;
+  if (!has("beta_schedule")) s.beta_schedule = lcm ? BetaSchedule::ScaledLinear : BetaSchedule::Linear;
+  if (!has("set_alpha_to_one")) s.set_alpha_to_one = kind == SchedulerKind::Ddim || lcm;
+  if (!has("clip_sample")) s.clip_sample = kind == SchedulerKind::Ddim;
+  // DDIM, DPM++, Heun, Euler: linspace unless given; DDIM, LCM, PNDM: leading (each scheduler applies its default).
+  return s;
+}
+
+int max_steps(SchedulerKind kind, const NoiseSchedule& s) {
+  if (kind == SchedulerKind::Lcm) return std::min(s.lcm_original_inference_steps, s.num_train_timesteps);
+  return s.num_train_timesteps;
+}
+
+namespace {
+
+// The scheduler_config.json fields each diffusers scheduler class reads, among those rbee keeps in
+// NoiseSchedule::unimplemented (non-default values not implemented here).
+bool reads(SchedulerKind kind, std::string_view key) {
+  using K = SchedulerKind;
+  const bool euler = kind == K::Euler, dpm = kind == K::DpmPP2M || kind == K::DpmPP2MKarras, unipc = kind == K::UniPC;
+  if (key == "interpolation_type" || key == "timestep_type") return euler;
+  if (key == "thresholding") return kind == K::Ddim || kind == K::Lcm || dpm || unipc;
+  if (key == "use_exponential_sigmas" || key == "use_beta_sigmas")
+    return euler || dpm || kind == K::Heun || unipc || kind == K::DpmPPSde;
+  if (key == "use_flow_sigmas" || key == "use_dynamic_shifting") return dpm || unipc;
+  if (key == "use_lu_lambdas" || key == "variance_type" || key == "lambda_min_clipped") return dpm;
+  if (key == "disable_corrector" || key == "shift_terminal") return unipc;
+  return false;
+}
+
+}  // namespace
+
+std::string unsupported_reason(SchedulerKind kind, const NoiseSchedule& s) {
+  for (const auto& [key, value] : s.unimplemented)
+    if (reads(kind, key)) return fmt::format("scheduler config field {} = {} is not implemented", key, value);
+  if (kind == SchedulerKind::Pndm && !s.skip_prk_steps)
+    return "scheduler config field skip_prk_steps is false (or absent): PNDM's Runge-Kutta warm-up steps are not "
+           "implemented, only its linear multistep part (skip_prk_steps true, as SD 1.x configs say)";
+  if (kind == SchedulerKind::UniPC && s.solver_order != 2 && s.has("solver_order"))
+    return fmt::format("scheduler config field solver_order = {} is not implemented (2)", s.solver_order);
+  if (kind == SchedulerKind::UniPC && !s.solver_type.empty() && s.solver_type != "bh1" && s.solver_type != "bh2" &&
+      s.solver_type != "midpoint" && s.solver_type != "heun" && s.solver_type != "logrho")
+    return fmt::format("scheduler config field solver_type = \"{}\" is not implemented (bh1, bh2)", s.solver_type);
+  const bool dpm = kind == SchedulerKind::DpmPP2M || kind == SchedulerKind::DpmPP2MKarras;
+  if (dpm && !s.solver_type.empty() && s.solver_type != "midpoint" && s.solver_type != "logrho" &&
+      s.solver_type != "bh1" && s.solver_type != "bh2")  // diffusers maps the UniPC names to midpoint
+    return fmt::format("scheduler config field solver_type = \"{}\" is not implemented (midpoint)", s.solver_type);
+  return "";
+}
+
+std::unique_ptr<Scheduler> make_scheduler(SchedulerKind kind, const NoiseSchedule& given) {
+  const std::string why = unsupported_reason(kind, given);
+  RBEE_CHECK_CODE(why.empty(), ErrorCode::Unsupported, "scheduler {}: {}", scheduler_kind_name(kind), why);
+  const NoiseSchedule schedule = given.with_defaults_of(kind);
   switch (kind) {
     case SchedulerKind::Euler: return detail::make_euler(schedule, false);
     case SchedulerKind::EulerAncestral: return detail::make_euler(schedule, true);
     case SchedulerKind::Ddim: return detail::make_ddim(schedule);
-    case SchedulerKind::DpmPP2MKarras: return detail::make_dpmpp_2m(schedule);
+    case SchedulerKind::DpmPP2MKarras: return detail::make_dpmpp_2m(schedule, true);
+    case SchedulerKind::DpmPP2M: return detail::make_dpmpp_2m(schedule, false);
+    case SchedulerKind::Heun: return detail::make_heun(schedule);
+    case SchedulerKind::Pndm: return detail::make_pndm(schedule);
+    case SchedulerKind::UniPC: return detail::make_unipc(schedule);
+    case SchedulerKind::DpmPPSde: return detail::make_dpmpp_sde(schedule);
     case SchedulerKind::Lcm: return detail::make_lcm(schedule);
   }
   RBEE_CHECK(false, "scheduler: unknown kind {}", (int)kind);

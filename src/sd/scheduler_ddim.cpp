@@ -45,6 +45,7 @@ class DdimScheduler final : public Scheduler {
       x0 = lincomb(std::sqrt(a_t), x, -std::sqrt(b_t), eps);
       e = lincomb(std::sqrt(a_t), eps, std::sqrt(b_t), x);
     }
+    if (s_.clip_sample) x0 = clamp_abs(x0, s_.clip_sample_range);
     return lincomb(std::sqrt(a_prev), x0, std::sqrt(1.0 - a_prev), e);
   }
 

@@ -1,5 +1,8 @@
-// DPM-Solver++(2M) (Lu et al. 2022) on Karras sigmas, in the data-prediction form: the model output is turned
-// into an x0 estimate, the first and last steps are first order, the others use the previous x0 (midpoint rule).
+// DPM-Solver++(2M) (Lu et al. 2022), diffusers' DPMSolverMultistepScheduler with algorithm_type dpmsolver++,
+// solver_order 2, solver_type midpoint: on Karras sigmas (dpmpp_2m_karras) or on the spaced timesteps' own sigmas
+// (dpmpp_2m), in the data-prediction form: the model output is turned into an x0 estimate, the first step is first
+// order, the others use the previous x0 (midpoint rule); the last step is first order when the final sigma is 0
+// (final_sigmas_type "zero"), or with euler_at_final, or lower_order_final with fewer than 15 steps.
 // Variance-preserving latents: the UNet sees x_t unscaled; x_t = alpha_t x0 + sigma_t eps with
 // alpha_t = 1 / sqrt(sigma^2 + 1), sigma_t = sigma * alpha_t.
 #include <cmath>
@@ -23,23 +26,31 @@ AlphaSigma alpha_sigma(double sigma) {
 
 class DpmPP2MScheduler final : public Scheduler {
  public:
-  explicit DpmPP2MScheduler(const NoiseSchedule& s) : s_(s), train_sigmas_(sigmas_of(alphas_cumprod(s))) {
-    for (double v : train_sigmas_) log_sigmas_.push_back(std::log(v));
+  DpmPP2MScheduler(const NoiseSchedule& s, bool karras)
+      : s_(s), karras_(karras), train_sigmas_(sigmas_of(sigma_schedule_acp(s))) {
+    for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));  // numpy: log of f32 sigmas
   }
-  SchedulerKind kind() const override { return SchedulerKind::DpmPP2MKarras; }
+  SchedulerKind kind() const override { return karras_ ? SchedulerKind::DpmPP2MKarras : SchedulerKind::DpmPP2M; }
   double init_noise_sigma() const override { return 1.0; }
 
   void set_timesteps(int steps) override {
-    RBEE_CHECK(steps >= 1 && steps <= s_.num_train_timesteps, "scheduler dpmpp_2m_karras: steps {} outside [1, {}]",
-               steps, s_.num_train_timesteps);
-    std::vector<double> k = karras_sigmas(train_sigmas_.front(), train_sigmas_.back(), steps);
+    const int n = s_.num_train_timesteps;
+    RBEE_CHECK(steps >= 1 && steps <= n, "scheduler {}: steps {} outside [1, {}]", scheduler_kind_name(kind()), steps,
+               n);
     timesteps_.clear();
     sigmas_.clear();
-    for (double sg : k) {
-      timesteps_.push_back(std::nearbyint(sigma_to_t(sg, log_sigmas_)));
-      sigmas_.push_back((double)(float)sg);
+    if (karras_) {
+      std::vector<double> k = karras_sigmas(train_sigmas_.front(), train_sigmas_.back(), steps);
+      for (double sg : k) {
+        double t = sigma_to_t(sg, log_sigmas_);
+        timesteps_.push_back(s_.beta_schedule == BetaSchedule::SquaredCosCapV2 ? std::trunc(t) : std::nearbyint(t));
+        sigmas_.push_back((double)(float)sg);
+      }
+    } else {
+      timesteps_ = multistep_timesteps(s_, steps);
+      for (double t : timesteps_) sigmas_.push_back((double)(float)interp(t, train_sigmas_));
     }
-    sigmas_.push_back(0.0);
+    sigmas_.push_back(s_.final_sigma_min ? (double)(float)train_sigmas_.front() : 0.0);
     prev_x0_ = Tensor();
   }
 
@@ -50,7 +61,10 @@ class DpmPP2MScheduler final : public Scheduler {
                                                               : lincomb(s0.alpha, x, -s0.sigma, out);
     double h = t.lambda - s0.lambda;
     double em1 = std::exp(-h) - 1.0;  // -1 at the final sigma 0
-    bool first_order = i == 0 || i == steps() - 1 || !prev_x0_.defined();
+    const bool last = i == steps() - 1;
+    const bool lower_final = last && (s_.euler_at_final || (s_.lower_order_final && steps() < 15) ||
+                                      !s_.final_sigma_min);
+    bool first_order = i == 0 || lower_final || !prev_x0_.defined();
     Tensor d = x0;
     if (!first_order) {
       AlphaSigma s1 = alpha_sigma(sigmas_[(size_t)i - 1]);
@@ -63,19 +77,23 @@ class DpmPP2MScheduler final : public Scheduler {
   }
 
   Tensor add_noise(const Tensor& x0, const Tensor& noise, int i) const override {
-    RBEE_CHECK(i >= 0 && i < steps(), "scheduler dpmpp_2m_karras: add_noise step {} outside [0, {})", i, steps());
+    RBEE_CHECK(i >= 0 && i < steps(), "scheduler {}: add_noise step {} outside [0, {})", scheduler_kind_name(kind()), i,
+               steps());
     AlphaSigma a = alpha_sigma(sigmas_[(size_t)i]);
     return lincomb(a.alpha, x0, a.sigma, noise);
   }
 
  private:
   NoiseSchedule s_;
+  bool karras_;
   std::vector<double> train_sigmas_, log_sigmas_;
   Tensor prev_x0_;
 };
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s) { return std::make_unique<DpmPP2MScheduler>(s); }
+std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras) {
+  return std::make_unique<DpmPP2MScheduler>(s, karras);
+}
 
 }  // namespace rbee::sd::detail

@@ -1,5 +1,6 @@
 // Euler and Euler ancestral (Karras et al. 2022, k-diffusion's samplers) in the sigma parametrization:
 // x = x0 + sigma * eps, the UNet sees x / sqrt(sigma^2 + 1).
+#include <algorithm>
 #include <cmath>
 
 #include "rbee/core/error.h"
@@ -12,7 +13,9 @@ namespace {
 class EulerScheduler final : public Scheduler {
  public:
   EulerScheduler(const NoiseSchedule& s, bool ancestral)
-      : s_(s), ancestral_(ancestral), train_sigmas_(sigmas_of(alphas_cumprod(s))) {}
+      : s_(s), ancestral_(ancestral), train_sigmas_(sigmas_of(sigma_schedule_acp(s))) {
+    for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));  // numpy: log of f32 sigmas
+  }
 
   SchedulerKind kind() const override { return ancestral_ ? SchedulerKind::EulerAncestral : SchedulerKind::Euler; }
   bool needs_noise() const override { return ancestral_; }
@@ -20,16 +23,26 @@ class EulerScheduler final : public Scheduler {
   void set_timesteps(int steps) override {
     TimestepSpacing spacing = s_.has_spacing ? s_.spacing : TimestepSpacing::Linspace;
     timesteps_ = spaced_timesteps(s_, spacing, steps);
+    std::vector<double> sig;
+    for (double t : timesteps_) sig.push_back(interp(t, train_sigmas_));
+    if (s_.use_karras_sigmas && !ancestral_) {
+      // diffusers' _convert_to_karras of the spaced sigmas (config sigma_min / sigma_max override the ends), and
+      // the fractional timesteps of those noise levels.
+      const double lo = s_.sigma_min > 0 ? s_.sigma_min : sig.back(), hi = s_.sigma_max > 0 ? s_.sigma_max : sig.front();
+      sig = karras_sigmas(lo, hi, steps);
+      for (int i = 0; i < steps; ++i) timesteps_[(size_t)i] = (double)(float)sigma_to_t(sig[(size_t)i], log_sigmas_);
+    }
     sigmas_.clear();
-    for (double t : timesteps_) sigmas_.push_back((double)(float)interp(t, train_sigmas_));
-    sigmas_.push_back(0.0);
+    for (double v : sig) sigmas_.push_back((double)(float)v);
+    sigmas_.push_back(s_.final_sigma_min && !ancestral_ ? (double)(float)train_sigmas_.front() : 0.0);
     spacing_ = spacing;
   }
 
   double init_noise_sigma() const override {
     RBEE_CHECK(!sigmas_.empty(), "scheduler euler: set_timesteps was not called");
-    double m = sigmas_.front();
-    if (spacing_ == TimestepSpacing::Leading) return std::sqrt(m * m + 1.0);
+    double m = *std::max_element(sigmas_.begin(), sigmas_.end());
+    const float mf = (float)m;  // torch: f32 arithmetic on the f32 sigma
+    if (spacing_ == TimestepSpacing::Leading) return (double)std::sqrt(mf * mf + 1.0f);
     return m;
   }
 
@@ -73,7 +86,7 @@ class EulerScheduler final : public Scheduler {
  private:
   NoiseSchedule s_;
   bool ancestral_;
-  std::vector<double> train_sigmas_;
+  std::vector<double> train_sigmas_, log_sigmas_;
   TimestepSpacing spacing_ = TimestepSpacing::Linspace;
 };
 

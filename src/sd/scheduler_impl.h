@@ -8,6 +8,9 @@
 
 namespace rbee::sd::detail {
 
+// alphas_cumprod for the schedulers in the sigma parametrization (Euler, Euler a, DPM++, UniPC): with
+// rescale_betas_zero_snr the last value is 2^-24 instead of 0, so that the largest sigma is finite (as diffusers).
+std::vector<float> sigma_schedule_acp(const NoiseSchedule& s);
 // sigma[t] = sqrt((1 - acp[t]) / acp[t]), in f32 as diffusers computes it.
 std::vector<double> sigmas_of(const std::vector<float>& acp);
 // Linear interpolation of ys at fractional index x (clamped to the ends), as np.interp on an index grid.
@@ -18,12 +21,22 @@ std::vector<double> karras_sigmas(double sigma_min, double sigma_max, int n);
 double sigma_to_t(double sigma, const std::vector<double>& log_sigmas);
 // `steps` training timesteps, largest first, for a spacing.
 std::vector<double> spaced_timesteps(const NoiseSchedule& s, TimestepSpacing spacing, int steps);
+// The integer timesteps of diffusers' multistep solvers (DPMSolverMultistep, UniPC) without Karras sigmas:
+// linspace over [0, n - 1] with steps + 1 points, rounded, the last dropped; leading with ratio n / (steps + 1);
+// trailing as the others.
+std::vector<double> multistep_timesteps(const NoiseSchedule& s, int steps);
 // a * x + b * y
 Tensor lincomb(double a, const Tensor& x, double b, const Tensor& y);
+// x clamped to [-range, range] (clip_sample).
+Tensor clamp_abs(const Tensor& x, double range);
 
 std::unique_ptr<Scheduler> make_euler(const NoiseSchedule& s, bool ancestral);
 std::unique_ptr<Scheduler> make_ddim(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s);
+std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras);
 std::unique_ptr<Scheduler> make_lcm(const NoiseSchedule& s);
+std::unique_ptr<Scheduler> make_heun(const NoiseSchedule& s);
+std::unique_ptr<Scheduler> make_pndm(const NoiseSchedule& s);
+std::unique_ptr<Scheduler> make_unipc(const NoiseSchedule& s);
+std::unique_ptr<Scheduler> make_dpmpp_sde(const NoiseSchedule& s);
 
 }  // namespace rbee::sd::detail

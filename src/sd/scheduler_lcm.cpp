@@ -17,6 +17,7 @@ class LcmScheduler final : public Scheduler {
   SchedulerKind kind() const override { return SchedulerKind::Lcm; }
   double init_noise_sigma() const override { return 1.0; }
   bool needs_noise() const override { return true; }
+  bool needs_noise_at(int i) const override { return i != steps() - 1; }
 
   // The distillation grid holds `original` timesteps k-1, 2k-1, ..., N-1 (k = N / original); `steps` of them are
   // picked evenly from the top.
@@ -50,6 +51,7 @@ class LcmScheduler final : public Scheduler {
     Tensor x0 = s_.prediction_type == PredictionType::Epsilon
                     ? lincomb(1.0 / std::sqrt(a_t), x, -std::sqrt(b_t) / std::sqrt(a_t), eps)
                     : lincomb(std::sqrt(a_t), x, -std::sqrt(b_t), eps);
+    if (s_.clip_sample) x0 = clamp_abs(x0, s_.clip_sample_range);
     Tensor denoised = lincomb(c_out, x0, c_skip, x);
     if (i == steps() - 1) return denoised;
     RBEE_CHECK(noise.defined() && noise.shape() == x.shape(), "scheduler lcm: step {} needs a noise tensor of shape {}",

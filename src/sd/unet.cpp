@@ -2,26 +2,96 @@
 #include "rbee/sd/unet.h"
 
 #include <cmath>
+#include <set>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/log.h"
 #include "rbee/ops.h"
 #include "sd/unet_blocks.h"
 
 namespace rbee::sd {
 
+namespace {
+
+// unet/config.json keys that diffusers' UNet2DConditionModel reads and that have no effect on inference with the
+// blocks supported here (dropout; attention upcasting, which is always on: softmax sums in f32; options of the
+// Simple* blocks and of the "text" addition embedding) or that are metadata.
+const char* const kNoEffectKeys[] = {"_class_name", "_diffusers_version", "_name_or_path", "dropout",
+                                     "upcast_attention", "resnet_skip_time_act", "resnet_out_scale_factor",
+                                     "mid_block_only_cross_attention", "cross_attention_norm",
+                                     "addition_embed_type_num_heads", "class_embeddings_concat", "_use_default_values"};
+
+bool is_null_or_absent(const nlohmann::json& c, const char* key) { return !c.contains(key) || c[key].is_null(); }
+
+// A bool-or-list-of-bools field (only_cross_attention) that is false everywhere.
+bool all_false(const nlohmann::json& v) {
+  if (v.is_null()) return true;
+  if (v.is_boolean()) return !v.get<bool>();
+  if (!v.is_array()) return false;
+  for (const auto& x : v)
+    if (!x.is_boolean() || x.get<bool>()) return false;
+  return true;
+}
+
+// An int-or-list field that diffusers allows per level; rbee takes one value for all levels (a list of equal values
+// is that value).
+int64_t one_value(const nlohmann::json& c, const char* key, int64_t fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  const nlohmann::json& v = c[key];
+  if (v.is_array()) {
+    RBEE_CHECK(!v.empty() && v[0].is_number_integer(), "unet config: '{}' must be an integer or a list of integers", key);
+    for (const auto& x : v)
+      RBEE_CHECK_CODE(x == v[0], ErrorCode::Unsupported,
+                      "unet config: '{}' = {} differs between levels, which is not supported", key, v.dump());
+    return v[0].get<int64_t>();
+  }
+  RBEE_CHECK(v.is_number_integer(), "unet config: '{}' must be an integer", key);
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
 UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   RBEE_CHECK(c.is_object(), "unet config: expected a JSON object");
   UNetConfig u;
+  std::set<std::string> used(std::begin(kNoEffectKeys), std::end(kNoEffectKeys));
+  auto mark = [&](const char* key) {
+    used.insert(key);
+    return c.contains(key) && !c[key].is_null();
+  };
   auto integer = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!mark(key)) return fallback;
     RBEE_CHECK(c[key].is_number_integer(), "unet config: '{}' must be an integer", key);
     int64_t v = c[key].get<int64_t>();
     RBEE_CHECK(v >= lo && v <= hi, "unet config: '{}' = {} outside [{}, {}]", key, v, lo, hi);
     return v;
   };
+  auto boolean = [&](const char* key, bool fallback) {
+    if (!mark(key)) return fallback;
+    RBEE_CHECK(c[key].is_boolean(), "unet config: '{}' must be true or false", key);
+    return c[key].get<bool>();
+  };
+  auto number = [&](const char* key, double fallback) {
+    if (!mark(key)) return fallback;
+    RBEE_CHECK(c[key].is_number() && std::isfinite(c[key].get<double>()), "unet config: '{}' must be a number", key);
+    return c[key].get<double>();
+  };
+  auto string = [&](const char* key, const char* fallback) -> std::string {
+    if (!mark(key)) return fallback;
+    RBEE_CHECK(c[key].is_string(), "unet config: '{}' must be a string", key);
+    return c[key].get<std::string>();
+  };
+  // A field that must keep its default value (a feature not implemented): refused otherwise.
+  auto refuse_unless = [&](const char* key, bool is_default, const char* what) {
+    used.insert(key);
+    RBEE_CHECK_CODE(is_default, ErrorCode::Unsupported, "unet config: {} {} ({}) is not supported", key,
+                    c.contains(key) ? c[key].dump() : "", what);
+  };
+
   u.in_channels = integer("in_channels", 4, 1, 64);
   u.out_channels = integer("out_channels", 4, 1, 64);
+  used.insert("block_out_channels");
   RBEE_CHECK(c.contains("block_out_channels") && c["block_out_channels"].is_array() &&
                  !c["block_out_channels"].empty() && c["block_out_channels"].size() <= 8,
              "unet config: 'block_out_channels' must be a list of 1..8 integers");
@@ -33,6 +103,7 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   }
   const size_t levels = u.block_out_channels.size();
   auto types = [&](const char* key, const char* cross, const char* plain) {
+    used.insert(key);
     RBEE_CHECK(c.contains(key) && c[key].is_array() && c[key].size() == levels,
                "unet config: '{}' must list {} block types", key, levels);
     std::vector<bool> out;
@@ -46,22 +117,32 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
   };
   u.down_cross_attn = types("down_block_types", "CrossAttnDownBlock2D", "DownBlock2D");
   u.up_cross_attn = types("up_block_types", "CrossAttnUpBlock2D", "UpBlock2D");
-  const char* heads_key = c.contains("num_attention_heads") && !c["num_attention_heads"].is_null()
-                              ? "num_attention_heads"
-                              : "attention_head_dim";
+  // diffusers: "At the moment it is not possible to define the number of attention heads via num_attention_heads"
+  // (attention_head_dim holds the head counts, the legacy naming).
+  refuse_unless("num_attention_heads", is_null_or_absent(c, "num_attention_heads"),
+                "diffusers refuses it too; attention_head_dim holds the head counts");
+  used.insert("attention_head_dim");
   u.heads.assign(levels, 8);
-  if (c.contains(heads_key) && c[heads_key].is_array()) {
-    RBEE_CHECK(c[heads_key].size() == levels, "unet config: '{}' must have {} entries", heads_key, levels);
-    for (size_t i = 0; i < levels; ++i) u.heads[i] = c[heads_key][i].get<int64_t>();
-  } else if (c.contains(heads_key) && c[heads_key].is_number_integer()) {
-    u.heads.assign(levels, c[heads_key].get<int64_t>());
+  if (c.contains("attention_head_dim") && c["attention_head_dim"].is_array()) {
+    RBEE_CHECK(c["attention_head_dim"].size() == levels, "unet config: 'attention_head_dim' must have {} entries",
+               levels);
+    for (size_t i = 0; i < levels; ++i) {
+      RBEE_CHECK(c["attention_head_dim"][i].is_number_integer(), "unet config: 'attention_head_dim' entries must be "
+                 "integers");
+      u.heads[i] = c["attention_head_dim"][i].get<int64_t>();
+    }
+  } else if (c.contains("attention_head_dim") && c["attention_head_dim"].is_number_integer()) {
+    u.heads.assign(levels, c["attention_head_dim"].get<int64_t>());
   }
   for (size_t i = 0; i < levels; ++i)
     RBEE_CHECK(u.heads[i] > 0 && u.block_out_channels[i] % u.heads[i] == 0,
                "unet config: level {} has {} channels, not divisible by {} heads", i, u.block_out_channels[i],
                u.heads[i]);
-  u.layers_per_block = (int)integer("layers_per_block", 2, 1, 16);
-  if (c.contains("transformer_layers_per_block") && !c["transformer_layers_per_block"].is_null()) {
+  used.insert("layers_per_block");
+  u.layers_per_block = (int)one_value(c, "layers_per_block", 2);
+  RBEE_CHECK(u.layers_per_block >= 1 && u.layers_per_block <= 16, "unet config: 'layers_per_block' = {} outside "
+             "[1, 16]", u.layers_per_block);
+  if (mark("transformer_layers_per_block")) {
     const nlohmann::json& t = c["transformer_layers_per_block"];
     auto depth = [](const nlohmann::json& v) {
       RBEE_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 64,
@@ -71,24 +152,69 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
     if (t.is_array()) {
       RBEE_CHECK(t.size() == levels, "unet config: 'transformer_layers_per_block' must have {} entries, has {}",
                  levels, t.size());
-      for (const auto& v : t) u.transformer_layers_per_level.push_back(depth(v));
+      for (const auto& v : t) {
+        RBEE_CHECK_CODE(!v.is_array(), ErrorCode::Unsupported,
+                        "unet config: per-resnet transformer_layers_per_block lists are not supported");
+        u.transformer_layers_per_level.push_back(depth(v));
+      }
     } else {
       u.transformer_layers = depth(t);
     }
   }
-  RBEE_CHECK_CODE(!c.contains("reverse_transformer_layers_per_block") ||
-                      c["reverse_transformer_layers_per_block"].is_null(),
-                  ErrorCode::Unsupported, "unet config: reverse_transformer_layers_per_block is not supported");
-  RBEE_CHECK(c.contains("cross_attention_dim") && c["cross_attention_dim"].is_number_integer(),
+  refuse_unless("reverse_transformer_layers_per_block", is_null_or_absent(c, "reverse_transformer_layers_per_block"),
+                "separate up-block transformer depths");
+  used.insert("cross_attention_dim");
+  RBEE_CHECK(c.contains("cross_attention_dim") && !c["cross_attention_dim"].is_null(),
              "unet config: 'cross_attention_dim' must be an integer");
-  u.cross_attention_dim = integer("cross_attention_dim", 768, 1, 1 << 16);
+  u.cross_attention_dim = one_value(c, "cross_attention_dim", 768);
+  RBEE_CHECK(u.cross_attention_dim >= 1 && u.cross_attention_dim <= (1 << 16),
+             "unet config: 'cross_attention_dim' = {} outside [1, 65536]", u.cross_attention_dim);
+  used.insert("norm_num_groups");
+  RBEE_CHECK_CODE(!c.contains("norm_num_groups") || !c["norm_num_groups"].is_null(), ErrorCode::Unsupported,
+                  "unet config: norm_num_groups null (no output norm) is not supported");
   u.norm_num_groups = (int)integer("norm_num_groups", 32, 1, 1024);
-  if (c.contains("norm_eps") && c["norm_eps"].is_number()) u.norm_eps = c["norm_eps"].get<float>();
-  u.use_linear_projection = c.value("use_linear_projection", false);
-  u.flip_sin_to_cos = c.value("flip_sin_to_cos", true);
-  if (c.contains("freq_shift") && c["freq_shift"].is_number()) u.freq_shift = c["freq_shift"].get<double>();
+  u.norm_eps = (float)number("norm_eps", 1e-5);
+  u.use_linear_projection = boolean("use_linear_projection", false);
+  u.flip_sin_to_cos = boolean("flip_sin_to_cos", true);
+  u.freq_shift = number("freq_shift", 0.0);
   u.downsample_padding = (int)integer("downsample_padding", 1, 0, 1);
-  if (c.contains("addition_embed_type") && !c["addition_embed_type"].is_null()) {
+  // An [h, w] sample_size is not what the SD pipelines multiply by the VAE scale: no default size then.
+  if (c.contains("sample_size") && c["sample_size"].is_array()) used.insert("sample_size");
+  else u.sample_size = integer("sample_size", 0, 1, 1 << 16);
+  u.center_input_sample = boolean("center_input_sample", false);
+  u.mid_block_scale_factor = number("mid_block_scale_factor", 1.0);
+  RBEE_CHECK(u.mid_block_scale_factor > 0, "unet config: mid_block_scale_factor must be positive");
+  u.conv_in_kernel = (int)integer("conv_in_kernel", 3, 1, 15);
+  u.conv_out_kernel = (int)integer("conv_out_kernel", 3, 1, 15);
+  RBEE_CHECK(u.conv_in_kernel % 2 == 1 && u.conv_out_kernel % 2 == 1,
+             "unet config: conv_in_kernel / conv_out_kernel must be odd (diffusers pads (k - 1) / 2)");
+  u.time_embedding_dim = integer("time_embedding_dim", 0, 1, 1 << 16);
+
+  used.insert("mid_block_type");
+  if (!c.contains("mid_block_type")) {
+    u.mid_block = MidBlock::CrossAttn;  // diffusers' default
+  } else if (c["mid_block_type"].is_null()) {
+    u.mid_block = MidBlock::None;
+  } else {
+    const std::string t = c["mid_block_type"].is_string() ? c["mid_block_type"].get<std::string>() : "";
+    RBEE_CHECK_CODE(t == "UNetMidBlock2DCrossAttn" || t == "UNetMidBlock2D", ErrorCode::Unsupported,
+                    "unet config: mid_block_type {} is not supported", c["mid_block_type"].dump());
+    u.mid_block = t == "UNetMidBlock2D" ? MidBlock::Plain : MidBlock::CrossAttn;
+  }
+  const std::string shift = string("resnet_time_scale_shift", "default");
+  RBEE_CHECK_CODE(shift == "default" || shift == "scale_shift", ErrorCode::Unsupported,
+                  "unet config: resnet_time_scale_shift '{}' is not supported (default, scale_shift)", shift);
+  u.time_scale_shift = shift == "scale_shift";
+  const std::string temb_type = string("time_embedding_type", "positional");
+  RBEE_CHECK_CODE(temb_type == "positional", ErrorCode::Unsupported,
+                  "unet config: time_embedding_type '{}' is not supported (only positional)", temb_type);
+  const std::string act = string("act_fn", "silu");
+  RBEE_CHECK_CODE(act == "silu", ErrorCode::Unsupported, "unet config: act_fn '{}' is not supported", act);
+  const std::string attn_type = string("attention_type", "default");
+  RBEE_CHECK_CODE(attn_type == "default", ErrorCode::Unsupported,
+                  "unet config: attention_type '{}' is not supported (only default)", attn_type);
+
+  if (mark("addition_embed_type")) {
     RBEE_CHECK_CODE(c["addition_embed_type"] == "text_time", ErrorCode::Unsupported,
                     "unet config: addition_embed_type {} is not supported (only \"text_time\")",
                     c["addition_embed_type"].dump());
@@ -103,18 +229,27 @@ UNetConfig UNetConfig::from_json(const nlohmann::json& c) {
                "unet config: text_time needs an integer 'projection_class_embeddings_input_dim'");
     u.projection_class_embeddings_input_dim = integer("projection_class_embeddings_input_dim", 0, 1, 1 << 20);
   }
-  for (const char* key : {"encoder_hid_dim_type", "time_embedding_dim", "time_embedding_act_fn", "timestep_post_act"})
-    RBEE_CHECK_CODE(!c.contains(key) || c[key].is_null(), ErrorCode::Unsupported, "unet config: {} {} is not supported",
-                    key, c[key].dump());
-  if (c.contains("mid_block_type") && !c["mid_block_type"].is_null())
-    RBEE_CHECK_CODE(c["mid_block_type"] == "UNetMidBlock2DCrossAttn", ErrorCode::Unsupported,
-                    "unet config: mid_block_type {} is not supported", c["mid_block_type"].dump());
-  RBEE_CHECK_CODE(!c.contains("class_embed_type") || c["class_embed_type"].is_null(), ErrorCode::Unsupported,
-                  "unet config: class_embed_type is not supported");
-  RBEE_CHECK_CODE(!c.contains("time_cond_proj_dim") || c["time_cond_proj_dim"].is_null(), ErrorCode::Unsupported,
-                  "unet config: time_cond_proj_dim (LCM guidance embedding) is not supported");
-  std::string act = c.value("act_fn", std::string("silu"));
-  RBEE_CHECK_CODE(act == "silu", ErrorCode::Unsupported, "unet config: act_fn '{}' is not supported", act);
+  used.insert("addition_time_embed_dim");
+  used.insert("projection_class_embeddings_input_dim");  // read by text_time (and by class embeddings, refused)
+  refuse_unless("only_cross_attention", !c.contains("only_cross_attention") || all_false(c["only_cross_attention"]),
+                "self-attention layers that attend to the text");
+  refuse_unless("dual_cross_attention", !c.contains("dual_cross_attention") || all_false(c["dual_cross_attention"]),
+                "two cross-attention transformers");
+  for (const char* key : {"encoder_hid_dim", "encoder_hid_dim_type"})
+    refuse_unless(key, is_null_or_absent(c, key), "a projection of the text embeddings");
+  for (const char* key : {"class_embed_type", "num_class_embeds"})
+    refuse_unless(key, is_null_or_absent(c, key), "class-label conditioning");
+  refuse_unless("time_embedding_act_fn", is_null_or_absent(c, "time_embedding_act_fn"),
+                "an activation after the timestep embedding");
+  refuse_unless("timestep_post_act", is_null_or_absent(c, "timestep_post_act"),
+                "an activation inside the timestep embedding");
+  refuse_unless("time_cond_proj_dim", is_null_or_absent(c, "time_cond_proj_dim"),
+                "LCM's guidance embedding");
+
+  std::string ignored;
+  for (auto it = c.begin(); it != c.end(); ++it)
+    if (!used.count(it.key())) ignored += (ignored.empty() ? "" : ", ") + it.key();
+  if (!ignored.empty()) log::warn("unet config: fields diffusers does not read either, ignored: {}", ignored);
   return u;
 }
 
@@ -167,7 +302,7 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
   impl->cfg = cfg;
   const auto& ch = cfg.block_out_channels;
   const int levels = (int)ch.size();
-  const int64_t temb = ch[0] * 4;
+  const int64_t temb = cfg.time_embedding_dim > 0 ? cfg.time_embedding_dim : ch[0] * 4;
   const int g = cfg.norm_num_groups;
   const float eps = cfg.norm_eps;
   impl->time1 = nn::Linear::load(w, "time_embedding.linear_1", ch[0], temb);
@@ -176,7 +311,10 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
     impl->add1 = nn::Linear::load(w, "add_embedding.linear_1", cfg.projection_class_embeddings_input_dim, temb);
     impl->add2 = nn::Linear::load(w, "add_embedding.linear_2", temb, temb);
   }
-  impl->conv_in = nn::Conv2d::load(w, "conv_in", cfg.in_channels, ch[0], 3);
+  impl->conv_in = nn::Conv2d::load(w, "conv_in", cfg.in_channels, ch[0], cfg.conv_in_kernel);
+  auto resnet = [&](const Weights& b, int64_t in, int64_t out, double output_scale = 1.0) {
+    return blocks::Resnet::load(b, in, out, temb, g, eps, cfg.time_scale_shift, output_scale);
+  };
   auto transformer = [&](const Weights& b, int64_t c, int64_t heads, int depth) {
     return blocks::SpatialTransformer::load(b, c, heads, cfg.cross_attention_dim, depth, g, cfg.use_linear_projection);
   };
@@ -187,8 +325,7 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
     out_ch = ch[(size_t)i];
     Level L;
     for (int j = 0; j < cfg.layers_per_block; ++j) {
-      L.resnets.push_back(
-          blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), j == 0 ? in_ch : out_ch, out_ch, temb, g, eps));
+      L.resnets.push_back(resnet(b.sub("resnets." + std::to_string(j) + "."), j == 0 ? in_ch : out_ch, out_ch));
       if (cfg.down_cross_attn[(size_t)i])
         L.attentions.push_back(transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[(size_t)i],
                                            cfg.transformer_depth((size_t)i)));
@@ -200,10 +337,14 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
     impl->down.push_back(std::move(L));
   }
   const int64_t top = ch.back();
-  impl->mid_res0 = blocks::Resnet::load(w.sub("mid_block.resnets.0."), top, top, temb, g, eps);
-  impl->mid_attn = transformer(w.sub("mid_block.attentions.0."), top, cfg.heads.back(),
-                               cfg.transformer_depth((size_t)levels - 1));
-  impl->mid_res1 = blocks::Resnet::load(w.sub("mid_block.resnets.1."), top, top, temb, g, eps);
+  const double mid_scale = cfg.mid_block_scale_factor;
+  if (cfg.mid_block != UNetConfig::MidBlock::None)
+    impl->mid_res0 = resnet(w.sub("mid_block.resnets.0."), top, top, mid_scale);
+  if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) {
+    impl->mid_attn = transformer(w.sub("mid_block.attentions.0."), top, cfg.heads.back(),
+                                 cfg.transformer_depth((size_t)levels - 1));
+    impl->mid_res1 = resnet(w.sub("mid_block.resnets.1."), top, top, mid_scale);
+  }
   out_ch = top;
   for (int i = 0; i < levels; ++i) {
     Weights b = w.sub("up_blocks." + std::to_string(i) + ".");
@@ -215,8 +356,7 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
     for (int j = 0; j <= cfg.layers_per_block; ++j) {
       int64_t skip = j == cfg.layers_per_block ? in_ch : out_ch;
       int64_t res_in = j == 0 ? prev : out_ch;
-      L.resnets.push_back(
-          blocks::Resnet::load(b.sub("resnets." + std::to_string(j) + "."), res_in + skip, out_ch, temb, g, eps));
+      L.resnets.push_back(resnet(b.sub("resnets." + std::to_string(j) + "."), res_in + skip, out_ch));
       if (cfg.up_cross_attn[(size_t)i])
         L.attentions.push_back(
             transformer(b.sub("attentions." + std::to_string(j) + "."), out_ch, cfg.heads[rev], cfg.transformer_depth(rev)));
@@ -228,7 +368,7 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
     impl->up.push_back(std::move(L));
   }
   impl->norm_out = nn::Norm::group(w, "conv_norm_out", ch[0], g, eps);
-  impl->conv_out = nn::Conv2d::load(w, "conv_out", ch[0], cfg.out_channels, 3);
+  impl->conv_out = nn::Conv2d::load(w, "conv_out", ch[0], cfg.out_channels, cfg.conv_out_kernel);
   UNet u;
   u.impl_ = std::move(impl);
   return u;
@@ -244,12 +384,10 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
 Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& context, const AddedConditions& added) const {
   const Impl& m = *impl_;
   const UNetConfig& cfg = m.cfg;
-  const int levels = (int)cfg.block_out_channels.size();
   RBEE_CHECK(sample.rank() == 4 && sample.dim(1) == cfg.in_channels,
              "unet: sample must be [B, {}, H, W], got {}", cfg.in_channels, sample.shape().to_string());
-  const int64_t mult = int64_t{1} << (levels - 1);
-  RBEE_CHECK(sample.dim(2) % mult == 0 && sample.dim(3) % mult == 0 && sample.dim(2) > 0 && sample.dim(3) > 0,
-             "unet: latent size {}x{} must be a positive multiple of {}", sample.dim(2), sample.dim(3), mult);
+  RBEE_CHECK(sample.dim(2) > 0 && sample.dim(3) > 0, "unet: latent size {}x{} must be positive", sample.dim(2),
+             sample.dim(3));
   RBEE_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == cfg.cross_attention_dim,
              "unet: context must be [{}, S, {}], got {}", sample.dim(0), cfg.cross_attention_dim,
              context.shape().to_string());
@@ -293,7 +431,7 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
   }
   const Tensor ctx = to_act(context);
 
-  Tensor x = m.conv_in(to_act(sample));
+  Tensor x = m.conv_in(to_act(cfg.center_input_sample ? ops::affine(sample, 2.0, -1.0) : sample));
   std::vector<Tensor> skips{x};
   for (const Level& L : m.down) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
@@ -306,9 +444,11 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
       skips.push_back(x);
     }
   }
-  x = m.mid_res0(x, temb);
-  x = m.mid_attn(x, ctx);
-  x = m.mid_res1(x, temb);
+  if (cfg.mid_block != UNetConfig::MidBlock::None) x = m.mid_res0(x, temb);
+  if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) {
+    x = m.mid_attn(x, ctx);
+    x = m.mid_res1(x, temb);
+  }
   for (const Level& L : m.up) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
       x = nn::concat(x, skips.back(), 1);
@@ -316,7 +456,9 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
       x = L.resnets[j](x, temb);
       if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
     }
-    if (L.has_up) x = L.up(x);
+    // Upsample to the size of the skip it meets next: 2x, or 2x - 1 where a stride-2 convolution rounded an
+    // odd side up (diffusers' forward_upsample_size).
+    if (L.has_up) x = L.up(x, skips.back().dim(2), skips.back().dim(3));
   }
   Tensor out = m.conv_out(ops::silu(m.norm_out(x)));
   return out.dtype() == DType::F32 ? out : ops::cast(out, DType::F32);

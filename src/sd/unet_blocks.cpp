@@ -6,14 +6,17 @@
 
 namespace rbee::sd::blocks {
 
-Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps) {
+Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps, bool scale_shift,
+                    double output_scale) {
   Resnet r;
+  r.scale_shift = scale_shift;
+  r.output_scale = output_scale;
   r.norm1 = nn::Norm::group(w, "norm1", in, groups, eps);
   r.conv1 = nn::Conv2d::load(w, "conv1", in, out, 3);
   r.norm2 = nn::Norm::group(w, "norm2", out, groups, eps);
   r.conv2 = nn::Conv2d::load(w, "conv2", out, out, 3);
   if (temb > 0) {
-    r.time_proj = nn::Linear::load(w, "time_emb_proj", temb, out);
+    r.time_proj = nn::Linear::load(w, "time_emb_proj", temb, scale_shift ? 2 * out : out);
     r.has_time = true;
   }
   if (in != out) {
@@ -25,12 +28,23 @@ Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int
 
 Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
   Tensor h = conv1(ops::silu(norm1(x)));
-  if (has_time) {
-    Tensor t = time_proj(ops::silu(temb));  // [N, out]
-    h = ops::add(h, t.view({t.dim(0), t.dim(1), 1, 1}));
+  if (has_time && scale_shift) {
+    Tensor t = time_proj(ops::silu(temb));  // [N, 2 * out]: scale, then shift
+    const int64_t n = t.dim(0), c = t.dim(1) / 2;
+    Tensor scale = t.narrow(1, 0, c).contiguous().view({n, c, 1, 1});
+    Tensor shift = t.narrow(1, c, c).contiguous().view({n, c, 1, 1});
+    h = norm2(h);
+    h = ops::add(ops::mul(h, ops::affine(scale, 1.0, 1.0)), shift);
+    h = conv2(ops::silu(h));
+  } else {
+    if (has_time) {
+      Tensor t = time_proj(ops::silu(temb));  // [N, out]
+      h = ops::add(h, t.view({t.dim(0), t.dim(1), 1, 1}));
+    }
+    h = conv2(ops::silu(norm2(h)));
   }
-  h = conv2(ops::silu(norm2(h)));
-  return ops::add(has_shortcut ? shortcut(x) : x, h);
+  Tensor out = ops::add(has_shortcut ? shortcut(x) : x, h);
+  return output_scale == 1.0 ? out : ops::affine(out, 1.0 / output_scale, 0.0);
 }
 
 Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) const {
@@ -124,8 +138,10 @@ Upsample Upsample::load(const Weights& w, int64_t c) {
   return u;
 }
 
-Tensor Upsample::operator()(const Tensor& x) const {
-  return conv(ops::upsample_nearest2d(x, x.dim(2) * 2, x.dim(3) * 2));
+Tensor Upsample::operator()(const Tensor& x) const { return (*this)(x, x.dim(2) * 2, x.dim(3) * 2); }
+
+Tensor Upsample::operator()(const Tensor& x, int64_t out_h, int64_t out_w) const {
+  return conv(ops::upsample_nearest2d(x, out_h, out_w));
 }
 
 }  // namespace rbee::sd::blocks

@@ -15,7 +15,12 @@ struct Resnet {
   nn::Conv2d conv1, conv2, shortcut;
   nn::Linear time_proj;  // absent in the VAE (temb_channels 0)
   bool has_shortcut = false, has_time = false;
-  static Resnet load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps);
+  // diffusers' time_embedding_norm "scale_shift": time_proj gives [scale | shift] and h = norm2(h) * (1 + scale) +
+  // shift; "default" adds the projection before norm2.
+  bool scale_shift = false;
+  double output_scale = 1.0;  // (x + h) / output_scale_factor
+  static Resnet load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps,
+                     bool scale_shift = false, double output_scale = 1.0);
   // x [N, in, H, W], temb [N, temb] (ignored when has_time is false) -> [N, out, H, W]
   Tensor operator()(const Tensor& x, const Tensor& temb) const;
 };
@@ -62,6 +67,9 @@ struct Upsample {
   nn::Conv2d conv;
   static Upsample load(const Weights& w, int64_t channels);
   Tensor operator()(const Tensor& x) const;
+  // Nearest upsampling to out_h x out_w (source index floor(dst * in / out), as torch's interpolate with `size`),
+  // then the conv: the UNet's up blocks meet skips of odd sides this way.
+  Tensor operator()(const Tensor& x, int64_t out_h, int64_t out_w) const;
 };
 
 }  // namespace rbee::sd::blocks

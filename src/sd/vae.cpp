@@ -37,8 +37,23 @@ VaeConfig VaeConfig::from_json(const nlohmann::json& c) {
     v.use_post_quant_conv = c["use_post_quant_conv"].get<bool>();
   if (c.contains("mid_block_add_attention") && c["mid_block_add_attention"].is_boolean())
     v.mid_block_add_attention = c["mid_block_add_attention"].get<bool>();
+  if (c.contains("force_upcast") && c["force_upcast"].is_boolean()) v.force_upcast = c["force_upcast"].get<bool>();
   std::string act = c.value("act_fn", std::string("silu"));
   RBEE_CHECK_CODE(act == "silu", ErrorCode::Unsupported, "vae config: act_fn '{}' is not supported", act);
+  const size_t levels = v.block_out_channels.size();
+  for (auto [key, type] : {std::pair{"down_block_types", "DownEncoderBlock2D"}, std::pair{"up_block_types",
+                                                                                        "UpDecoderBlock2D"}}) {
+    if (!c.contains(key) || c[key].is_null()) continue;
+    RBEE_CHECK(c[key].is_array() && c[key].size() == levels, "vae config: '{}' must list {} block types", key, levels);
+    for (const auto& t : c[key])
+      RBEE_CHECK_CODE(t == type, ErrorCode::Unsupported, "vae config: {} entry {} is not supported (only {})", key,
+                      t.dump(), type);
+  }
+  // Read by the SDXL pipelines (Playground-style latent statistics): not implemented, so refused rather than
+  // ignored. shift_factor is read only by SD3 / Flux pipelines, sample_size only by tiling: both ignored.
+  for (const char* key : {"latents_mean", "latents_std"})
+    RBEE_CHECK_CODE(!c.contains(key) || c[key].is_null(), ErrorCode::Unsupported,
+                    "vae config: {} (latent normalization) is not supported", key);
   return v;
 }
 
@@ -166,6 +181,10 @@ Tensor Vae::decode(const Tensor& z) const {
 }
 
 Tensor Vae::encode(const Tensor& image) const {
+  return encode_moments(image).narrow(1, 0, impl_->cfg.latent_channels).contiguous();
+}
+
+Tensor Vae::encode_moments(const Tensor& image) const {
   const Impl& m = *impl_;
   RBEE_CHECK(m.has_encoder, "vae encode: the encoder was not loaded");
   const int64_t f = m.cfg.scale();
@@ -180,7 +199,6 @@ Tensor Vae::encode(const Tensor& image) const {
   }
   x = m.enc_out(ops::silu(m.enc_norm(m.enc_mid(x))));
   if (m.cfg.use_quant_conv) x = m.quant(x);
-  x = x.narrow(1, 0, m.cfg.latent_channels).contiguous();
   return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }
 

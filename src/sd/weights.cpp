@@ -1,15 +1,38 @@
 // Component weights (rbee/sd/weights.h).
 #include "rbee/sd/weights.h"
 
-#include "rbee/backend/device.h"
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
+#include <fmt/ranges.h>
+
+#include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/log.h"
 #include "sd/original_keys.h"
 
 namespace rbee::sd {
+
+namespace {
+
+// Non-finite values (NaN, +-inf) in a contiguous host tensor of F32, F16 or BF16, found from the exponent bits.
+int64_t count_non_finite(const Tensor& t) {
+  const int64_t n = t.numel();
+  int64_t bad = 0;
+  if (t.dtype() == DType::F32) {
+    const uint32_t* p = static_cast<const uint32_t*>(t.data());
+    for (int64_t i = 0; i < n; ++i) bad += (p[i] & 0x7F800000u) == 0x7F800000u;
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(t.data());
+    const uint16_t mask = t.dtype() == DType::F16 ? 0x7C00 : 0x7F80;
+    for (int64_t i = 0; i < n; ++i) bad += (p[i] & mask) == mask;
+  }
+  return bad;
+}
+
+}  // namespace
 
 Weights Weights::open(const std::string& path, Device& device, DType dtype) {
   RBEE_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
@@ -19,6 +42,44 @@ Weights Weights::open(const std::string& path, Device& device, DType dtype) {
   w.device_ = &device;
   w.dtype_ = dtype;
   return w;
+}
+
+std::string Weights::component_file(const std::string& dir, const std::string& variant, bool* variant_found) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  RBEE_CHECK_CODE(fs::is_directory(dir, ec), ErrorCode::NotFound, "sd weights: component folder '{}' does not exist",
+                  dir);
+  RBEE_CHECK(variant.find('/') == std::string::npos && variant.find('.') == std::string::npos,
+             "sd weights: variant '{}' must be a plain name such as fp16", variant);
+  auto first_of = [&](const std::vector<std::string>& names) -> std::string {
+    for (const std::string& file : names)
+      if (fs::is_regular_file(fs::path(dir) / file, ec)) return (fs::path(dir) / file).string();
+    return "";
+  };
+  std::vector<std::string> plain, variants;
+  for (const std::string name : {"diffusion_pytorch_model", "model"}) {
+    plain.push_back(name + ".safetensors.index.json");
+    plain.push_back(name + ".safetensors");
+    if (!variant.empty()) {
+      // diffusers' _add_variant puts the variant before the last suffix; older saves put it before ".index.json".
+      variants.push_back(name + ".safetensors.index." + variant + ".json");
+      variants.push_back(name + ".safetensors." + variant + ".index.json");
+      variants.push_back(name + "." + variant + ".safetensors");
+    }
+  }
+  if (!variant.empty()) {
+    const std::string found = first_of(variants);
+    if (variant_found) *variant_found = !found.empty();
+    if (!found.empty()) return found;
+    RBEE_CHECK_CODE(variant_found, ErrorCode::NotFound, "sd weights: '{}' has none of {} (variant '{}')", dir,
+                    fmt::join(variants, ", "), variant);
+  }
+  if (std::string found = first_of(plain); !found.empty()) return found;
+  std::vector<fs::path> any;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec)) any.push_back(entry.path());
+  if (variant.empty() && any.size() == 1) return any[0].string();
+  RBEE_THROW(ErrorCode::NotFound, "sd weights: '{}' has none of {}", dir, fmt::join(plain, ", "));
 }
 
 Weights Weights::sub(const std::string& prefix) const {
@@ -120,6 +181,11 @@ Tensor Weights::get(const std::string& name, const Shape& shape) const {
   if (src.qkv_part >= 0) t = t.narrow(0, src.qkv_part * shape[0], shape[0]);
   if (src.transposed) t = t.transpose(0, 1);
   t = t.contiguous();
+  // diffusers warns when a model gives NaN images; a NaN in the weights is the usual cause, so say which tensor.
+  if (const int64_t bad = count_non_finite(t); bad > 0)
+    log::warn("sd weights: tensor '{}' of '{}' holds {} NaN or infinite values of {}: images will come out black or "
+              "as noise",
+              key, ckpt_->directory(), bad, t.numel());
   if (t.dtype() != dtype_) t = t.to(dtype_);
   return t.to(*device_).contiguous();
 }

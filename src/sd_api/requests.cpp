@@ -1,6 +1,7 @@
 #include "sd_api/requests.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rbee/core/error.h"
 #include "rbee/sd/png.h"
@@ -19,19 +20,34 @@ const char* operation_name(Operation op) {
   return "image_generation";
 }
 
+namespace {
+// The names of rbee/sd/scheduler.h's scheduler_kind_from_name (kept here so that parsing needs no SD runtime).
+constexpr std::pair<const char*, sd::SchedulerKind> kSamplers[] = {
+    {"euler", sd::SchedulerKind::Euler},
+    {"euler_a", sd::SchedulerKind::EulerAncestral},
+    {"ddim", sd::SchedulerKind::Ddim},
+    {"dpmpp_2m", sd::SchedulerKind::DpmPP2M},
+    {"dpmpp_2m_karras", sd::SchedulerKind::DpmPP2MKarras},
+    {"lcm", sd::SchedulerKind::Lcm},
+    {"heun", sd::SchedulerKind::Heun},
+    {"pndm", sd::SchedulerKind::Pndm},
+    {"unipc", sd::SchedulerKind::UniPC},
+    {"dpmpp_sde", sd::SchedulerKind::DpmPPSde}};
+}  // namespace
+
+std::vector<std::string> sampler_list() {
+  std::vector<std::string> out;
+  for (const auto& [n, kind] : kSamplers) out.emplace_back(n);
+  return out;
+}
+
+std::string sampler_names() { return fmt::format("{}", fmt::join(sampler_list(), ", ")); }
+
 sd::SchedulerKind parse_sampler(const std::string& name, const char* field) {
-  // The names of rbee/sd/scheduler.h's scheduler_kind_from_name (kept here so that parsing needs no SD runtime).
-  static const std::pair<const char*, sd::SchedulerKind> kNames[] = {
-      {"euler", sd::SchedulerKind::Euler},
-      {"euler_a", sd::SchedulerKind::EulerAncestral},
-      {"ddim", sd::SchedulerKind::Ddim},
-      {"dpmpp_2m_karras", sd::SchedulerKind::DpmPP2MKarras},
-      {"lcm", sd::SchedulerKind::Lcm}};
-  for (const auto& [n, kind] : kNames) {
+  for (const auto& [n, kind] : kSamplers) {
     if (name == n) return kind;
   }
-  throw invalid_field(field, "unknown sampler \"" + name.substr(0, 40) +
-                                 "\"; one of euler, euler_a, ddim, dpmpp_2m_karras, lcm");
+  throw invalid_field(field, "unknown sampler \"" + name.substr(0, 40) + "\"; one of " + sampler_names());
 }
 
 namespace {
@@ -43,16 +59,17 @@ void check_side(const char* field, int64_t v) {
   }
 }
 
-// A base64 PNG field -> RGB8 image; 400 naming the field for bad base64 or a PNG that does not decode.
+// A base64 PNG, JPEG or WebP field -> RGB8 image; 400 naming the field for bad base64 or an image that does not
+// decode. More pixels than the largest output side squared are refused before the image is decompressed.
 sd::Image decode_image_field(const JsonFields& f, const char* field) {
   const std::string text = f.required_string(field);
   std::string why;
   auto bytes = base64_decode(text, &why);
   if (!bytes) throw invalid_field(field, "is not valid base64: " + why);
   try {
-    return sd::decode_png(bytes->data(), bytes->size(), (int64_t)kMaxSide * kMaxSide);
+    return sd::decode_image(bytes->data(), bytes->size(), (int64_t)kMaxSide * kMaxSide);
   } catch (const Error& e) {
-    throw invalid_field(field, "is not a PNG image this worker can read: " + e.message());
+    throw invalid_field(field, "is not an image this worker can read (PNG, JPEG or WebP): " + e.message());
   }
 }
 
@@ -72,6 +89,12 @@ void parse_common(const JsonFields& f, const RequestDefaults& d, ImageRequest& r
   if (auto seed = f.integer("seed", 0, INT64_MAX)) r.seed = (uint64_t)*seed;
   r.sampler = d.sampler;
   if (auto s = f.string("sampler")) r.sampler = parse_sampler(*s, "sampler");
+  r.noise = d.noise;
+  if (auto n = f.string("noise")) {
+    if (*n == "rbee") r.noise = sd::NoiseKind::Rbee;
+    else if (*n == "torch") r.noise = sd::NoiseKind::Torch;
+    else throw invalid_field("noise", "unknown generator \"" + n->substr(0, 40) + "\"; one of rbee, torch");
+  }
   r.preview_every = (int)f.integer("preview_every", 0, kMaxSteps).value_or(d.preview_every);
 }
 
@@ -115,7 +138,8 @@ ImageRequest parse_image_job(const nlohmann::json& body, const RequestDefaults& 
       throw invalid_field(image_field, fmt::format("is {}x{}: {}", r.width, r.height, e.message()));
     }
   }
-  r.strength = f.number("strength", 0.0, 1.0).value_or(d.strength);
+  r.strength = f.number("strength", 0.0, 1.0)
+                   .value_or(r.operation == Operation::Inpaint ? d.inpaint_strength : d.strength);
   // diffusers runs int(steps * strength) steps of img2img; none is no image.
   if ((int)(r.steps * r.strength) < 1) {
     throw invalid_field("strength", fmt::format("{} with {} steps runs no denoising step (steps * strength < 1)",

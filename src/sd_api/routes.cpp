@@ -33,17 +33,20 @@ nlohmann::json SdWorkerContext::info() {
       {"model_path", model_path},
       {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
       {"sd_version", sd_version},
+      {"sd_version_requested", sd_version_requested},
       {"backend", d.backend},
       {"device",
        {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
         {"vram_used", d.vram_used}}},
       {"status", worker_status(*this)},
       {"operations", {"image_generation", "image_transform", "image_inpaint"}},
-      {"samplers", {"euler", "euler_a", "ddim", "dpmpp_2m_karras", "lcm"}},
+      {"samplers", sampler_list()},
       {"defaults",
        {{"steps", defaults.steps}, {"guidance_scale", defaults.guidance_scale}, {"width", defaults.width},
         {"height", defaults.height}, {"sampler", sd::scheduler_kind_name(defaults.sampler)},
-        {"strength", defaults.strength}, {"preview_every", defaults.preview_every}}},
+        {"noise", sd::noise_kind_name(defaults.noise)},
+        {"strength", defaults.strength}, {"inpaint_strength", defaults.inpaint_strength},
+        {"preview_every", defaults.preview_every}}},
   };
   if (SdService* s = service.load()) {
     const auto st = s->stats();
@@ -81,7 +84,9 @@ std::shared_ptr<SdJob> find_job(SdWorkerContext& ctx, const httplib::Request& re
 
 void post_job(SdWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const ImageRequest r = parse_image_job(parse_json_object(req.body), ctx.defaults);
-  auto job = ctx.need_service().submit(r);
+  SdService& service = ctx.need_service();
+  check_with_model(r, service.limits());
+  auto job = service.submit(r);
   send_json(res, 200, {{"job_id", job->id}, {"sse_url", "/v1/jobs/" + job->id + "/stream"}, {"seed", job->seed}});
 }
 
@@ -91,6 +96,7 @@ void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httpli
   ImageRequest r = parse_openai_image(parse_json_object(req.body), ctx.defaults);
   r.preview_every = 0;
   SdService& service = ctx.need_service();
+  check_with_model(r, service.limits(), /*openai=*/true);
   auto job = service.submit(std::move(r));
   job->consumer_attached = true;
   struct Forget {
@@ -113,7 +119,9 @@ void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httpli
   }
   if (last.type != SdEvent::Type::Complete) {
     if (last.code == "timeout") throw ApiError(504, "timeout", last.message);
-    if (last.code == "cancelled" || last.code == "shutting_down") throw ApiError(503, last.code, last.message, "", 1);
+    if (last.code == "cancelled" || last.code == "shutting_down" || last.code == "out_of_memory") {
+      throw ApiError(503, last.code, last.message, "", 1);
+    }
     throw ApiError(500, "generation_failed", "generation failed: " + last.message);
   }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(

@@ -1,4 +1,4 @@
-// sd-worker-rbee's routes (DESIGN section 4): /info, POST /v1/jobs (alias /v1/inference), the job's SSE stream
+// sd-worker-rbee's routes (docs/DESIGN.md section 5): /info, POST /v1/jobs (alias /v1/inference), the job's SSE stream
 // with named events (progress, preview, complete, error; then `data: [DONE]`), DELETE /v1/jobs/{id}, and
 // OpenAI's POST /v1/images/generations. /health, /ready and /metrics come from worker_base.h. Routes are
 // registered before the model loads; until the service is set, job routes answer 503 "loading" with Retry-After.
@@ -24,7 +24,9 @@ struct SdWorkerContext {
   Metrics& metrics;
   DeviceStats& device;
   WorkerIdentity identity;
-  std::string model_path, model_ref, model_name, sd_version;
+  std::string model_path, model_ref, model_name;
+  std::string sd_version;            // the family the files hold (detected when --sd-version is auto)
+  std::string sd_version_requested;  // --sd-version as given
   RequestDefaults defaults;
   int queue_size = 0;
   std::atomic<SdService*> service{nullptr};  // set once the model is loaded

@@ -140,11 +140,25 @@ void SdService::finish(SdJob& job, SdEvent last) {
 }
 
 void SdService::drain(std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  // Queued jobs were accepted (the client holds a job id and maybe an open stream): the device thread keeps running
+  // the queue down while the grace period lasts.
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty() && !running_) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Past the grace: what is still queued ends without starting, the running job at its next step.
   std::deque<std::shared_ptr<SdJob>> queued;
   std::shared_ptr<SdJob> running;
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
     queued.swap(queue_);
     running = running_;
   }
@@ -153,16 +167,10 @@ void SdService::drain(std::chrono::milliseconds grace) {
     SdEvent ev;
     ev.type = SdEvent::Type::Error;
     ev.code = "shutting_down";
-    ev.message = "the worker is shutting down; the job did not start";
+    ev.message = "the worker is shutting down; the job did not start within the grace period";
     finish(*job, ev);
   }
-  if (running) {
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (!running->finished && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    running->cancel_requested = true;
-  }
+  if (running) running->cancel_requested = true;
   {
     std::lock_guard lock(mutex_);
     exit_ = true;
@@ -196,16 +204,7 @@ void SdService::run_job(SdJob& job) {
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = job.created + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                           std::chrono::duration<double>(options_.request_timeout_s));
-  sd::GenerateRequest g;
-  g.prompt = r.prompt;
-  g.negative_prompt = r.negative_prompt;
-  g.steps = r.steps;
-  g.guidance_scale = r.guidance_scale;
-  g.seed = job.seed;
-  g.width = r.width;
-  g.height = r.height;
-  g.sampler = r.sampler;
-  g.strength = r.strength;
+  sd::GenerateRequest g = to_generate_request(r, job.seed);
   bool timed_out = false;
   auto last_step = std::chrono::steady_clock::now();
   g.on_step = [&](int step, int total) {

@@ -43,8 +43,8 @@ class SdService {
   // Cancels a queued job at once (error event "cancelled") or a running one at its next step.
   void cancel(const std::shared_ptr<SdJob>& job);
 
-  // Refuses new jobs, cancels the queued ones, lets the running one finish for up to `grace`, then cancels it;
-  // returns once the device thread has stopped.
+  // Refuses new jobs, lets the running and the queued (already accepted) ones run for up to `grace`, then cancels
+  // what is left (queued ones end with "shutting_down" without starting); returns once the device thread stopped.
   void drain(std::chrono::milliseconds grace);
 
   struct Stats {
@@ -54,6 +54,7 @@ class SdService {
   };
   Stats stats() const;
   const ServiceOptions& options() const { return options_; }
+  const sd::ModelLimits& limits() const { return pipeline_.limits(); }
   // Jobs an HTTP thread is still reading (streams not yet closed).
   size_t streaming() const;
 

@@ -1,4 +1,4 @@
-// ApiError: a request the worker refuses, with the HTTP status and the body DESIGN section 4 fixes:
+// ApiError: a request the worker refuses, with the HTTP status and the body docs/DESIGN.md section 5 fixes:
 // {"error":{"code","message","param"?}}. Route handlers throw it; HttpServer turns it into the response.
 #pragma once
 
@@ -22,7 +22,7 @@ class ApiError : public std::exception {
   int retry_after_s() const noexcept { return retry_after_s_; }
   const char* what() const noexcept override { return message_.c_str(); }
 
-  // {"error":{"code","message","type","param"}}: DESIGN's two keys plus the two OpenAI clients read.
+  // {"error":{"code","message","type","param"}}: the design's two keys plus the two OpenAI clients read.
   nlohmann::json body() const;
 
  private:

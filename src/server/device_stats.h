@@ -1,5 +1,6 @@
 // DeviceStats: the device facts /info, /metrics and heartbeats report (name, vendor, arch, VRAM used and
-// total), read from the backend (cudaMemGetInfo / hipMemGetInfo on GPUs, /proc/meminfo on the CPU) and cached
+// total), read from the backend (cudaMemGetInfo / hipMemGetInfo on GPUs; on the CPU the host's total and this
+// process's resident set, not the host's used memory, which other processes fill) and cached
 // for a second so that scrapes and heartbeats never hammer the driver.
 #pragma once
 
@@ -21,8 +22,11 @@ struct DeviceSnapshot {
   std::string backend;  // "cpu", "cuda", "rocm"
   std::string name, vendor, arch;
   int64_t vram_total = 0;
-  int64_t vram_used = 0;  // total - free, as the backend reports it
+  int64_t vram_used = 0;  // GPU: total - free, as the backend reports it; CPU: this process's resident set (RSS)
 };
+
+// This process's resident set size in bytes (/proc/self/statm), 0 when unknown.
+int64_t process_rss_bytes();
 
 class DeviceStats {
  public:

@@ -1,4 +1,4 @@
-// Heartbeat: POSTs a JSON body to {hive_url}/v1/worker-heartbeat every interval (DESIGN section 4) on its own
+// Heartbeat: POSTs a JSON body to {hive_url}/v1/worker-heartbeat every interval (docs/DESIGN.md section 5) on its own
 // thread. Failures (hive down, timeouts, non-2xx) back off exponentially up to max_backoff and are logged once
 // per change of state; the worker keeps serving whatever the hive does.
 #pragma once

@@ -9,7 +9,7 @@
 namespace rbee::server {
 
 void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics, DeviceStats* device) {
-  metrics.describe_gauge("rbee_vram_used_bytes", "Device memory in use (total - free, from the backend).");
+  metrics.describe_gauge("rbee_vram_used_bytes", "Device memory in use: on a GPU total - free (from the backend), on the CPU backend this process's resident set.");
   metrics.describe_gauge("rbee_vram_total_bytes", "Device memory in total.");
   metrics.describe_gauge("rbee_ready", "1 once the model is loaded and the worker accepts jobs.");
   metrics.add_collector([device, &lifecycle](Metrics& m) {

@@ -1,5 +1,5 @@
 // What every rbee worker (llm-worker-rbee, sd-worker-rbee) has around its model: /health, /ready, /metrics,
-// the heartbeat body of DESIGN section 4, and the process-level metrics (VRAM). A worker adds its own routes.
+// the heartbeat body of docs/DESIGN.md section 5, and the process-level metrics (VRAM). A worker adds its own routes.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 #include "server/worker_options.h"
 
+#include <algorithm>
+
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/core/thread_pool.h"
@@ -29,6 +31,16 @@ CLI::Option* add_worker_options(CLI::App& app, WorkerOptions& opt, const std::st
   app.add_option("--max-body-kb", opt.max_body_kb, "Largest request body in KiB (beyond: 413)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--max-connections", opt.max_connections, "Open HTTP connections at most (beyond: 503 and close)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-connections-per-client", opt.max_connections_per_client,
+                 "Open HTTP connections per client address at most")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--cors-origins", opt.cors_origins, "Browser origins allowed to call the API, comma-separated "
+                                                     "(\"*\": any; \"\": none)")
+      ->capture_default_str();
   app.add_option("--request-timeout", opt.request_timeout, "Seconds a job may take at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -57,6 +69,17 @@ HttpOptions worker_http_options(const WorkerOptions& opt, int default_threads) {
   h.port = opt.port;
   h.threads = opt.http_threads > 0 ? opt.http_threads : default_threads;
   h.max_body_bytes = (size_t)opt.max_body_kb * 1024;
+  h.max_connections = opt.max_connections;
+  h.max_connections_per_client = opt.max_connections_per_client;
+  h.cors_origins.clear();
+  for (size_t start = 0; start <= opt.cors_origins.size();) {
+    const size_t comma = std::min(opt.cors_origins.find(',', start), opt.cors_origins.size());
+    std::string origin = opt.cors_origins.substr(start, comma - start);
+    origin.erase(0, origin.find_first_not_of(' '));
+    origin.erase(origin.find_last_not_of(' ') + 1);
+    if (!origin.empty()) h.cors_origins.push_back(origin);
+    start = comma + 1;
+  }
   api_token_from_env(h);
   return h;
 }

@@ -1,4 +1,4 @@
-// What both workers' main() share: the flags every worker takes (DESIGN section 4's CLI plus the serving knobs),
+// What both workers' main() share: the flags every worker takes (the CLI of docs/DESIGN.md section 5 plus the serving knobs),
 // the device choice, the HTTP options, and the front end that serves HTTP and sends heartbeats from bind to
 // shutdown. Each worker adds its model-specific flags and its routes.
 #pragma once
@@ -25,12 +25,15 @@ namespace rbee::server {
 struct WorkerOptions {
   std::string model, model_ref, worker_id, host = "127.0.0.1", hive_url, backend = "auto";
   int port = 8080, device = 0, threads = 0, http_threads = 0, max_body_kb = 1024;
+  int max_connections = 2048, max_connections_per_client = 512;
+  std::string cors_origins = "*";
   double heartbeat_interval = 5.0, request_timeout = 600.0, shutdown_timeout = 30.0;
 };
 
 // Registers --model (required, described by model_help), --model-ref, --worker-id, --host, --port, --hive-url,
 // --backend, --device (alias --cuda-device, --rocm-device), -t/--threads, --http-threads, --max-body-kb,
-// --request-timeout, --shutdown-timeout and --heartbeat-interval. Returns the --backend option (its count()
+// --request-timeout, --shutdown-timeout, --heartbeat-interval, --max-connections, --max-connections-per-client and
+// --cors-origins. Returns the --backend option (its count()
 // tells whether it was given, for apply_program_backend).
 CLI::Option* add_worker_options(CLI::App& app, WorkerOptions& opt, const std::string& model_help);
 

@@ -23,11 +23,11 @@ def require_worker():
 
 
 class Worker(WorkerProcess):
-    """The LLM worker with the default model (RBEE_WORKER_BIN, RBEE_MODEL)."""
+    """The LLM worker (RBEE_WORKER_BIN) with the default model (RBEE_MODEL) or the one named."""
 
-    def __init__(self, *extra, binary=None, **kw):
+    def __init__(self, *extra, binary=None, model=None, **kw):
         require_worker()
-        super().__init__(binary or WORKER_BIN, MODEL, *extra, **kw)
+        super().__init__(binary or WORKER_BIN, model or MODEL, *extra, **kw)
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,26 @@ def test_sigterm_without_grace_cancels():
     assert w.proc.wait(60) == 0
 
 
+def test_sigterm_lets_queued_jobs_finish_within_the_grace():
+    """Jobs accepted (200, stream open) but still queued when SIGTERM comes run to their end within the grace
+    period instead of being cancelled (issue 13)."""
+    w = Worker("--parallel", "1", "--shutdown-timeout", "120")
+    jobs = [w.post("/v1/jobs", {"operation": "infer", "prompt": f"Count to ten, take {i}: one, two,",
+                                "max_tokens": 12, "temperature": 0}).json() for i in range(3)]
+    streams = [sse_events(w.get(j["sse_url"], stream=True)) for j in jobs]
+    first = [next(streams[0]), next(streams[0])]  # started, then a token: job 0 runs, 1 and 2 wait
+    assert first[0]["type"] == "started" and first[1]["type"] == "token"
+    w.proc.send_signal(signal.SIGTERM)
+    ends = []
+    for i, it in enumerate(streams):
+        events = (first if i == 0 else []) + list(it)
+        assert events[-1] == "[DONE]", events
+        ends.append(events[-2])
+    assert [e["type"] for e in ends] == ["end"] * 3, ends
+    assert all(e["stop_reason"] in ("MAX_TOKENS", "EOS") for e in ends), ends
+    assert w.proc.wait(60) == 0
+
+
 def test_backend_from_program_name(tmp_path):
     link = tmp_path / "llm-worker-rbee-cpu"
     os.symlink(WORKER_BIN, link)

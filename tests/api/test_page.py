@@ -35,14 +35,38 @@ def browser():
     d.quit()
 
 
-def test_chat_page_streams_tokens(worker, browser, tmp_path):
-    browser.get(worker.url + "/?token=" + TOKEN)  # how a browser passes the worker's auth
-    assert "token=" not in browser.current_url, "the page should drop the token from the address bar"
-    assert browser.find_element(By.ID, "token").get_attribute("value") == TOKEN
-    deadline = time.time() + 20
-    while time.time() < deadline and not browser.find_element(By.ID, "model").text.endswith(".gguf"):
+def auth_state(browser):
+    el = browser.find_element(By.ID, "auth")
+    return el.get_attribute("data-state") or "", el.text
+
+
+def wait_for(predicate, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
         time.sleep(0.05)
-    assert browser.find_element(By.ID, "model").text.endswith(".gguf")
+    return False
+
+
+def test_chat_page_streams_tokens(worker, browser, tmp_path):
+    # The page loads without a token and asks for it (issue 13); the token goes in a header, never in an address.
+    browser.get(worker.url + "/")
+    browser.execute_script(
+        "window.__urls = []; const f = window.fetch;"
+        "window.fetch = (u, o) => { window.__urls.push(String(u)); return f(u, o); };")
+    assert wait_for(lambda: auth_state(browser)[0] == "needed"), auth_state(browser)
+    assert "needs its API token" in auth_state(browser)[1]
+    token = browser.find_element(By.ID, "token")
+    token.send_keys("wrong-token")
+    browser.find_element(By.ID, "prompt").click()  # the change event
+    assert wait_for(lambda: auth_state(browser)[0] == "refused"), auth_state(browser)
+    assert "invalid bearer token" in auth_state(browser)[1], "a wrong token is reported as wrong"
+    token.clear()
+    token.send_keys(TOKEN)
+    browser.find_element(By.ID, "prompt").click()
+    assert wait_for(lambda: browser.find_element(By.ID, "model").text.endswith(".gguf"))
+    assert auth_state(browser)[0] == "ok"
     mt = browser.find_element(By.ID, "max_tokens")
     mt.clear()
     mt.send_keys("64")
@@ -69,3 +93,41 @@ def test_chat_page_streams_tokens(worker, browser, tmp_path):
     assert text.strip(), "no answer"
     assert len(lengths) >= 3, f"the answer did not grow token by token: {lengths}"
     assert "tokens" in browser.find_element(By.CSS_SELECTOR, ".stats").text
+    urls = browser.execute_script("return window.__urls")
+    assert urls and all(TOKEN not in u and "token" not in u for u in urls), urls
+    assert TOKEN not in browser.current_url
+
+
+def test_chat_page_shows_tool_calls(browser, tmp_path):
+    """A worker with tool support (the tiny model of tests/data with Qwen2.5's template): the page sends the tools
+    typed into its Tools box and shows the call the model makes."""
+    import json
+    from test_openai_tools import WEATHER, tiny_worker
+    w = tiny_worker("Qwen-Qwen2.5-7B-Instruct.jinja")
+    try:
+        browser.get(w.url + "/")
+        token = browser.find_element(By.ID, "token")
+        token.clear()
+        token.send_keys(TOKEN)
+        browser.find_element(By.ID, "prompt").click()  # the change event
+        assert wait_for(lambda: browser.find_element(By.ID, "model").text.endswith(".gguf"))
+        browser.find_element(By.CSS_SELECTOR, "details.tools summary").click()
+        browser.execute_script("document.getElementById('tools').value = arguments[0];"
+                               "document.getElementById('tool_choice').value = 'required';", json.dumps([WEATHER]))
+        browser.find_element(By.ID, "prompt").send_keys("Weather in Paris?")
+        browser.find_element(By.ID, "send").click()
+        deadline = time.time() + 60
+        state = ""
+        while time.time() < deadline and state != "done":
+            state = browser.execute_script("const m = document.querySelector('.msg.assistant, .msg.error');"
+                                           "return m ? m.dataset.state : '';")
+            time.sleep(0.05)
+        browser.save_screenshot(str(tmp_path / "tools.png"))
+        assert state == "done"
+        assert browser.find_elements(By.CSS_SELECTOR, ".msg.error") == []
+        calls = browser.find_elements(By.CSS_SELECTOR, ".toolcall")
+        assert calls and calls[0].text.startswith("→ get_weather(")
+        args = calls[0].text[len("→ get_weather("):-1]
+        assert set(json.loads(args)) == {"city", "unit"}
+    finally:
+        assert w.stop() == 0

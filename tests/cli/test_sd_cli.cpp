@@ -120,6 +120,15 @@ TEST(SdCli, WritesPngWithSizeAndParameters) {
   EXPECT_NE(png2.text.at("parameters").find("Inpaint: true"), std::string::npos);
 }
 
+// Disk full when the image is written (issue 13): /dev/full answers every write with ENOSPC. A clear error naming
+// the file and the system's reason, exit status 1 (before, a stream's buffered tail could fail unnoticed).
+TEST(SdCli, DiskFullWhenWritingTheImage) {
+  const rbee::test::CliRun r = rbee_sd("-m " + kTinySd + " -p x --steps 1 -W 256 -H 256 -g 0 -s 1 -q -o /dev/full");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("writing '/dev/full' failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+}
+
 void expect_refused(const std::string& args, const std::string& needle) {
   const rbee::test::CliRun r = rbee_sd(args);
   EXPECT_GT(r.status, 0) << "rbee sd " << args << " was not refused:\n" << r.output;
@@ -133,10 +142,15 @@ TEST(SdCli, RefusesBadArguments) {
   expect_refused(m + "-p x --steps 151", "--steps");
   expect_refused(m + "-p x -g 21", "--guidance");
   expect_refused(m + "-p x --sampler plms", "--sampler");
-  expect_refused(m + "-p x -W 100", "--width/--height: 100x512 must be multiples of 8");
+  expect_refused(m + "-p x -W 100", "--width: 100 must be a positive multiple of 8");
+  expect_refused(m + "-p x -H 2056", "--height: 2056 must be a positive multiple of 8 up to 2048");
+  // Limits only the model's files know are checked before the load: LCM places at most 50 steps here.
+  expect_refused(m + "-p x --sampler lcm --steps 60", "--steps: 60 is more than sampler lcm can place");
+  expect_refused(m + "-p x --variant fp16", "fp16");
+  expect_refused(m + "-p x --noise philox", "--noise");
   expect_refused(m + "-p x --strength 1.5", "--strength");
   expect_refused(m + "-p x --mask " + kTinySd + "/model_index.json", "--mask needs --init-image");
-  expect_refused(m + "-p x --init-image " + kTinySd + "/model_index.json", "signature");
+  expect_refused(m + "-p x --init-image " + kTinySd + "/model_index.json", "not a PNG, JPEG or WebP");
   expect_refused(m + "-p x --init-image /nonexistent.png", "cannot read");
   expect_refused(m + "-p x --sd-version v2-1", "'v2-1' was asked for");
   expect_refused("-m /nonexistent -p x", "does not exist");
@@ -148,7 +162,7 @@ TEST(SdCli, HelpNamesEveryFlag) {
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--model", "--prompt", "--negative-prompt", "--output", "--steps", "--width", "--height",
                            "--seed", "--sampler", "--guidance", "--init-image", "--strength", "--mask", "--backend",
-                           "--device", "--use-f16", "--config", "--sd-version"}) {
+                           "--device", "--use-f16", "--config", "--sd-version", "--variant", "--noise"}) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
   }
 }

@@ -4,8 +4,9 @@
 //     (goldens: tools/goldens/make_quant_goldens.py -> tests/data/quant/dequant_<type>.bin);
 // (b) legacy quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) equals gguf-py's quantize byte for byte;
 // (c) round-trip error bounds per type, on Gaussian data and on ggml's own synthetic test data;
-// (d) qmatmul against double references built from dequantized weights (and activations), M = 1, 7, 20, 64, 144,
-//     strided x with batch dims; 16-bit weights multiply x rounded to their type (checked exactly);
+// (d) qmatmul against double references built from dequantized weights (and activations): M from 1 to 520 around
+//     the GPU's path thresholds and tile edges, N and K not multiples of its tiles, strided x with batch dims;
+//     16-bit weights multiply x rounded to their type (checked exactly);
 // (e) bad arguments raise InvalidArgument naming the op and the argument.
 #include <cmath>
 #include <cstring>
@@ -260,19 +261,30 @@ TEST(QuantActivationFormats, CarryTheirSums) {
 //    type by at most half an ulp: 2^-p |x| + 2^(emin - p) (p = 11 for f16, 8 for bf16).
 struct QMatmulCase {
   const char* name;
-  Shape x_shape;  // [..., K]
+  Shape x_shape;  // [..., K]; K is rounded up to the weight type's block size (256 for K-quants)
   Layout layout;
+  int64_t n = 37;
 };
-const int64_t kK = 512, kN = 37;
+const int64_t kDefaultK = 512;
+// GPU paths for block types (quant_qmatmul.cu): the matvec below 16 rows; MMQ (quant_mmq.cuh) from 16 rows with
+// tiles of 16 / 32 / 64 / 128 rows (M <= 16 / 32 / 64 / more) x 64 weight rows, K in steps of 128, split over K
+// when the tiles are few. Float weights: gemv up to 8 rows, the vendor BLAS above.
 const std::vector<QMatmulCase> kQMatmulCases = {
-    {"m1", {1, kK}, Layout::Contiguous},
-    {"m7", {7, kK}, Layout::Contiguous},
-    {"m20", {20, kK}, Layout::Contiguous},  // GPU: more rows than one matvec launch takes (16 + 4)
-    {"m64", {64, kK}, Layout::Contiguous},  // GPU: block types 4 matvec launches of 16 rows, floats the BLAS path
-    {"m144", {144, kK}, Layout::Contiguous},  // GPU: the BLAS path for block types too (more than 128 rows)
-    {"batch2x3_strided", {2, 3, kK}, Layout::Strided},
-    {"batch5_transposed", {5, 1, kK}, Layout::Transposed},
-    {"vector", {kK}, Layout::Contiguous},
+    {"m1", {1, kDefaultK}, Layout::Contiguous},
+    {"m7", {7, kDefaultK}, Layout::Contiguous},
+    {"m15", {15, kDefaultK}, Layout::Contiguous},  // GPU: the largest matvec
+    {"m16", {16, kDefaultK}, Layout::Contiguous},  // GPU: the smallest MMQ (16-row tile, split K)
+    {"m20", {20, kDefaultK}, Layout::Contiguous},
+    {"m17_n100_k256", {17, 256}, Layout::Contiguous, 100},  // 32-row tile; N not a multiple of 64
+    {"m33_n129_k544", {33, 544}, Layout::Contiguous, 129},  // 64-row tile; K not a multiple of 128 (K-quants: 768)
+    {"m64", {64, kDefaultK}, Layout::Contiguous},
+    {"m65_n64_k1024", {65, 1024}, Layout::Contiguous, 64},  // 128-row tile, one weight tile
+    {"m144", {144, kDefaultK}, Layout::Contiguous},
+    {"m130_n200_k4096", {130, 4096}, Layout::Contiguous, 200},
+    {"m520_n70_k2048", {520, 2048}, Layout::Contiguous, 70},  // prompt-sized: 5 row tiles
+    {"batch2x3_strided", {2, 3, kDefaultK}, Layout::Strided},
+    {"batch5_transposed", {5, 1, kDefaultK}, Layout::Transposed},
+    {"vector", {kDefaultK}, Layout::Contiguous},
 };
 
 // The 8-bit activation rule qmatmul defines for 32-element-block weights (ggml's CPU backend quantizes its
@@ -339,7 +351,11 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
   const auto& [backend, wtype, case_index] = GetParam();
   const QMatmulCase& c = kQMatmulCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.x_shape.numel() / kK;
+  Shape x_shape = c.x_shape;
+  const int64_t bs = is_quantized(wtype) ? dtype_block_size(wtype) : 1;
+  const int64_t kK = (x_shape[x_shape.rank() - 1] + bs - 1) / bs * bs, kN = c.n;
+  x_shape[x_shape.rank() - 1] = kK;
+  const int64_t m = x_shape.numel() / kK;
 
   // Weights: N(0, 1) rows with varied scales, quantized (or rounded) to wtype; w^ = what w holds.
   std::mt19937_64 rng(1234 + (int)wtype);
@@ -360,7 +376,7 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
     for (int64_t k = 0; k < kK; ++k) xv[(size_t)(r * kK + k)] = (double)normal(rng) * (1.0 + (double)(r % 4));
     xv[(size_t)(r * kK + (r * 37) % kK)] = 12.0;
   }
-  const Tensor x = make_tensor(xv, c.x_shape, DType::F32, *device, c.layout);
+  const Tensor x = make_tensor(xv, x_shape, DType::F32, *device, c.layout);
   const DType atype = activation_type(wtype);
   const Tensor x_flat = make_tensor(xv, {m, kK}, DType::F32, *device);
   const bool half = atype == DType::F16 || atype == DType::BF16;
@@ -371,7 +387,7 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
 
   poison_allocations(*device, (size_t)(m * kN * 4));
   const Tensor out = ops::qmatmul(x, w);
-  Shape want_shape = c.x_shape;
+  Shape want_shape = x_shape;
   want_shape[want_shape.rank() - 1] = kN;
   ASSERT_EQ(out.shape(), want_shape);
   ASSERT_EQ(out.dtype(), DType::F32);

@@ -1,4 +1,4 @@
-// Conformance: the sample op (token sampling, rbee/backend/kernels.h) on every backend.
+// Conformance: the sample op (token sampling, op_table.def) on every backend.
 //
 // (a) against a naive reference written from the op's definition (sort everything, walk prefixes), on
 //     synthetic logits with ties, banned (-inf) and NaN tokens, for each sampler setting: the ids must be equal,
@@ -6,7 +6,8 @@
 //     weights, the key order and the random stream);
 // (b) on stored logits (the tiny models' transformers logits, tests/data/tiny_models/*/logits.f32): the
 //     backend's SampleBatch gives the ids llm::Sampler gives on the CPU, for each setting, with penalties and
-//     biases from synthetic prompts and outputs;
+//     biases from synthetic prompts and outputs (every other step through the host path of requests with
+//     logprobs, which adjusts the logits itself);
 // (c) bad arguments raise InvalidArgument naming the argument.
 #include <algorithm>
 #include <cmath>
@@ -302,7 +303,15 @@ TEST_P(SampleStoredLogits, EqualsTheCpuSampler) {
     const auto got = batch.run(on_device);
     for (int64_t r = 0; r < rows; ++r) {
       const std::span<const float> row(logits.data() + r * vocab, (size_t)vocab);
-      const llm::TokenId want = host[(size_t)r].sample(row, prompts[(size_t)r], outputs[(size_t)r]);
+      // Odd steps ask for log-probabilities: the host sampler then adjusts the logits itself (the path of
+      // requests with logprobs or a grammar) and must still draw what the op draws.
+      llm::TokenLogprob lp;
+      llm::SampleStep host_step;
+      if (step % 2 == 1) {
+        host_step.top_logprobs = 0;
+        host_step.logprobs = &lp;
+      }
+      const llm::TokenId want = host[(size_t)r].sample(row, prompts[(size_t)r], outputs[(size_t)r], host_step);
       if (got[(size_t)r] != want && differing++ < 5) {
         ADD_FAILURE() << st.name << " step " << step << " row " << r << ": " << backend << " " << got[(size_t)r]
                       << ", cpu sampler " << want;

@@ -33,6 +33,42 @@ TEST(SdClipTokenizer, MatchesTransformers) {
   }
 }
 
+// Non-Latin text as transformers 5's (fast) CLIPTokenizer encodes it (tools/goldens/make_clip_unicode_goldens.py):
+// Unicode lower case (Cyrillic, Greek, Armenian, full-width, Deseret, U+0130), CJK runs kept whole, NFC, every
+// Unicode space, control characters kept, upper-cased special-token text BPE-encoded; with the SD 2.1 tokenizer the
+// pad token "!" is an added token wherever it appears. Ids equal, padded and not.
+TEST(SdClipTokenizer, UnicodeMatchesTransformers5) {
+  std::ifstream in(tiny_sd("tokenizer_unicode_goldens.json"));
+  ASSERT_TRUE(in.good());
+  nlohmann::json g = nlohmann::json::parse(in);
+  for (const char* name : {"sd15", "sd21"}) {
+    ClipTokenizer tok = ClipTokenizer::from_folder(tiny_sd(std::string(name) + "/tokenizer"));
+    ASSERT_GE(g[name].size(), 16u);
+    for (const auto& c : g[name]) {
+      const std::string text = c["text"].get<std::string>();
+      std::vector<int32_t> want = ints(c["ids"]);
+      EXPECT_EQ(tok.encode(text), std::vector<int32_t>(want.begin() + 1, want.end() - 1)) << name << ": " << text;
+      EXPECT_EQ(tok.encode_padded(text, 77), ints(c["padded"])) << name << ": " << text;
+    }
+  }
+  // Upper and lower case of other scripts give one encoding.
+  ClipTokenizer tok = ClipTokenizer::from_folder(tiny_sd("sd15/tokenizer"));
+  EXPECT_EQ(tok.encode("ПРИВЕТ ΣΟΦΙΑ"), tok.encode("привет σοφια"));
+}
+
+// A tokenizer folder with tokenizer.json only (transformers 5's save_pretrained; tests/data/tiny_sd/sd15_l4) reads
+// the same vocabulary and merges as vocab.json + merges.txt.
+TEST(SdClipTokenizer, TokenizerJsonOnlyFolder) {
+  ClipTokenizer files = ClipTokenizer::from_folder(tiny_sd("sd15/tokenizer"));
+  ClipTokenizer json = ClipTokenizer::from_folder(tiny_sd("sd15_l4/tokenizer"));
+  EXPECT_EQ(json.vocab_size(), files.vocab_size());
+  EXPECT_EQ(json.pad_id(), files.pad_id());
+  std::ifstream in(tiny_sd("tokenizer_goldens.json"));
+  nlohmann::json g = nlohmann::json::parse(in);
+  for (const auto& c : g) EXPECT_EQ(json.encode_padded(c["text"].get<std::string>(), 77), ints(c["padded"]));
+  EXPECT_THROW(ClipTokenizer::from_tokenizer_json(tiny_sd("sd15/tokenizer/vocab.json")), Error);
+}
+
 TEST(SdClipTokenizer, PadTokenFromConfig) {
   ClipTokenizer v1 = ClipTokenizer::from_folder(tiny_sd("sd15/tokenizer"));
   ClipTokenizer v2 = ClipTokenizer::from_folder(tiny_sd("sd21/tokenizer"));

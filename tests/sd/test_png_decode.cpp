@@ -1,6 +1,7 @@
 // PNG reader: every colour type and bit depth against Pillow's decoding (tests/data/png, made by
 // tools/goldens/make_png_decode_goldens.py; one file uses each of the five row filters), the writer's output read
 // back, and malformed input refused with Error(InvalidArgument) naming the problem.
+#include <cctype>
 #include <fstream>
 #include <iterator>
 
@@ -55,13 +56,19 @@ TEST(SdPngDecode, ReadsWhatTheWriterWrites) {
   EXPECT_EQ(back.rgb, img.rgb);
 }
 
-void expect_refused(const std::vector<uint8_t>& png, const std::string& needle, int64_t max_pixels = 1 << 24) {
+// Refused with Error(InvalidArgument) whose message starts with "png: " and holds one of `needles` (lower case).
+void expect_refused(const std::vector<uint8_t>& png, std::vector<std::string> needles, int64_t max_pixels = 1 << 24) {
   try {
     decode_png(png.data(), png.size(), max_pixels);
-    ADD_FAILURE() << "accepted; expected an error with '" << needle << "'";
+    ADD_FAILURE() << "accepted; expected an error with '" << needles[0] << "'";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+    std::string msg = e.message();
+    EXPECT_EQ(msg.rfind("png: ", 0), 0u) << msg;
+    for (auto& c : msg) c = (char)std::tolower((unsigned char)c);
+    bool found = false;
+    for (const auto& n : needles) found = found || msg.find(n) != std::string::npos;
+    EXPECT_TRUE(found) << "'" << e.message() << "' names none of the expected reasons, e.g. '" << needles[0] << "'";
   }
 }
 
@@ -73,34 +80,34 @@ void fix_crc(std::vector<uint8_t>& png, size_t offset) {
   for (int k = 0; k < 4; ++k) png[offset + 8 + len + k] = (uint8_t)(c >> (24 - 8 * k));
 }
 
+// libspng decodes now (issue 13: a field-proven decoder for untrusted images); its reasons replace the ones our own
+// chunk parser gave, so each case names the words of libspng's message.
 TEST(SdPngDecode, RefusesMalformedInput) {
   const std::vector<uint8_t> good = read_bytes(png_data("rgb8.png"));
-  expect_refused({}, "signature");
-  expect_refused({'G', 'I', 'F', '8', '9', 'a', 0, 0}, "signature");
-  expect_refused(std::vector<uint8_t>(good.begin(), good.begin() + 20), "chunk at offset 8 claims 13 bytes past the end");
-  expect_refused(std::vector<uint8_t>(good.begin(), good.begin() + good.size() / 2), "offset");
+  expect_refused({}, {"eof", "buf", "invalid", "signature"});
+  expect_refused({'G', 'I', 'F', '8', '9', 'a', 0, 0}, {"signature", "end of stream"});
+  expect_refused(std::vector<uint8_t>(good.begin(), good.begin() + 20), {"eof", "end of", "buf"});
+  expect_refused(std::vector<uint8_t>(good.begin(), good.begin() + good.size() / 2), {"eof", "end of", "buf"});
 
   std::vector<uint8_t> crc = good;
-  crc[20] ^= 1;  // a byte of IHDR's data
-  expect_refused(crc, "bad CRC of the chunk at offset 8");
-
-  std::vector<uint8_t> interlaced = good;
-  interlaced[28] = 1;  // IHDR interlace method
-  fix_crc(interlaced, 8);
-  expect_refused(interlaced, "interlaced");
+  crc[20] ^= 1;  // a byte of IHDR's height: libspng checks the limits before the CRC
+  expect_refused(crc, {"crc", "limit"});
+  std::vector<uint8_t> crc_only = good;
+  crc_only[8 + 8 + 13] ^= 1;  // IHDR's CRC itself
+  expect_refused(crc_only, {"crc", "checksum"});
 
   std::vector<uint8_t> depth = good;
   depth[24] = 4;  // 4-bit truecolour does not exist
   fix_crc(depth, 8);
-  expect_refused(depth, "bit depth 4");
+  expect_refused(depth, {"bit depth", "depth"});
 
-  expect_refused(good, "exceeds 100 pixels", 100);
+  expect_refused(good, {"exceeds 100 pixels"}, 100);
 
   // Bigger dimensions than the data holds: the inflated stream is too short.
   std::vector<uint8_t> taller = good;
   taller[23] = 12;  // height 11 -> 12
   fix_crc(taller, 8);
-  expect_refused(taller, "inflates to 1232 bytes, 1344 expected");
+  expect_refused(taller, {"idat", "eof", "stream", "zlib", "inflate", "data"});
 
   // A filter type byte out of range (our own writer's stored block: the first row's filter byte is in the clear).
   Image img;
@@ -119,14 +126,29 @@ TEST(SdPngDecode, RefusesMalformedInput) {
   const uint32_t a = adler32(raw.data(), raw.size());
   for (int k = 0; k < 4; ++k) bad_filter[adler_at + k] = (uint8_t)(a >> (24 - 8 * k));
   fix_crc(bad_filter, idat);
-  expect_refused(bad_filter, "filter type 9");
+  expect_refused(bad_filter, {"filter"});
+}
+
+// A PNG that claims 2^24 x 2^24 pixels in a few dozen bytes is refused from its header, before any allocation.
+TEST(SdPngDecode, HugeDimensionsRefusedBeforeDecoding) {
+  std::vector<uint8_t> big = read_bytes(png_data("rgb8.png"));
+  big[16] = 0x00, big[17] = 0xFF, big[18] = 0xFF, big[19] = 0xFF;  // width 2^24 - 1
+  big[20] = 0x00, big[21] = 0xFF, big[22] = 0xFF, big[23] = 0xFF;  // height 2^24 - 1
+  fix_crc(big, 8);
+  expect_refused(big, {"exceeds", "limit"});
 }
 
 TEST(SdPngDecode, SurvivesEveryTruncationAndByteFlip) {
   const std::vector<uint8_t> good = read_bytes(png_data("palette4.png"));
+  // A prefix either fails, or (libspng needs no IEND once the image data is complete) gives the whole image.
+  const Image full = decode_png(good.data(), good.size());
   for (size_t n = 0; n < good.size(); ++n) {
     std::vector<uint8_t> cut(good.begin(), good.begin() + (ptrdiff_t)n);
-    EXPECT_THROW(decode_png(cut.data(), cut.size()), Error) << "truncated to " << n;
+    try {
+      const Image img = decode_png(cut.data(), cut.size());
+      EXPECT_EQ(img.rgb, full.rgb) << "truncated to " << n << " decoded to another image";
+    } catch (const Error&) {
+    }
   }
   for (size_t i = 0; i < good.size(); ++i) {
     std::vector<uint8_t> flipped = good;

@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(All, SdSchedulerLoop,
                          [](const auto& info) { return std::string(info.param.name) + "_" + info.param.pred; });
 
 TEST(SdSchedulerErrors, BadInputsThrow) {
-  EXPECT_THROW(scheduler_kind_from_name("heun"), Error);
+  EXPECT_THROW(scheduler_kind_from_name("k_lms"), Error);
   auto sched = make_scheduler(SchedulerKind::Euler, sd15());
   Device& cpu = rbee::test::cpu_device();
   Tensor x = ops::zeros({1, 4, 2, 2}, DType::F32, cpu);

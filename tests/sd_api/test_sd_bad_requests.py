@@ -1,4 +1,4 @@
-"""Every invalid request gets a 4xx whose body names the field (DESIGN section 4, Errors), and the worker keeps
+"""Every invalid request gets a 4xx whose body names the field (docs/DESIGN.md section 5, Errors), and the worker keeps
 serving afterwards."""
 import base64
 
@@ -37,6 +37,10 @@ CASES = [
     ({"seed": -1}, 400, "seed", "must be in"),
     ({"seed": "abc"}, 400, "seed", "must be an integer"),
     ({"sampler": "k_lms"}, 400, "sampler", "unknown sampler"),
+    # Limits only the model knows, checked before the job is queued (no 200 then a failed job).
+    ({"sampler": "lcm", "steps": 60}, 400, "steps", "at most 50"),
+    ({"noise": "philox"}, 400, "noise", "unknown generator"),
+    ({"noise": 3}, 400, "noise", "must be a string"),
     ({"preview_every": 500}, 400, "preview_every", "[0, 150]"),
     ({**TRANSFORM, "strength": 1.5}, 400, "strength", "[0, 1]"),
     ({**TRANSFORM, "strength": -0.1}, 400, "strength", "[0, 1]"),
@@ -44,7 +48,7 @@ CASES = [
     ({**TRANSFORM, "input_image": None}, 400, "input_image", "required"),
     ({**TRANSFORM, "input_image": "@@@not base64@@@"}, 400, "input_image", "not valid base64"),
     ({**TRANSFORM, "input_image": NOT_PNG}, 400, "input_image", "signature"),
-    ({**TRANSFORM, "input_image": TRUNCATED}, 400, "input_image", "not a PNG image"),
+    ({**TRANSFORM, "input_image": TRUNCATED}, 400, "input_image", "not an image this worker can read"),
     ({**TRANSFORM, "input_image": SMALL}, 400, "input_image", f"is {SIZE}x{SIZE - 8}"),
     ({**TRANSFORM, "input_image": SMALL, "width": None, "height": None}, 400, "input_image", "multiple of 8"),
     ({**INPAINT, "mask_image": None}, 400, "mask_image", "required"),
@@ -77,6 +81,7 @@ OPENAI_CASES = [
     ({"response_format": "url"}, 400, "response_format", "b64_json"),
     ({"steps": 0}, 400, "steps", "[1, 150]"),
     ({"sampler": "plms"}, 400, "sampler", "unknown sampler"),
+    ({"sampler": "lcm", "steps": 51}, 400, "steps", "at most 50"),
 ]
 
 

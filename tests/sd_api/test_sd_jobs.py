@@ -1,4 +1,4 @@
-"""The rbee job contract of sd-worker-rbee (DESIGN section 4): SSE named events in order with every field,
+"""The rbee job contract of sd-worker-rbee (docs/DESIGN.md section 5): SSE named events in order with every field,
 previews, the PNG and its parameters chunk, seeds, img2img and inpaint, /info, /metrics."""
 import base64
 import re
@@ -78,16 +78,49 @@ def test_image_inpaint(sd_worker):
     assert (w, h) == (SIZE, SIZE) and "Inpaint: true" in text["parameters"]
 
 
+def test_inpaint_default_strength_runs_every_step(sd_worker):
+    """image_inpaint without strength uses diffusers' inpaint default, 1.0: every step runs."""
+    src = b64png(SIZE, SIZE, gradient)
+    mask = b64png(SIZE, SIZE, lambda x, y: (255, 255, 255) if y >= SIZE // 2 else (0, 0, 0))
+    events = sd_worker.run_job(operation="image_inpaint", init_image=src, mask_image=mask, steps=3, seed=6,
+                               preview_every=0)
+    progress = [d for n, d in events if n == "progress"]
+    assert [(p["step"], p["total"]) for p in progress] == [(1, 3), (2, 3), (3, 3)]
+    assert "Denoising strength: 1" in decode_png(png_of(events[-2][1]))[3]["parameters"]
+
+
+def test_odd_sides_run(sd_worker):
+    """Sides that are multiples of 8 but not of the UNet's 4 x 2^2 (tiny pipeline: 264 -> latent 66) make an image
+    of that size, as diffusers does."""
+    events = sd_worker.run_job(seed=4, width=264, height=256)
+    assert events[-2][0] == "complete", events[-2]
+    w, h, _, _ = decode_png(png_of(events[-2][1]))
+    assert (w, h) == (264, 256)
+
+
+def test_torch_noise_is_reproducible(sd_worker):
+    """"noise": "torch" (PyTorch's generator) gives another image than rbee's for the same seed, the same one again,
+    and says so in the parameters chunk."""
+    a = png_of(sd_worker.run_job(seed=11, noise="torch")[-2][1])
+    b = png_of(sd_worker.run_job(seed=11, noise="torch")[-2][1])
+    c = png_of(sd_worker.run_job(seed=11)[-2][1])
+    assert a == b and decode_png(a)[2] != decode_png(c)[2]
+    assert "Noise: torch" in decode_png(a)[3]["parameters"]
+
+
 def test_info_health_ready(sd_worker):
     assert sd_worker.get("/health", headers={}).json() == {"status": "healthy"}
     assert sd_worker.get("/ready").json() == {"ready": True}
     info = sd_worker.get("/info").json()
     assert info["implementation"] == "rbee" and info["model_ref"] == "test:tiny-sd15"
-    assert info["sd_version"] == "auto" and info["backend"] == "cpu"
+    # --sd-version auto (the default) reports the family read from the files.
+    assert info["sd_version"] == "v1-5" and info["sd_version_requested"] == "auto" and info["backend"] == "cpu"
+    assert "dpmpp_2m" in info["samplers"] and info["defaults"]["noise"] == "rbee"
     assert set(info["device"]) == {"id", "name", "vendor", "arch", "vram_total", "vram_used"}
     assert info["device"]["vram_total"] > 0
     assert info["queue"]["max_queued"] == 2
     assert info["defaults"]["steps"] == 20 and info["defaults"]["preview_every"] == 2
+    assert info["defaults"]["strength"] == 0.8 and info["defaults"]["inpaint_strength"] == 1.0
 
 
 def test_metrics(sd_worker):

@@ -169,3 +169,32 @@ def test_sdxl_folder_serves_a_job():
         assert events[-2][0] == "complete" and events[-1] == ("message", "[DONE]")
     finally:
         assert w.stop() == 0
+
+
+def test_sdxl_auto_gets_xl_defaults():
+    """--sd-version auto on an SDXL folder: /info reports the detected family and the 1024x1024 defaults."""
+    w = SdWorker(model=str(Path(MODEL).parent / "sdxl"))
+    try:
+        info = w.get("/info").json()
+        assert info["sd_version"] == "xl" and info["sd_version_requested"] == "auto", info
+        assert info["defaults"]["width"] == 1024 and info["defaults"]["height"] == 1024, info["defaults"]
+    finally:
+        assert w.stop() == 0
+
+
+def test_folder_with_variant_shards_and_tokenizer_json():
+    """The tiny 4-level pipeline stored as real folders come (sharded UNet and text encoder with their index files,
+    an fp16 variant VAE beside a plain one, tokenizer.json only) serves jobs with --variant fp16, at a side that is
+    not a multiple of 64 (the UNet's 8 x 2^3)."""
+    w = SdWorker("--variant", "fp16", model=str(Path(MODEL).parent / "sd15_l4"))
+    try:
+        events = w.run_job(seed=2, steps=2, width=264, height=256, noise="torch")
+        assert events[-2][0] == "complete", events[-2]
+        assert (events[-2][1]["width"], events[-2][1]["height"]) == (264, 256)
+    finally:
+        assert w.stop() == 0
+
+
+def test_unknown_variant_fails_the_load():
+    r = run_worker(["--model", str(Path(MODEL).parent / "sd15_l4"), "--variant", "bf16", "--port", "0"])
+    assert r.returncode == 1 and "bf16" in r.stderr

@@ -226,6 +226,34 @@ TEST_F(SchedulerTest, BoundedQueueAndDrain) {
   EXPECT_EQ(sched.submit(req, r3, nullptr), Scheduler::Submit::Stopped);
 }
 
+// SIGTERM's drain: jobs still queued were accepted (their clients hold a 200), so they run while the grace period
+// lasts instead of being cancelled (issue 13).
+TEST_F(SchedulerTest, DrainRunsQueuedJobsWithinGrace) {
+  KvCache cache(model_->device(), model_->config(), 64, 16);
+  SchedulerOptions opt;
+  opt.parallel = 1;
+  opt.max_queue = 4;
+  Scheduler sched(*model_, cache, opt);
+  JobRequest req;
+  req.prompt = text_tokens(*model_, "Hello");
+  req.sampling.temperature = 0;
+  req.max_tokens = 6;
+  req.ignore_eos = true;
+  std::vector<std::shared_ptr<Recorder>> recs;
+  for (int i = 0; i < 3; ++i) {
+    recs.push_back(std::make_shared<Recorder>());
+    ASSERT_EQ(sched.submit(req, recs.back(), nullptr), Scheduler::Submit::Accepted);
+  }
+  sched.drain(std::chrono::seconds(300));
+  for (auto& r : recs) {
+    r->wait();
+    EXPECT_TRUE(r->started);
+    EXPECT_EQ(r->summary.reason, StopReason::MaxTokens);
+    EXPECT_EQ(r->summary.tokens_out, 6);
+  }
+  EXPECT_EQ(sched.submit(req, std::make_shared<Recorder>(), nullptr), Scheduler::Submit::Stopped);
+}
+
 TEST_F(SchedulerTest, RefusesWhatCannotFit) {
   KvCache cache(model_->device(), model_->config(), 4, 16);  // 64 positions
   Scheduler sched(*model_, cache, {});

@@ -144,6 +144,18 @@ TEST(Requests, JobRequestTable) {
       {"empty stop", R"({"operation":"infer","prompt":"x","stop":[""]})", 400, "stop[0]"},
       {"seed fractional", R"({"operation":"infer","prompt":"x","seed":1.5})", 400, "seed"},
       {"stream not bool", R"({"operation":"infer","prompt":"x","stream":"yes"})", 400, "stream"},
+      {"prompt and messages", R"({"operation":"infer","prompt":"x","messages":[{"role":"user","content":"y"}]})", 400,
+       "messages"},
+      {"token ids not ints", R"({"operation":"infer","prompt":[1,"a"]})", 400, "prompt[1]"},
+      {"n > 1", R"({"operation":"infer","prompt":"x","n":2})", 400, "n"},
+      {"top_logprobs without logprobs", R"({"operation":"infer","prompt":"x","top_logprobs":2})", 400, "top_logprobs"},
+      {"top_logprobs 21", R"({"operation":"infer","prompt":"x","logprobs":true,"top_logprobs":21})", 400,
+       "top_logprobs"},
+      {"min_tokens > max_tokens", R"({"operation":"infer","prompt":"x","max_tokens":2,"min_tokens":3})", 400,
+       "min_tokens"},
+      {"stop_token_ids type", R"({"operation":"infer","prompt":"x","stop_token_ids":5})", 400, "stop_token_ids"},
+      {"chat_template_kwargs type", R"({"operation":"infer","messages":[{"role":"user","content":"y"}],
+          "chat_template_kwargs":[1]})", 400, "chat_template_kwargs"},
   };
   for (const auto& c : cases) {
     expect_api_error([&] { parse_job_request(json::parse(c.body)); }, c.status, c.field, c.name);
@@ -152,7 +164,9 @@ TEST(Requests, JobRequestTable) {
       R"({"operation":"infer","prompt":"Hi","max_tokens":8,"temperature":0,"top_p":0.9,"top_k":5,"min_p":0.1,
           "repetition_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":-0.5,"seed":7,"stop":["\n","END"],
           "hive_id":"h1","model":"m"})"));
-  EXPECT_EQ(ok.prompt, "Hi");
+  ASSERT_EQ(ok.prompts.size(), 1u);
+  EXPECT_EQ(ok.prompts[0].text, "Hi");
+  EXPECT_TRUE(ok.parse_special) << "special-token text is parsed unless the request says otherwise";
   EXPECT_EQ(*ok.max_tokens, 8);
   EXPECT_EQ(ok.temperature, 0);
   EXPECT_EQ(ok.top_k, 5);
@@ -160,18 +174,37 @@ TEST(Requests, JobRequestTable) {
   EXPECT_EQ(ok.stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(ok.stream) << "jobs stream unless told otherwise";
   EXPECT_EQ(ok.hive_id, "h1");
+  const auto chat_job = parse_job_request(json::parse(
+      R"({"operation":"infer","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Sure,"}],
+          "logprobs":true,"top_logprobs":3,"ignore_eos":true,"min_tokens":2,"stop_token_ids":[7],"parse_special":false,
+          "chat_template_kwargs":{"enable_thinking":false}})"));
+  EXPECT_TRUE(chat_job.prompts.empty());
+  ASSERT_EQ(chat_job.messages.size(), 2u);
+  EXPECT_EQ(chat_job.messages[1]["content"], "Sure,");
+  EXPECT_EQ(chat_job.top_logprobs, 3);
+  EXPECT_TRUE(chat_job.ignore_eos);
+  EXPECT_EQ(chat_job.min_tokens, 2);
+  EXPECT_EQ(chat_job.stop_token_ids, (std::vector<int64_t>{7}));
+  EXPECT_FALSE(chat_job.parse_special);
+  EXPECT_EQ(chat_job.chat_template_kwargs["enable_thinking"], false);
+  const auto ids_job = parse_job_request(json::parse(R"({"operation":"infer","prompt":[5,6,7]})"));
+  EXPECT_TRUE(ids_job.prompts.at(0).is_ids);
+  EXPECT_EQ(ids_job.prompts[0].ids, (std::vector<int64_t>{5, 6, 7}));
 }
 
 TEST(Requests, OpenAiTable) {
   const BadCase completion_cases[] = {
       {"missing prompt", R"({"model":"m"})", 400, "prompt"},
-      {"two prompts", R"({"prompt":["a","b"]})", 400, "prompt"},
+      {"a number among prompts", R"({"prompt":["a",5]})", 400, "prompt[1]"},
+      {"empty ids among prompts", R"({"prompt":[[1],[]]})", 400, "prompt[1]"},
       {"prompt object", R"({"prompt":{"a":1}})", 400, "prompt"},
       {"token ids not ints", R"({"prompt":[1,"a"]})", 400, "prompt[1]"},
-      {"n = 2", R"({"prompt":"x","n":2})", 400, "n"},
+      {"n = 0", R"({"prompt":"x","n":0})", 400, "n"},
+      {"n = 129", R"({"prompt":"x","n":129})", 400, "n"},
       {"best_of", R"({"prompt":"x","best_of":3})", 400, "best_of"},
-      {"echo", R"({"prompt":"x","echo":true})", 400, "echo"},
-      {"logprobs", R"({"prompt":"x","logprobs":2})", 400, "logprobs"},
+      {"echo not bool", R"({"prompt":"x","echo":1})", 400, "echo"},
+      {"logprobs 21", R"({"prompt":"x","logprobs":21})", 400, "logprobs"},
+      {"max_tokens 0 without echo", R"({"prompt":"x","max_tokens":0})", 400, "max_tokens"},
       {"suffix", R"({"prompt":"x","suffix":"y"})", 400, "suffix"},
       {"logit_bias key", R"({"prompt":"x","logit_bias":{"abc":1}})", 400, "logit_bias"},
       {"logit_bias value", R"({"prompt":"x","logit_bias":{"5":500}})", 400, "logit_bias.5"},
@@ -192,17 +225,51 @@ TEST(Requests, OpenAiTable) {
       {"image part", R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", 400,
        "messages[0].content[0].type"},
       {"tools", R"({"messages":[{"role":"user","content":"x"}],"tools":[]})", 400, "tools"},
-      {"json mode", R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", 400,
+      {"response_format xml", R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", 400,
        "response_format"},
+      {"schema keyword", R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+          "json_schema":{"name":"s","schema":{"type":"array","uniqueItems":true}}}})", 400, "response_format"},
+      {"unknown tool_choice", R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",
+          "function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", 400, "tool_choice"},
+      {"tool_choice without tools", R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", 400,
+       "tool_choice"},
+      {"tool name", R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",
+          "function":{"name":"a b"}}]})", 400, "tools[0].function.name"},
+      {"forced tool and schema", R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",
+          "function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}})", 400,
+       "tool_choice"},
+      {"legacy functions", R"({"messages":[{"role":"user","content":"x"}],"functions":[]})", 400, "functions"},
       {"max_completion_tokens", R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-5})", 400,
        "max_completion_tokens"},
+      {"top_logprobs 21", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", 400,
+       "top_logprobs"},
+      {"top_logprobs alone", R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400, "top_logprobs"},
+      {"n = 0", R"({"messages":[{"role":"user","content":"x"}],"n":0})", 400, "n"},
+      {"tool_calls on a user message", R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})", 400,
+       "messages[0].tool_calls"},
+      {"tool call without name", R"({"messages":[{"role":"user","content":"x"},
+          {"role":"assistant","tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]})", 400,
+       "messages[1].tool_calls[0].function.name"},
+      {"prefill and generation prompt", R"({"messages":[{"role":"user","content":"x"}],
+          "add_generation_prompt":true,"continue_final_message":true})", 400, "continue_final_message"},
   };
   for (const auto& c : chat_cases) {
     expect_api_error([&] { parse_chat_request(json::parse(c.body)); }, c.status, c.field, c.name);
   }
   const auto c = parse_completion_request(json::parse(R"({"prompt":[[1,2,3]],"logit_bias":{"42":-100},"n":1})"));
-  EXPECT_TRUE(c.has_prompt_ids);
-  EXPECT_EQ(c.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
+  ASSERT_EQ(c.prompts.size(), 1u);
+  EXPECT_TRUE(c.prompts[0].is_ids);
+  EXPECT_EQ(c.prompts[0].ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(c.top_logprobs, -1);
+  const auto batch = parse_completion_request(
+      json::parse(R"({"prompt":["a",[4,5],"b"],"n":3,"best_of":3,"logprobs":5,"echo":true,"max_tokens":0})"));
+  ASSERT_EQ(batch.prompts.size(), 3u);
+  EXPECT_FALSE(batch.prompts[0].is_ids);
+  EXPECT_TRUE(batch.prompts[1].is_ids);
+  EXPECT_EQ(batch.n, 3);
+  EXPECT_EQ(batch.top_logprobs, 5);
+  EXPECT_TRUE(batch.echo);
+  EXPECT_EQ(*batch.max_tokens, 0) << "echo with max_tokens 0: the prompt's logprobs only";
   EXPECT_EQ(*c.max_tokens, 16) << "OpenAI's completions default";
   ASSERT_EQ(c.logit_bias.size(), 1u);
   EXPECT_EQ(c.logit_bias[0].first, 42);
@@ -210,9 +277,28 @@ TEST(Requests, OpenAiTable) {
       R"({"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],
           "stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":9})"));
   ASSERT_EQ(chat.messages.size(), 2u);
-  EXPECT_EQ(chat.messages[0].role, "system");
-  EXPECT_EQ(chat.messages[1].content, "Hi");
+  EXPECT_EQ(chat.messages[0]["role"], "system");
+  EXPECT_EQ(chat.messages[1]["content"], "Hi");
   EXPECT_TRUE(chat.include_usage);
+  EXPECT_EQ(chat.tool_choice, ToolChoice::None);
+  const std::string tools_body =
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f",
+          "parameters":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"string"}}}}}],
+          "tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false})";
+  const nlohmann::ordered_json tools_ordered = nlohmann::ordered_json::parse(tools_body);
+  const auto tools = parse_chat_request(json::parse(tools_body), &tools_ordered);
+  EXPECT_EQ(tools.tool_choice, ToolChoice::Named);
+  EXPECT_EQ(tools.tool_name, "f");
+  ASSERT_TRUE(tools.grammar) << "a named tool constrains the output to its parameters";
+  EXPECT_TRUE(rbee::llm::grammar::accepts(*tools.grammar, R"({"z":1,"a":"b"})"));
+  EXPECT_FALSE(rbee::llm::grammar::accepts(*tools.grammar, R"({"a":"b","z":1})")) << "parameters keep their order";
+  const auto schema = parse_chat_request(json::parse(
+      R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+          "json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"b":{"type":"boolean"}},
+          "required":["b"],"additionalProperties":false}}}})"));
+  ASSERT_TRUE(schema.grammar);
+  EXPECT_TRUE(rbee::llm::grammar::accepts(*schema.grammar, R"({"b":true})"));
+  EXPECT_FALSE(rbee::llm::grammar::accepts(*schema.grammar, R"({"b":1})"));
   EXPECT_EQ(*chat.max_tokens, 9);
   EXPECT_FALSE(chat.max_tokens == std::nullopt);
 }

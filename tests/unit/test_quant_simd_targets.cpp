@@ -20,9 +20,9 @@ DType activation_type(DType w) {
     case DType::Q5_0:
     case DType::Q8_0:
     case DType::Q8_1: return DType::Q8_0;
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return DType::F32;
+    case DType::F32: return DType::F32;
+    case DType::F16: return DType::F16;  // x rounded to w's 16-bit type (op_table.def, QMatmul)
+    case DType::BF16: return DType::BF16;
     default: return DType::Q8_K;
   }
 }
@@ -48,7 +48,9 @@ TEST_P(QuantSimdTargets, EveryTargetMatchesTheReference) {
   const Tensor x = Tensor::from_vector(xf, {m, k}, device);
   const auto w_hat = to_doubles(is_quantized(wtype) ? ops::dequantize(w) : ops::cast(w, DType::F32));
   const DType atype = activation_type(wtype);
-  const auto x_hat = atype == DType::F32 ? to_doubles(x) : to_doubles(ops::dequantize(ops::quantize(x, atype)));
+  const auto x_hat = atype == DType::F32   ? to_doubles(x)
+                     : !is_quantized(atype) ? to_doubles(ops::cast(ops::cast(x, atype), DType::F32))
+                                            : to_doubles(ops::dequantize(ops::quantize(x, atype)));
   std::vector<double> want((size_t)(m * n)), mag((size_t)(m * n));
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j)

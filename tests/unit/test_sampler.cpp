@@ -1,5 +1,6 @@
 // Sampler and stop-sequence matching, checked against hand-computed distributions and a naive reference; the
 // shared sampling arithmetic (backends/common/sampling.h) against the math library and its own contracts.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -157,6 +158,91 @@ TEST(Sampler, EveryTokenBannedIsAnError) {
   p.logit_bias[1] = -INFINITY;
   Sampler s(p);
   EXPECT_THROW(s.sample(std::vector<float>{1.0f, 2.0f}, {}, {}), Error);
+}
+
+// A step's mask, bans and log-probabilities go through the host path (adjusted logits on the host, then the
+// op with nothing left to adjust); the plain path lets the op adjust. Both must draw the same tokens from the
+// same seed, and the reported log-probabilities must be those of an independent double-precision reference.
+TEST(Sampler, StepsWithMaskOrLogprobsDrawWhatThePlainPathDraws) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.3f;
+  p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.2f;
+  p.logit_bias[3] = 2.5f;
+  p.logit_bias[9] = -INFINITY;
+  p.has_seed = true;
+  p.seed = 2024;
+  Sampler plain(p), stepped(p);
+  const int vocab = 97;
+  const std::vector<TokenId> prompt{1, 2, 3, 5, 8, 13};
+  std::vector<TokenId> out_plain, out_stepped;
+  std::vector<uint64_t> all_allowed((vocab + 63) / 64, ~0ull);
+  uint64_t state = 7;
+  for (int step = 0; step < 60; ++step) {
+    std::vector<float> logits(vocab);
+    for (auto& l : logits) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      l = (float)((double)(state >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+    }
+    const TokenId banned = (TokenId)(step % vocab);
+    SampleStep plain_step;
+    plain_step.banned = std::span<const TokenId>(&banned, 1);
+    const TokenId a = plain.sample(logits, prompt, out_plain, plain_step);
+    TokenLogprob lp;
+    SampleStep host_step;
+    host_step.banned = plain_step.banned;
+    host_step.allowed = &all_allowed;
+    host_step.top_logprobs = 3;
+    host_step.logprobs = &lp;
+    const TokenId b = stepped.sample(logits, prompt, out_stepped, host_step);
+    ASSERT_EQ(a, b) << "step " << step;
+    EXPECT_NE(a, banned);
+    EXPECT_NE(a, 9);
+    // Reference: the adjusted logits in double precision (bias, repetition over prompt + output, presence and
+    // frequency over the output, the ban), then log-softmax.
+    std::vector<double> adj(logits.begin(), logits.end());
+    for (const auto& [id, bias] : p.logit_bias) adj[(size_t)id] += bias;
+    std::map<TokenId, int> count;
+    for (TokenId t : out_plain) count[t]++;
+    for (int id = 0; id < vocab; ++id) {
+      const bool seen = count.count(id) || std::find(prompt.begin(), prompt.end(), id) != prompt.end();
+      if (seen) adj[(size_t)id] = adj[(size_t)id] > 0 ? adj[(size_t)id] / 1.3 : adj[(size_t)id] * 1.3;
+      if (count.count(id)) adj[(size_t)id] -= 0.4 + 0.2 * count[id];
+    }
+    adj[(size_t)banned] = -INFINITY;
+    double top = -INFINITY, total = 0;
+    for (double v : adj) top = std::max(top, v);
+    for (double v : adj) total += std::exp(v - top);
+    const double want = adj[(size_t)b] - top - std::log(total);
+    EXPECT_EQ(lp.id, b);
+    EXPECT_NEAR(lp.logprob, want, 1e-4) << "step " << step;
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_GE(lp.top[0].second, lp.top[1].second);
+    out_plain.push_back(a);
+    out_stepped.push_back(b);
+  }
+  EXPECT_EQ(plain.draws(), stepped.draws());
+}
+
+TEST(Sampler, MaskKeepsOnlyAllowedTokens) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.has_seed = true;
+  p.seed = 3;
+  Sampler s(p);
+  const std::vector<float> logits{5.0f, 4.0f, 0.0f, -1.0f, 3.0f};
+  std::vector<uint64_t> allowed{(1ull << 2) | (1ull << 3)};
+  SampleStep step;
+  step.allowed = &allowed;
+  for (int i = 0; i < 50; ++i) {
+    const TokenId t = s.sample(logits, {}, {}, step);
+    EXPECT_TRUE(t == 2 || t == 3) << t;
+  }
+  allowed[0] = 0;
+  EXPECT_THROW(s.sample(logits, {}, {}, step), Error);
 }
 
 // exp_nonpositive: within 2 ulps of the math library's expf over [-32, 0], exactly 1 at 0, 0 below -32.

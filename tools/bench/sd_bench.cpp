@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--width", width);
   app.add_option("--height", height);
   app.add_option("--guidance", guidance);
-  app.add_option("--sampler", sampler, "euler|euler_a|ddim|dpmpp_2m_karras|lcm");
+  app.add_option("--sampler", sampler, "euler|euler_a|ddim|dpmpp_2m|dpmpp_2m_karras|lcm|heun|pndm|unipc|dpmpp_sde");
   app.add_option("--seed", seed);
   app.add_option("--prompt", prompt);
   app.add_option("--runs", runs, "timed images");

@@ -1,7 +1,7 @@
 """PNG decoder goldens: small images in every colour type and bit depth PNG has, written by Pillow (which picks
 adaptive row filters, so every filter type occurs), next to the RGB8 pixels Pillow decodes them to.
 
-    /work/wt/sd/.venv/bin/python tools/goldens/make_png_decode_goldens.py
+    .venv/bin/python tools/goldens/make_png_decode_goldens.py
 
 Writes tests/data/png/<name>.png and <name>.rgb (width*height*3 bytes, row-major RGB) for tests/sd/test_png.cpp.
 """

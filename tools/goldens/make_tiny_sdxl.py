@@ -27,7 +27,7 @@ Writes tests/data/tiny_sd/sdxl/ in diffusers layout and tests/data/tiny_sd/sdxl/
   i2i_image, i2i_latent             img2img, strength 0.5, 4 steps, guidance 5 (posterior mean, explicit noise)
   inpaint_mask, inpaint_latent      inpaint, strength 1.0, 4 steps, guidance 5
 Weights are rounded to f16 and stored as f16; goldens use the rounded weights in f32.
-Run: /work/wt/sd/.venv/bin/python tools/goldens/make_tiny_sdxl.py
+Run: .venv/bin/python tools/goldens/make_tiny_sdxl.py
 """
 import os
 import sys

@@ -10,7 +10,7 @@ conditioner.embedders.0.transformer.text_model.* (CLIP ViT-L, Hugging Face names
 The renaming is checked by converting back with diffusers' own single-file converters (convert_ldm_unet_checkpoint,
 convert_ldm_vae_checkpoint, convert_ldm_clip_checkpoint, convert_open_clip_checkpoint), which must give the folder's
 tensors exactly. The goldens are the folder's (tests/data/tiny_sd/sdxl/goldens.safetensors).
-Run: /work/wt/sd/.venv/bin/python tools/goldens/make_tiny_sdxl_single_file.py
+Run: .venv/bin/python tools/goldens/make_tiny_sdxl_single_file.py
 """
 import json
 import os

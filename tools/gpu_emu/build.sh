@@ -18,7 +18,7 @@ out="$build/gpu_emu"
 mkdir -p "$out/obj"
 python3 "$here/rewrite.py" "$root/src/backends/gpu" "$out/src/backends/gpu"
 # Host-device code shared with the CPU backend (plain C++ already, no rewriting).
-mkdir -p "$out/src/backends" && rm -rf "$out/src/backends/common" && cp -r "$root/src/backends/common" "$out/src/backends/common"
+mkdir -p "$out/src/backends" && rm -rf "$out/src/backends/common" && cp -a "$root/src/backends/common" "$out/src/backends/common"  # -a: mtimes kept, objects stay current
 
 cxx=${CXX:-g++}
 flags="-std=c++20 -O1 -g -fPIC -Wall -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unknown-pragmas -Wno-sign-compare
@@ -30,7 +30,7 @@ for src in "$out"/src/backends/gpu/*.cu "$out"/src/backends/gpu/kernels/*.cu "$h
   lang=c++
   case "$src" in *.cu) pre="-include $here/prelude.h" ;; *) pre="" ;; esac
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$here/prelude.h" -nt "$obj" ] || \
-     [ "$here/include/backends/cuda/cuda_platform.h" -nt "$obj" ] || [ "$here/emu_runtime.h" -nt "$obj" ] || \
+     [ -n "$(find "$here/include" -name '*.h' -newer "$obj" | head -1)" ] || [ "$here/emu_runtime.h" -nt "$obj" ] || \
      [ -n "$(find "$out/src" -name '*.h' -newer "$obj" -o -name '*.cuh' -newer "$obj" | head -1)" ]; then
     echo "emu: $(basename "$src")"
     # shellcheck disable=SC2086

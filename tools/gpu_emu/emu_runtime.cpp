@@ -137,6 +137,8 @@ void launch_impl(Dim3 grid, Dim3 block, size_t smem, const std::function<void()>
   s.body = nullptr;
 }
 
+void fail(int code) { set_error(code); }
+
 int last_error() {
   const int e = state().error;
   state().error = kOk;
@@ -152,6 +154,8 @@ const char* error_string(int code) {
     case kBrokenBarrier: return "emulated launch: __syncthreads reached after some threads returned";
     case kSmemOverflow: return "emulated launch: dynamic shared memory overflow";
     case kNested: return "emulated launch: launch from inside a kernel";
+    case kMmaMisaligned: return "emulated mma_i8: tile address or row stride not a multiple of 16 bytes";
+    case kMmaTileChanged: return "emulated mma_i8: shared-memory tile changed between fragment load and mma";
   }
   return "emulated launch: unknown error";
 }

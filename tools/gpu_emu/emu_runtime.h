@@ -44,6 +44,10 @@ void launch(F body, G grid, B block, size_t smem = 0, S = S{}) {
 // 0: no error; otherwise an error number whose text is error_string(). Reading clears it.
 int last_error();
 const char* error_string(int code);
+// Errors that device-side emulations (platform wrappers) report from inside a kernel; the first one of a launch
+// becomes its sticky error, like the scheduler's own.
+enum KernelError { kMmaMisaligned = 100, kMmaTileChanged = 101 };
+void fail(int code);
 
 // Per-thread slots of the block's exchanges.
 unsigned long long* exchange_slots();

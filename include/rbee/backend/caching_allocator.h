@@ -4,6 +4,11 @@
 // Sizes are rounded up to a bucket (4 buckets per power of two above 4 KiB, so at most 25% waste); a freed
 // block waits in its bucket's free list. When the raw allocator fails, the cache is emptied and the
 // allocation retried once; if it fails again, OutOfMemory is thrown with the sizes involved.
+//
+// Fault injection (tests and soak runs, docs/RELIABILITY.md), read from the environment at construction:
+//   RBEE_FAULT_ALLOC_LIMIT=<bytes>   the raw allocator fails beyond that many bytes in use (a smaller device)
+//   RBEE_FAULT_ALLOC_SWITCH=<path>   while <path> exists, every allocation fails (a device that fills up mid-run)
+// Both take effect only on devices whose name contains RBEE_FAULT_ALLOC_DEVICE when that is set.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +54,8 @@ class CachingAllocator final : public BufferReleaser {
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_lists_;
   AllocatorStats stats_;
+  int64_t fault_limit_ = -1;  // RBEE_FAULT_ALLOC_LIMIT, -1: none
+  std::string fault_switch_;  // RBEE_FAULT_ALLOC_SWITCH, "": none
 };
 
 }  // namespace rbee

@@ -1,4 +1,4 @@
-// Devices and backends (DESIGN.md section 2).
+// Devices and backends (docs/DESIGN.md section 2).
 //
 // Registry -> Backend (cpu, cuda, rocm) -> Device (one per CPU / GPU). A Device allocates Buffers through
 // its caching allocator, moves bytes to and from the host, and runs its Kernels. Model code only sees these
@@ -111,6 +111,10 @@ class Registry {
   // to the executable or in RBEE_BACKEND_PATH and whose vendor runtime loads. Safe to call more than once.
   // Returns one line per library explaining what happened.
   std::vector<std::string> load_plugins();
+  // Loads one backend library: refuses it (without running any of its code but the version query) when it was
+  // built against another plug-in ABI (rbee/backend/plugin_abi.h), else calls its registration entry. Returns
+  // the line load_plugins() reports for it.
+  std::string load_plugin(const std::string& path);
 
   // "auto" prefers cuda, then rocm, then cpu. Throws NotFound for an unknown or absent backend or device.
   // `reason` receives a sentence saying why this device was picked.

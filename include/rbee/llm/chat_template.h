@@ -74,6 +74,12 @@ nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& mes
                                              const std::string& bos_token, const std::string& eos_token,
                                              const nlohmann::json& extra_context = nlohmann::json::object());
 
+// The same context from messages already in JSON (objects with role, content and, for tool use, tool_calls,
+// tool_call_id, name), in their key order; `extra_context` keys (tools, template kwargs) are added last.
+nlohmann::ordered_json chat_template_context(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                             const std::string& bos_token, const std::string& eos_token,
+                                             const nlohmann::ordered_json& extra_context);
+
 // Renders `messages` through the model's template source. If that source is empty, or fails to parse or render
 // (raise_exception included), logs a warning and renders the built-in template of `family_fallback` instead;
 // with an empty `family_fallback` the model template's error is thrown. Throws Error when the fallback fails too.
@@ -82,5 +88,10 @@ std::string apply_chat_template(std::string_view template_source, std::string_vi
                                 const std::string& bos_token, const std::string& eos_token,
                                 const nlohmann::json& extra_context = nlohmann::json::object(),
                                 const ChatRenderOptions& options = {});
+// The same for messages in JSON (see the chat_template_context overload above).
+std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
+                                const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const std::string& bos_token, const std::string& eos_token,
+                                const nlohmann::ordered_json& extra_context, const ChatRenderOptions& options = {});
 
 }  // namespace rbee::llm

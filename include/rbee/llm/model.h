@@ -36,6 +36,7 @@ struct SequenceChunk {
 struct ForwardBatch {
   std::vector<TokenId> tokens;        // the new tokens of every sequence, sequence after sequence
   std::vector<SequenceChunk> seqs;
+  bool hidden_states = false;         // return the final hidden states (after the output norm), not logits
 };
 
 class Model {
@@ -53,7 +54,7 @@ class Model {
 
   // Runs the batch: writes the new tokens' keys and values into `cache` and returns logits F32
   // [rows, vocab] on the model's device, rows in sequence order: each sequence's last new token, or all of
-  // its new tokens when all_logits is set.
+  // its new tokens when all_logits is set. With hidden_states: F32 [rows, hidden_size] instead (embeddings).
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
 
   // Decode steps (every sequence adds one token and wants its logits) recorded once per shape as a device

@@ -61,6 +61,9 @@ struct ModelConfig {
 
   // Special tokens and chat template as the file declares them (the tokenizer has the authoritative ids).
   std::string chat_template;
+  // How the model pools hidden states into an embedding, as the file declares it (GGUF {arch}.pooling_type:
+  // 1 mean, 2 cls, 3 last; -1 when undeclared, as for every decoder-only chat model).
+  int pooling_type = -1;
 
   // Throws InvalidArgument naming the field when a value is missing or inconsistent.
   void validate() const;

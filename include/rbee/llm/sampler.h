@@ -1,5 +1,5 @@
 // Sampler: turns one row of logits into the next token id, through the `sample` op (rbee/ops.h; its definition
-// is in rbee/backend/kernels.h), so a row of logits on a GPU is sampled there and only the token id comes back.
+// is in rbee/backend/op_table.def), so a row of logits on a GPU is sampled there and only the token id comes back.
 //
 // Order of operations (the order llama.cpp and vLLM apply them in): logit bias -> repetition, presence and
 // frequency penalties over the tokens generated so far (and the prompt, for the repetition penalty) ->
@@ -7,6 +7,8 @@
 // draw. Probabilities are 40-bit fixed-point weights (exp(c - c_max) * 2^40, tokens below 2^-40 of the top
 // one are never drawn); draw number i of a sampler uses the i-th word of a counter-based random stream of its
 // seed (backends/common/sampling.h). The same seed and the same logits give the same tokens on every backend.
+// A step may also restrict the tokens (a grammar's mask, tokens banned for now) before the logit bias, and ask
+// for log-probabilities (see SampleStep).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,31 @@ struct SamplingParams {
   bool has_seed = false;          // false: seeded from the clock
 };
 
+// The log-probability of one token and, when asked for, the most likely alternatives at that step.
+struct TokenLogprob {
+  TokenId id = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<TokenId, float>> top;  // most likely first (ties: lower id first)
+};
+
+// What one sample() call may add to the plain draw.
+struct SampleStep {
+  // Allowed tokens as a bitset over the vocabulary (bit i of word i / 64 set: token i may be drawn); null: all.
+  const std::vector<uint64_t>* allowed = nullptr;
+  // Tokens that may not be drawn at this step (min_tokens keeps EOS out this way).
+  std::span<const TokenId> banned;
+  // >= 0: fill `logprobs` with the drawn token's log-probability and this many alternatives (at most 20).
+  // The distribution is log-softmax of the logits after the mask, the bans, logit_bias and the penalties, at
+  // temperature 1 and before top-k/top-p/min-p: what the model gives the token in this request's context,
+  // independent of temperature and truncation (as OpenAI reports logprobs).
+  int top_logprobs = -1;
+  TokenLogprob* logprobs = nullptr;
+};
+
+// log-softmax of `logits` for `token`, with the `top_n` most likely tokens (double-precision sums; -inf entries
+// count as banned). Used for prompt log-probabilities, where no sampling happens.
+TokenLogprob token_logprob(std::span<const float> logits, TokenId token, int top_n);
+
 // Checks ranges (temperature >= 0, top_p in (0, 1], min_p in [0, 1], top_k >= 0, repetition_penalty > 0,
 // penalties in [-2, 2], bias ids in [0, vocab)) and throws InvalidArgument naming the field.
 void validate(const SamplingParams& params, int32_t vocab_size);
@@ -46,6 +73,9 @@ class Sampler {
   // penalties. Throws InvalidArgument when no token is left (every one banned by logit_bias).
   TokenId sample(std::span<const float> logits, std::span<const TokenId> prompt,
                  std::span<const TokenId> generated);
+  // The same with a step's mask, bans and log-probabilities. Throws InvalidArgument when no token is left.
+  TokenId sample(std::span<const float> logits, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                 const SampleStep& step);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
@@ -54,6 +84,7 @@ class Sampler {
 
  private:
   friend class SampleBatch;
+  std::vector<float> work_;  // scratch: logits after the mask, the bans and the adjustments (host steps)
   SamplingParams params_;
   uint64_t seed_ = 0;
   uint64_t draws_ = 0;
@@ -63,8 +94,9 @@ class Sampler {
 // of its prompt and output. Runs on the device the logits live on; only the ids cross to the host.
 class SampleBatch {
  public:
-  // A row drawn by `sampler` (advances its draw count).
-  void add(Sampler& sampler, std::span<const TokenId> prompt, std::span<const TokenId> generated);
+  // A row drawn by `sampler` (advances its draw count); `banned` tokens may not be drawn at this step.
+  void add(Sampler& sampler, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+           std::span<const TokenId> banned = {});
   // A row whose token is not used (a prompt chunk that is not the last): greedy, no penalties.
   void add_unused();
   size_t size() const { return rows_.size(); }
@@ -73,6 +105,11 @@ class SampleBatch {
   std::vector<TokenId> run(const Tensor& logits) const;
 
  private:
+  friend class Sampler;
+  // Applies row i's bias, bans and penalties to host `logits` [vocab] with the op's arithmetic and drops them
+  // from the row (the op then adjusts nothing): for a step whose adjusted logits the host needs.
+  void fold_adjustments(size_t i, std::span<float> logits);
+
   struct Row {
     float params[kSampleParams] = {};
     int64_t control[kSampleControls] = {};

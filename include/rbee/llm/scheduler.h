@@ -7,12 +7,16 @@
 //   3. builds one ForwardBatch: the next token of every decoding job, then prompt chunks of prefilling jobs in
 //      admission order up to `prefill_budget` tokens (chunked prefill: a long prompt is spread over steps, so it
 //      never stalls the other streams for more than one step's worth of prompt),
-//   4. runs forward once, samples every job's row in one run of the sample op on the model's device (each
-//      job's own settings, penalties and seed; the logits stay on the device, only the ids come back), feeds
-//      the stop matcher and the streaming decoder, and reports text to the job's sink,
+//   4. runs forward once, samples each job's row with the job's own Sampler (own seed), feeds the stop
+//      matcher and the streaming decoder, and reports text to the job's sink,
 //   5. finishes jobs (EOS, stop sequence, max_tokens, deadline) and frees their blocks at once.
 // The steps are those of generate() (generate.h) for one sequence: greedy output does not depend on what else
 // is in the batch, because the kernels compute each row on its own.
+//
+// A job may ask for more (JobRequest): n choices that share one evaluation of the prompt (the other sequences
+// fork its KV blocks when it is done), log-probabilities of the generated and the prompt tokens, a token
+// constraint (a grammar) that masks each step's logits, min_tokens / stop_token_ids, or no generation at all: an
+// embedding job runs its prompt in a forward pass of its own that returns hidden states, and is pooled.
 #pragma once
 
 #include <atomic>
@@ -22,6 +26,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,16 +35,37 @@
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model.h"
 #include "rbee/llm/sampler.h"
+#include "rbee/llm/token_constraint.h"
 
 namespace rbee::llm {
+
+// How an embedding job pools the final hidden states of its prompt into one vector.
+enum class Pooling { Mean, Last, Cls };
+const char* pooling_name(Pooling p);  // "mean", "last", "cls"
 
 struct JobRequest {
   std::string id;                 // for logs
   std::vector<TokenId> prompt;    // non-empty
   SamplingParams sampling;
-  int max_tokens = 128;           // >= 1
+  int max_tokens = 128;           // >= 1; 0 evaluates the prompt only (for its log-probabilities)
   std::vector<std::string> stop;  // stop sequences on the text
   bool ignore_eos = false;
+  int min_tokens = 0;             // EOS and stop_token_ids cannot be drawn before this many tokens are out
+  std::vector<TokenId> stop_token_ids;  // end the job like EOS (reason Eos; never emitted as text), ignore_eos or not
+  bool skip_special = true;       // control tokens add no text (false: their text, e.g. tool-call markers)
+  // Choices: n sequences continue the same prompt, which is evaluated once; its full KV blocks are shared and a
+  // partly filled last block is copied. One sink per choice; choice i samples with seed + i.
+  int n = 1;
+  // >= 0: every generated token's log-probability and this many alternatives (<= 20) go to the sinks.
+  int top_logprobs = -1;
+  bool prompt_logprobs = false;   // also the prompt tokens' (OpenAI's echo), with max(top_logprobs, 0) alternatives
+  // Constrained sampling: the initial state of a grammar matcher; each sequence advances its own copy.
+  std::shared_ptr<const TokenConstraint> constraint;
+  // An embedding job: the prompt's final hidden states (after the output norm) are pooled, optionally scaled to
+  // unit length, and handed to on_embedding; nothing is sampled (max_tokens and sampling are ignored).
+  bool embed = false;
+  Pooling pooling = Pooling::Last;
+  bool normalize = true;
   // The job ends with reason Error and error_code "timeout" when still running then.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
@@ -47,6 +73,7 @@ struct JobRequest {
 struct JobSummary {
   StopReason reason = StopReason::MaxTokens;
   int prompt_tokens = 0;
+  int prompt_tokens_evaluated = 0;  // prompt tokens this sequence ran through the model (0 for forks of n > 1)
   int tokens_out = 0;             // generated tokens (EOS and stop-sequence tokens included)
   std::string text;               // everything emitted
   double queue_seconds = 0;       // submit -> admission
@@ -64,6 +91,17 @@ class JobSink {
   // A piece of text released by generated token number `index` (0-based). Pieces are never half a UTF-8
   // character and never contain (part of) a stop sequence. Tokens that release no text produce no call.
   virtual void on_text(int index, const std::string& text) = 0;
+  // With top_logprobs >= 0: generated token number `index`, before the on_text that releases its text (a token
+  // whose text is held back comes before a later on_text; end tokens (EOS, stop_token_ids) are not reported).
+  virtual void on_logprobs(int index, const TokenLogprob& logprob) {
+    (void)index;
+    (void)logprob;
+  }
+  // With prompt_logprobs, once, before the first generated token: one entry per prompt token; the first has
+  // logprob NaN and no alternatives (nothing predicts it).
+  virtual void on_prompt_logprobs(const std::vector<TokenLogprob>& logprobs) { (void)logprobs; }
+  // An embedding job's vector [hidden_size], before on_finished.
+  virtual void on_embedding(const std::vector<float>& embedding) { (void)embedding; }
   // Exactly once, last; by then the job's KV blocks are free and Scheduler::stats() no longer counts it.
   virtual void on_finished(const JobSummary& summary) = 0;
 };
@@ -109,12 +147,16 @@ class Scheduler {
   int max_positions() const;
 
   // Checks the request (throws InvalidArgument naming the field: empty prompt, max_tokens < 1, prompt +
-  // max_tokens beyond max_positions(), sampling ranges, token ids) and queues it. QueueFull and Stopped leave
-  // `handle` empty and never call the sink.
-  Submit submit(JobRequest request, std::shared_ptr<JobSink> sink, std::shared_ptr<JobHandle>* handle);
+  // max_tokens beyond max_positions(), sampling ranges, token ids, n beyond the slots or the cache) and queues
+  // it. QueueFull and Stopped leave `handle` empty and never call the sinks. `sinks` has one sink per choice
+  // (request.n); the handle cancels them all.
+  Submit submit(JobRequest request, std::vector<std::shared_ptr<JobSink>> sinks, std::shared_ptr<JobHandle>* handle);
+  Submit submit(JobRequest request, std::shared_ptr<JobSink> sink, std::shared_ptr<JobHandle>* handle) {
+    return submit(std::move(request), std::vector<std::shared_ptr<JobSink>>{std::move(sink)}, handle);
+  }
 
-  // Graceful stop: refuses new jobs, cancels queued ones, lets running ones finish until `grace` has passed,
-  // then cancels the rest; returns when every job has finished and the thread has exited.
+  // Graceful stop: refuses new jobs, lets running and queued (already accepted) ones run until `grace` has passed,
+  // then cancels the rest (queued ones never start); returns when every job has finished and the thread has exited.
   void drain(std::chrono::milliseconds grace);
 
   SchedulerStats stats() const;
@@ -122,15 +164,20 @@ class Scheduler {
 
  private:
   struct Active;
+  struct Group;
   struct Queued {
-    JobRequest request;
-    std::shared_ptr<JobSink> sink;
-    std::shared_ptr<JobHandle> handle;
-    std::chrono::steady_clock::time_point submitted;
+    std::shared_ptr<Group> group;
   };
   void loop();
   bool step();  // false when there was nothing to do
   void admit();
+  // Blocks a group needs at admission: the first sequence's prompt + max_tokens, each fork's own part.
+  int blocks_needed(const JobRequest& request) const;
+  // Samples the next token of `a` from `row`, reports it and ends the sequence when it is done.
+  void advance(Active& a, std::span<const float> row);
+  // The first sequence of a group finished its prompt: the others fork its cache and start decoding.
+  void fork_group(Active& leader);
+  bool run_embeddings(int& budget);  // false when no embedding job had work
   void finish(Active& a, StopReason reason, std::string error_code = "", std::string error_message = "");
 
   Model& model_;

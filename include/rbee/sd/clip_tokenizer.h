@@ -4,7 +4,7 @@
 // GPT-2 does and merged by rank with "</w>" marking the end of a word.
 //
 // Files: vocab.json (token -> id) and merges.txt (a "#version" line, then one "a b" merge per line by rank), as
-// in a diffusers folder's tokenizer/ directory. Lower-casing covers ASCII and Latin-1; other scripts pass as is.
+// in a diffusers folder's tokenizer/ directory, or tokenizer.json alone.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,11 @@ class ClipTokenizer {
   // second): read from tokenizer_config.json / special_tokens_map.json when loading a folder.
   static ClipTokenizer from_files(const std::string& vocab_json, const std::string& merges_txt,
                                   const std::string& pad_token = "<|endoftext|>");
-  // A diffusers tokenizer/ folder: vocab.json, merges.txt, and the pad token from tokenizer_config.json or
-  // special_tokens_map.json when present.
+  // A Hugging Face tokenizer.json of a CLIP BPE tokenizer (model.vocab and model.merges); pad_token empty: the
+  // file's padding.pad_token, else "<|endoftext|>".
+  static ClipTokenizer from_tokenizer_json(const std::string& path, const std::string& pad_token = "");
+  // A diffusers tokenizer/ folder: vocab.json and merges.txt, or only tokenizer.json (what transformers 5 writes),
+  // and the pad token from tokenizer_config.json or special_tokens_map.json when present.
   static ClipTokenizer from_folder(const std::string& dir);
 
   // Text (valid UTF-8, else Error(InvalidArgument)) -> ids, without BOS/EOS.

@@ -19,6 +19,10 @@ struct ModelFiles {
   std::string sd_version;  // "auto", "v1-5", "v2-1", "xl", "turbo"
 };
 
+// What the files allow a request (latent scale, scheduler config, SDXL), read from their configs without loading
+// any weights, so that a caller can check a request (check_request) before the load. Errors as load_model_files.
+ModelLimits read_model_limits(const ModelFiles& files, const LoadOptions& options);
+
 // Checks the files and the requested version against what they hold (Error(InvalidArgument) naming both on a
 // mismatch, NotFound for missing files), then loads the pipeline. The pipeline's own Error(Unsupported) (SDXL
 // in a build without it) passes through.

@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,24 +43,39 @@ struct LoadOptions {
   // only linear-layer weights take it (activations and convolutions stay F32).
   DType dtype = DType::F32;
   bool load_vae_encoder = true;  // img2img and inpaint need it
+  // diffusers' `variant`: read <name>.<variant>.safetensors (e.g. "fp16", as the official SD 1.5 and SDXL folders
+  // hold beside the f32 files) instead of the plain weights files; empty: the plain ones.
+  std::string variant;
   // When set: scheduler_config.json contents used instead of the model's own (e.g. another timestep_spacing).
   nlohmann::json scheduler_config;
 };
 
+// Where the seeded noise comes from. Rbee: a counter-based generator (randn below), the same on every backend and
+// independent of the order of draws. Torch: PyTorch's CPU generator seeded with `seed` and drawn in diffusers'
+// order (the initial latent, then each step that injects noise), so an image equals the one diffusers makes with
+// generator=torch.Generator().manual_seed(seed) (seeds are taken modulo 2^32, as torch does).
+enum class NoiseKind { Rbee, Torch };
+// "rbee", "torch"; Error(InvalidArgument) otherwise.
+NoiseKind noise_kind_from_name(std::string_view name);
+const char* noise_kind_name(NoiseKind kind);
+
 struct GenerateRequest {
   std::string prompt;
   std::string negative_prompt;
-  int steps = 20;                // 1..150
+  int steps = 20;                // 1..150, and at most what the sampler can place (LCM: original_inference_steps)
   double guidance_scale = 7.5;   // 0..20; <= 1 turns classifier-free guidance off
   uint64_t seed = 0;
-  int width = 512, height = 512;  // multiples of the latent scale (8 for SD), 64..2048
+  NoiseKind noise = NoiseKind::Rbee;
+  // Multiples of the latent scale (8 for SD), up to 2048. Sides that are not multiples of 8 x 2^(UNet levels - 1)
+  // work as in diffusers: the UNet upsamples to the size of each skip connection.
+  int width = 512, height = 512;
   SchedulerKind sampler = SchedulerKind::Euler;
   // Optional standard-normal initial latent [1, latent_channels, height / f, width / f]; replaces the seeded draw.
   Tensor initial_noise;
   // img2img / inpaint: the source image [1, 3, height, width] with values in [-1, 1], and how much of the schedule
   // to run (1 = from pure noise; 0.3 = the last 30% of the steps).
   Tensor init_image;
-  double strength = 0.8;
+  double strength = 0.8;  // diffusers' img2img default; its inpaint default is 1.0 (callers choose)
   // inpaint: [1, 1, height, width] in [0, 1]; 1 = repaint, 0 = keep init_image.
   Tensor mask;
   // Called after each step with (step done, total steps of this run); return false to cancel (Error(Cancelled)).
@@ -72,6 +89,25 @@ struct GenerateRequest {
   // the latent x_t the loop holds then [1, latent, h, w]); decode() turns it into a preview image.
   std::function<void(int, int, const Tensor&)> on_latents;
 };
+
+// What a model allows, known from its configs alone (no weights): enough to check a request before any work.
+struct ModelLimits {
+  int64_t latent_scale = 8;     // VAE: 2^(levels - 1)
+  int64_t latent_channels = 4;
+  NoiseSchedule schedule;
+  bool sdxl = false;
+  // unet/config.json sample_size x latent_scale: the side diffusers' pipelines default to.
+  int64_t default_side = 512;
+};
+
+// A request field that cannot work with a model: `field` is the request's name for it (steps, guidance_scale,
+// width, height, sampler, strength, init_image, mask, initial_noise, original_width, ...).
+struct RequestProblem {
+  std::string field, message;
+};
+// The first problem of `r` against `limits`, found without any work; nullopt when it can run. Tensors that are
+// undefined (init_image, mask, initial_noise) are not checked.
+std::optional<RequestProblem> check_request(const GenerateRequest& r, const ModelLimits& limits);
 
 // An RGB image, 8 bits per channel, row-major.
 struct Image {
@@ -140,6 +176,7 @@ class Pipeline {
 
   int64_t latent_scale() const;
   int64_t latent_channels() const;
+  const ModelLimits& limits() const;
   const NoiseSchedule& noise_schedule() const;
   Device& device() const;
 

@@ -20,22 +20,28 @@
 
 namespace rbee::sd {
 
-enum class SchedulerKind { Euler, EulerAncestral, Ddim, DpmPP2MKarras, Lcm };
-// "euler", "euler_a", "ddim", "dpmpp_2m_karras", "lcm" (the names the worker's `sampler` field takes).
+enum class SchedulerKind { Euler, EulerAncestral, Ddim, DpmPP2MKarras, Lcm, DpmPP2M, Heun, Pndm, UniPC, DpmPPSde };
+// "euler", "euler_a", "ddim", "dpmpp_2m", "dpmpp_2m_karras", "lcm", "heun", "pndm", "unipc", "dpmpp_sde" (the names
+// the worker's `sampler` field takes).
 SchedulerKind scheduler_kind_from_name(std::string_view name);
 const char* scheduler_kind_name(SchedulerKind kind);
 
 enum class PredictionType { Epsilon, VPrediction };
-enum class BetaSchedule { Linear, ScaledLinear };
+enum class BetaSchedule { Linear, ScaledLinear, SquaredCosCapV2 };
 // How n inference timesteps are picked from the training timesteps (diffusers' `timestep_spacing`).
 enum class TimestepSpacing { Linspace, Leading, Trailing };
 
-// The training noise schedule and prediction type (diffusers' scheduler_config.json fields).
+// The training noise schedule and prediction type (diffusers' scheduler_config.json fields). A model folder's
+// config is written for one scheduler class; rbee's sampler X uses it as diffusers' XScheduler.from_config does:
+// each field X reads takes effect, or X is refused (unsupported_reason) naming the field; a field absent from the
+// config takes X's own default (with_defaults_of).
 struct NoiseSchedule {
   int num_train_timesteps = 1000;
   double beta_start = 0.00085;
   double beta_end = 0.012;
   BetaSchedule beta_schedule = BetaSchedule::ScaledLinear;
+  std::vector<double> trained_betas;  // non-empty: these betas (num_train_timesteps of them) instead
+  bool rescale_betas_zero_snr = false;  // zero terminal SNR (Lin et al. 2023, algorithm 1)
   PredictionType prediction_type = PredictionType::Epsilon;
   int steps_offset = 1;          // added to "leading" timesteps
   bool set_alpha_to_one = false;  // DDIM / LCM: alpha_cumprod of the step after the last
@@ -44,12 +50,36 @@ struct NoiseSchedule {
   TimestepSpacing spacing = TimestepSpacing::Linspace;
   int lcm_original_inference_steps = 50;  // LCM: the distillation's timestep grid
   double lcm_timestep_scaling = 10.0;
+  bool use_karras_sigmas = false;  // Euler (and the other sigma schedulers): Karras et al. noise levels
+  double sigma_min = 0, sigma_max = 0;  // > 0: the ends of the Karras ramp instead of the schedule's
+  bool final_sigma_min = false;         // final_sigmas_type "sigma_min" (else "zero")
+  bool clip_sample = false;             // DDIM / LCM: clamp the x0 prediction to +-clip_sample_range
+  double clip_sample_range = 1.0;
+  // DPM-Solver++ and UniPC: lower_order_final, euler_at_final; solver_type as given ("" when absent).
+  bool lower_order_final = true, euler_at_final = false;
+  std::string solver_type;
+  int solver_order = 2;
+  bool skip_prk_steps = false;  // PNDM: false runs Runge-Kutta warm-up steps (not implemented: refused)
+  // Fields read by some scheduler classes whose non-default values rbee does not implement, by key (e.g.
+  // "thresholding", "solver_type"); unsupported_reason refuses a sampler that reads one of them.
+  std::vector<std::pair<std::string, std::string>> unimplemented;  // (key, value as JSON)
+  // The keys present in the config (so that with_defaults_of can fill in the absent ones).
+  std::vector<std::string> given;
 
-  // Reads the fields above from a scheduler_config.json object; unknown fields are ignored, bad values throw.
+  // Reads the fields above from a scheduler_config.json object; fields no scheduler reads are ignored, values that
+  // no scheduler accepts throw.
   static NoiseSchedule from_json(const nlohmann::json& config);
+  bool has(std::string_view key) const;
+  // This schedule with the fields absent from the config set to `kind`'s defaults in diffusers (betas: Euler, DDIM,
+  // DPM++ 0.0001..0.02 linear; LCM 0.00085..0.012 scaled_linear; set_alpha_to_one and clip_sample: DDIM true).
+  NoiseSchedule with_defaults_of(SchedulerKind kind) const;
 };
 
-// alphas_cumprod[t] for t < num_train_timesteps, computed in f32 as diffusers does.
+// betas[t] (after rescale_betas_zero_snr) and alphas_cumprod[t] for t < num_train_timesteps, in f32 as diffusers
+// computes them (the cumulative product in double, as torch's CPU cumprod, rounded to f32). With
+// rescale_betas_zero_snr the last alphas_cumprod is 0: schedulers in the sigma parametrization replace it by 2^-24,
+// as diffusers does.
+std::vector<float> betas(const NoiseSchedule& schedule);
 std::vector<float> alphas_cumprod(const NoiseSchedule& schedule);
 
 class Scheduler {
@@ -59,7 +89,10 @@ class Scheduler {
   // Fixes the timesteps of one run and resets the multistep state. Throws InvalidArgument for steps < 1 or
   // more steps than the scheduler can place.
   virtual void set_timesteps(int steps) = 0;
-  // The timestep passed to the UNet at each step (fractional for Euler with linspace spacing).
+  // diffusers' `order`: UNet evaluations per inference step for img2img's start index (Heun: 2).
+  virtual int order() const { return 1; }
+  // The timestep passed to the UNet at each step (fractional for Euler with linspace spacing). steps() counts UNet
+  // evaluations: n inference steps are 2n - 1 of them for Heun, n + 1 for PNDM.
   const std::vector<double>& timesteps() const { return timesteps_; }
   // Noise levels sigma = sqrt((1 - alpha_cumprod) / alpha_cumprod): n + 1 values (the last is the level after
   // the final step, 0 for Euler and DPM++). DDIM and LCM have no sigma schedule of their own: theirs are the
@@ -71,6 +104,12 @@ class Scheduler {
   // The UNet input for step i (Euler-family schedulers divide by sqrt(sigma^2 + 1); others return sample).
   virtual Tensor scale_model_input(const Tensor& sample, int step_index) const;
   virtual bool needs_noise() const { return false; }
+  // Whether step `step_index` draws noise (diffusers' schedulers skip the draw at some steps, e.g. LCM's last);
+  // a torch-ordered generator must draw exactly then.
+  virtual bool needs_noise_at(int step_index) const {
+    (void)step_index;
+    return needs_noise();
+  }
   // x_{i+1} from the model output at step i (F32 tensors of one shape). `noise` must be defined when
   // needs_noise() and this step injects noise.
   virtual Tensor step(const Tensor& model_output, int step_index, const Tensor& sample, const Tensor& noise) = 0;
@@ -85,5 +124,12 @@ class Scheduler {
 };
 
 std::unique_ptr<Scheduler> make_scheduler(SchedulerKind kind, const NoiseSchedule& schedule);
+
+// The most inference steps `kind` can place with `schedule` (LCM: original_inference_steps; the others:
+// num_train_timesteps).
+int max_steps(SchedulerKind kind, const NoiseSchedule& schedule);
+// Why `kind` cannot run with `schedule` (a config field diffusers' scheduler of that kind reads and rbee does
+// not implement), or "" when it can.
+std::string unsupported_reason(SchedulerKind kind, const NoiseSchedule& schedule);
 
 }  // namespace rbee::sd

@@ -3,7 +3,11 @@
 // transformer depth per level, and SDXL's "text_time" added conditioning.
 //
 // forward(sample [B, in, H, W], timestep, context [B, S, cross_dim]) -> prediction [B, out, H, W] (noise or v,
-// as the scheduler config says). H and W must be multiples of 2^(levels - 1).
+// as the scheduler config says). H and W may be any positive sizes: the up blocks upsample to the size of the skip
+// connection they meet (2x, or 2x - 1 after an odd side), as diffusers does.
+//
+// Every unet/config.json field diffusers' UNet2DConditionModel reads either takes effect here or is refused at load
+// with Error(Unsupported) naming it (docs/SD.md lists them); fields diffusers does not read are ignored.
 //
 // SDXL (addition_embed_type "text_time"): the pooled text embedding [B, P] and the size conditioning time_ids
 // [B, N] (N = 6: original height, original width, crop top, crop left, target height, target width) are embedded
@@ -40,6 +44,14 @@ struct UNetConfig {
   bool flip_sin_to_cos = true;
   double freq_shift = 0;
   int downsample_padding = 1;
+  int64_t sample_size = 0;  // the latent side pipelines default to (0: none given)
+  bool center_input_sample = false;  // sample -> 2 * sample - 1 first
+  enum class MidBlock { CrossAttn, Plain, None } mid_block = MidBlock::CrossAttn;  // UNetMidBlock2DCrossAttn,
+                                                                                   // UNetMidBlock2D, null
+  double mid_block_scale_factor = 1.0;  // the mid block's resnets divide their output by it
+  bool time_scale_shift = false;        // resnet_time_scale_shift "scale_shift": norm2(h) * (1 + scale) + shift
+  int64_t time_embedding_dim = 0;       // 0: 4 x block_out_channels[0]
+  int conv_in_kernel = 3, conv_out_kernel = 3;
   // SDXL's addition_embed_type "text_time" (add_embedding takes projection_class_embeddings_input_dim inputs).
   bool text_time = false;
   int64_t addition_time_embed_dim = 0;

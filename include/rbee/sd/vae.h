@@ -22,6 +22,8 @@ struct VaeConfig {
   double scaling_factor = 0.18215;
   bool use_quant_conv = true, use_post_quant_conv = true;
   bool mid_block_add_attention = true;
+  // SDXL pipelines decode with an f32 VAE when it says so, whatever the pipeline's dtype (diffusers' needs_upcasting).
+  bool force_upcast = true;
 
   static VaeConfig from_json(const nlohmann::json& config);
   int64_t scale() const { return int64_t{1} << (block_out_channels.size() - 1); }
@@ -35,6 +37,9 @@ class Vae {
   Tensor decode(const Tensor& z) const;
   // image [B, in, H, W] (H, W multiples of f, values in [-1, 1]) -> posterior mean [B, latent, H / f, W / f]
   Tensor encode(const Tensor& image) const;
+  // The posterior's moments [B, 2 * latent, H / f, W / f]: the mean, then the log-variance (diffusers'
+  // DiagonalGaussianDistribution clamps it to [-30, 20]).
+  Tensor encode_moments(const Tensor& image) const;
   const VaeConfig& config() const;
 
   struct Impl;

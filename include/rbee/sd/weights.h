@@ -33,6 +33,14 @@ class Weights {
   // `path` as safetensors::Checkpoint::open takes it (a diffusers component folder such as unet/, or a file).
   // Floating tensors are cast to `dtype` (F32, or F16 on GPUs) on `device`.
   static Weights open(const std::string& path, Device& device, DType dtype = DType::F32);
+  // The weights file of a diffusers component folder, as diffusers and transformers pick it: with a variant, the
+  // variant's sharded index (<name>.safetensors.index.<variant>.json, or the older <name>.safetensors.<variant>.index
+  // .json) or <name>.<variant>.safetensors; otherwise (or when the folder has no variant file and `variant_found` is
+  // given: diffusers then loads the plain files of that component) the index <name>.safetensors.index.json or
+  // <name>.safetensors, where <name> is diffusion_pytorch_model (UNet, VAE) or model (text encoders). A folder with
+  // none of them but exactly one .safetensors file gives that file. Error(NotFound) names the files looked for.
+  static std::string component_file(const std::string& dir, const std::string& variant = "",
+                                    bool* variant_found = nullptr);
   // No file: every get() returns deterministic random values of the asked shape (weights uniform with variance
   // 1 / fan_in, norm scales 1, biases 0), keyed by `seed` and the tensor's name. Lets benchmarks build full-size
   // architectures without checkpoints. `config` is what config() returns.

@@ -2,6 +2,8 @@
 // GPU kernels (backends/gpu/kernels/quant_kquant_fit.cuh): one definition, so a tensor quantized on either backend
 // gets the same blocks. They follow the procedures of ggml's reference quantizers (make_qkx2_quants,
 // make_q3_quants, make_qx_quants) so that our quantization errors match theirs. Groups hold n <= 32 values.
+// Attribution: ggml / llama.cpp (https://github.com/ggml-org/ggml), MIT License, Copyright (c) 2023-2024 The ggml
+// authors; NOTICE holds the license text.
 #pragma once
 
 #include <math.h>

@@ -1,4 +1,4 @@
-// The arithmetic of token sampling (the `sample` op, rbee/backend/kernels.h), shared by the CPU kernel
+// The arithmetic of token sampling (the `sample` op, op_table.def), shared by the CPU kernel
 // (backends/cpu/cpu_sample.cpp, which llm::Sampler runs) and the GPU kernel (backends/gpu/kernels/sample.cu):
 // one definition, so that both backends pick the same token from the same logits, settings and seed.
 //

@@ -1,4 +1,4 @@
-// CPU sample op: one token per row of logits, by the definition in rbee/backend/kernels.h with the arithmetic
+// CPU sample op: one token per row of logits, by the definition in op_table.def with the arithmetic
 // of backends/common/sampling.h (shared with the GPU kernel). Rows run in parallel; inside a row: adjusted
 // logits, then top-k by partial selection, top-p over the survivors sorted by key, min-p, and the draw walks the
 // survivors in id order.

@@ -2,6 +2,9 @@
 // f32-cache attention softmax). Included once per Highway target from inside those files' per-target
 // compilation (Highway's -inl.h include-guard pattern). Elementwise, so every vector width gives the same values;
 // they equal ggml's on targets with FMA (AVX2, AVX-512).
+// Attribution: the scheme (range reduction, polynomial and the split of large exponents) follows ggml_v_expf of
+// ggml's CPU backend (ggml / llama.cpp, https://github.com/ggml-org/ggml, MIT License, Copyright (c) 2023-2024
+// The ggml authors); written anew for Highway. NOTICE holds the license text.
 #if defined(RBEE_CPU_EXP_GGML_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RBEE_CPU_EXP_GGML_INL_H_
 #undef RBEE_CPU_EXP_GGML_INL_H_

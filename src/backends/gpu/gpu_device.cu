@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "backends/gpu/gpu_kernels.h"
+#include "rbee/backend/plugin_abi.h"
 #include "rbee/core/tensor.h"
 #include "rbee/core/log.h"
 
@@ -226,6 +227,9 @@ Device& GpuBackend::device(int index) {
 GpuDevice& gpu_device_of(const Tensor& t) { return static_cast<GpuDevice&>(t.device()); }
 
 }  // namespace rbee::gpu
+
+// The plug-in ABI this library was built against (rbee/backend/plugin_abi.h): the engine asks before anything else.
+extern "C" __attribute__((visibility("default"))) uint64_t rbee_backend_abi() { return rbee::kPluginAbiVersion; }
 
 // Plug-in entry point (see rbee/backend/device.h).
 extern "C" __attribute__((visibility("default"))) const char* rbee_register_backend(rbee::Registry& registry) {

@@ -1,5 +1,5 @@
-// The GPU platform layer: our own names (rbee::gpu::Stream, memcpy_async, shfl_xor, dot4_i8, ...) over CUDA
-// or HIP. The shared kernels in backends/gpu/ include only this header; the vendor headers stay in
+// The GPU platform layer: our own names (rbee::gpu::Stream, memcpy_async, shfl_xor, dot4_i8, mma_i8_k32, ...)
+// over CUDA or HIP. The shared kernels in backends/gpu/ include only this header; the vendor headers stay in
 // backends/cuda/ and backends/rocm/. RBEE_GPU_HIP selects HIP (set by the rocm build).
 #pragma once
 
@@ -7,8 +7,10 @@
 
 #if defined(RBEE_GPU_HIP)
 #include "backends/rocm/hip_platform.h"
+#include "backends/rocm/hip_mma_i8.h"  // warp-level int8 tile product (contract: backends/cuda/cuda_mma_i8.h)
 #else
 #include "backends/cuda/cuda_platform.h"
+#include "backends/cuda/cuda_mma_i8.h"  // warp-level int8 tile product and its contract
 #endif
 
 #include "rbee/core/error.h"

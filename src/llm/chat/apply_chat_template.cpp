@@ -29,12 +29,27 @@ nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& mes
   return ctx;
 }
 
-std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
-                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                const std::string& bos_token, const std::string& eos_token,
-                                const nlohmann::json& extra_context, const ChatRenderOptions& options) {
-  const nlohmann::ordered_json ctx =
-      chat_template_context(messages, add_generation_prompt, bos_token, eos_token, extra_context);
+nlohmann::ordered_json chat_template_context(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                             const std::string& bos_token, const std::string& eos_token,
+                                             const nlohmann::ordered_json& extra_context) {
+  RBEE_CHECK(messages.is_array(), "chat template messages must be a JSON array, got {}", messages.type_name());
+  RBEE_CHECK(extra_context.is_object() || extra_context.is_null(),
+             "chat template extra_context must be a JSON object, got {}", extra_context.type_name());
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+  ctx["messages"] = messages;
+  ctx["tools"] = nullptr;
+  ctx["documents"] = nullptr;
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["bos_token"] = bos_token;
+  ctx["eos_token"] = eos_token;
+  if (extra_context.is_object())
+    for (auto it = extra_context.begin(); it != extra_context.end(); ++it) ctx[it.key()] = it.value();
+  return ctx;
+}
+
+namespace {
+std::string render_with_fallback(std::string_view template_source, std::string_view family_fallback,
+                                 const nlohmann::ordered_json& ctx, const ChatRenderOptions& options) {
   std::string model_error;
   if (template_source.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     RBEE_CHECK(!family_fallback.empty(), "the model has no chat template and no fallback family was given");
@@ -54,6 +69,25 @@ std::string apply_chat_template(std::string_view template_source, std::string_vi
     e.add_context(fmt::format("built-in '{}' chat template, used because {}", family_fallback, model_error));
     throw;
   }
+}
+}  // namespace
+
+std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const std::string& bos_token, const std::string& eos_token,
+                                const nlohmann::json& extra_context, const ChatRenderOptions& options) {
+  return render_with_fallback(template_source, family_fallback,
+                              chat_template_context(messages, add_generation_prompt, bos_token, eos_token, extra_context),
+                              options);
+}
+
+std::string apply_chat_template(std::string_view template_source, std::string_view family_fallback,
+                                const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const std::string& bos_token, const std::string& eos_token,
+                                const nlohmann::ordered_json& extra_context, const ChatRenderOptions& options) {
+  return render_with_fallback(template_source, family_fallback,
+                              chat_template_context(messages, add_generation_prompt, bos_token, eos_token, extra_context),
+                              options);
 }
 
 }  // namespace rbee::llm

@@ -175,7 +175,7 @@ void Transformer::set_decode_graphs(bool enabled) {
 }
 
 Tensor Transformer::run_layers(KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width,
-                               const Tensor& x0, const std::vector<int64_t>& logit_rows) const {
+                               const Tensor& x0, const std::vector<int64_t>& logit_rows, bool hidden) const {
   const ModelConfig& c = config_;
   StepContext step{c,
                    cache,
@@ -192,6 +192,7 @@ Tensor Transformer::run_layers(KvCache& cache, const Tensor& ints, int64_t n, in
   if (!logit_rows.empty()) {
     x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, device_), 0);
   }
+  if (hidden) return ops::rms_norm(x, weights_.output_norm, c.norm_eps);
   Tensor logits = ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
   if (c.final_softcap > 0) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
@@ -251,7 +252,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
   }
   if ((int64_t)logit_rows.size() == n) logit_rows.clear();  // every row: no selection
   const bool all_rows = logit_rows.empty();
-  if (decode && all_rows && graphs_) {
+  if (decode && all_rows && graphs_ && !batch.hidden_states) {
     std::vector<const void*> bound;  // the cache tensors the step writes and reads in place
     for (int l = 0; l < config_.n_layers; ++l) {
       bound.push_back(cache.k(l).data());
@@ -260,11 +261,11 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
     return graphs_->run(
         b, width, ints, bound, [this](const Tensor& ids) { return embed(ids); },
         [&](const Tensor& dev_ints, const Tensor& x) {
-          return run_layers(cache, dev_ints, n, b, width, x, logit_rows);
+          return run_layers(cache, dev_ints, n, b, width, x, logit_rows, false);
         });
   }
   const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, device_);
-  return run_layers(cache, dev_ints, n, b, width, embed(dev_ints.narrow(0, 0, n)), logit_rows);
+  return run_layers(cache, dev_ints, n, b, width, embed(dev_ints.narrow(0, 0, n)), logit_rows, batch.hidden_states);
 }
 
 }  // namespace rbee::llm

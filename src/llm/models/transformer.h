@@ -38,8 +38,9 @@ class Transformer final : public Model {
   // The layers and the head over the packed index inputs `ints` (DecodeGraphs' layout: tokens [N] |
   // positions [N] | slots [N] | seq_info [B, 3] | block tables [B, width]) and embeddings x [N, hidden]. Only
   // launches kernels when `logit_rows` is empty (every token's logits); otherwise it uploads those rows.
+  // `hidden`: stop after the output norm (hidden states [rows, hidden] instead of logits).
   Tensor run_layers(KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width, const Tensor& x,
-                    const std::vector<int64_t>& logit_rows) const;
+                    const std::vector<int64_t>& logit_rows, bool hidden) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;

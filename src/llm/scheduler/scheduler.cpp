@@ -1,6 +1,7 @@
 #include "rbee/llm/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "rbee/core/error.h"
@@ -11,29 +12,73 @@ namespace rbee::llm {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// "out_of_memory" for a full device (or RBEE_FAULT_ALLOC_*), else "forward".
+const char* forward_error_code(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || (err && err->code() == ErrorCode::OutOfMemory);
+  return oom ? "out_of_memory" : "forward";
+}
+
+// Choice i of a group samples with seed + i (a request without a seed: the clock, different per choice).
+SamplingParams choice_params(SamplingParams p, int choice) {
+  if (choice == 0) return p;
+  if (!p.has_seed) {
+    p.has_seed = true;
+    p.seed = (uint64_t)Clock::now().time_since_epoch().count();
+  }
+  p.seed += (uint64_t)choice;
+  return p;
+}
 }  // namespace
 
-// One running job: its cache blocks, sampler, stop matcher and text decoder.
-struct Scheduler::Active {
-  Active(Queued q, const Tokenizer& tok)
-      : request(std::move(q.request)),
-        sink(std::move(q.sink)),
-        handle(std::move(q.handle)),
-        submitted(q.submitted),
-        sampler(request.sampling),
-        stops(request.stop),
-        decoder(tok, /*skip_special=*/true) {}
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Last: return "last";
+    case Pooling::Cls: return "cls";
+  }
+  return "last";
+}
 
+// One submitted request: its sequences (one per choice) and what they share.
+struct Scheduler::Group {
   JobRequest request;
-  std::shared_ptr<JobSink> sink;
+  std::vector<std::shared_ptr<JobSink>> sinks;
   std::shared_ptr<JobHandle> handle;
-  Clock::time_point submitted, admitted, first_token;
+  Clock::time_point submitted;
+  std::vector<Active*> members;            // admitted sequences, the one that evaluates the prompt first
+  std::vector<TokenLogprob> prompt_logprobs;
+  std::vector<double> pooled;              // embedding jobs: the pooling accumulator [hidden]
+};
+
+// One running sequence: its cache blocks, sampler, stop matcher, text decoder and constraint.
+struct Scheduler::Active {
+  Active(std::shared_ptr<Group> g, int choice_, const Tokenizer& tok)
+      : group(std::move(g)),
+        request(group->request),
+        sink(group->sinks[(size_t)choice_]),
+        choice(choice_),
+        sampler(choice_params(request.sampling, choice_)),
+        stops(request.stop),
+        decoder(tok, request.skip_special),
+        constraint(request.constraint ? request.constraint->clone() : nullptr) {}
+  ~Active() { std::erase(group->members, this); }
+
+  std::shared_ptr<Group> group;
+  const JobRequest& request;
+  std::shared_ptr<JobSink> sink;
+  int choice;
+  Clock::time_point admitted, first_token;
   SequenceKv kv;
   Sampler sampler;
   StopMatcher stops;
   StreamingDecoder decoder;
+  std::unique_ptr<TokenConstraint> constraint;
   int prefilled = 0;         // prompt tokens whose keys and values are in the cache
   bool decoding = false;     // prompt done; `next` is the token to feed
+  bool awaiting_fork = false;  // a choice > 0 waiting for choice 0's prompt
   TokenId next = -1;
   std::vector<TokenId> generated;
   JobSummary summary;
@@ -58,28 +103,63 @@ int Scheduler::max_positions() const {
   return options_.max_job_positions > 0 ? std::min(options_.max_job_positions, cache_positions) : cache_positions;
 }
 
-Scheduler::Submit Scheduler::submit(JobRequest request, std::shared_ptr<JobSink> sink,
+int Scheduler::blocks_needed(const JobRequest& r) const {
+  const int bs = cache_.block_size();
+  const int prompt = (int)r.prompt.size();
+  const int total = prompt + (r.embed ? 0 : r.max_tokens);
+  const int fork_own = total - (prompt / bs) * bs;  // a fork shares the prompt's full blocks
+  return ceil_div(total, bs) + (r.n - 1) * ceil_div(fork_own, bs);
+}
+
+Scheduler::Submit Scheduler::submit(JobRequest request, std::vector<std::shared_ptr<JobSink>> sinks,
                                     std::shared_ptr<JobHandle>* handle) {
   const int vocab = model_.config().vocab_size;
   RBEE_CHECK(!request.prompt.empty(), "prompt: no tokens to start from");
-  RBEE_CHECK(request.max_tokens >= 1, "max_tokens: must be >= 1, got {}", request.max_tokens);
-  RBEE_CHECK((int64_t)request.prompt.size() + request.max_tokens <= max_positions(),
-             "max_tokens: the prompt ({} tokens) + max_tokens ({}) exceeds the context of {} positions",
-             request.prompt.size(), request.max_tokens, max_positions());
   for (size_t i = 0; i < request.prompt.size(); ++i) {
     RBEE_CHECK(request.prompt[i] >= 0 && request.prompt[i] < vocab,
                "prompt: token id {} at position {} is outside the vocabulary [0, {})", request.prompt[i], i, vocab);
   }
-  validate(request.sampling, vocab);
-  RBEE_CHECK(sink != nullptr, "scheduler: a job needs a sink");
+  RBEE_CHECK(request.n >= 1 && request.n <= options_.parallel,
+             "n: must be in [1, {}] (the worker's parallel slots), got {}", options_.parallel, request.n);
+  RBEE_CHECK(sinks.size() == (size_t)request.n, "scheduler: {} choices need {} sinks, got {}", request.n, request.n,
+             sinks.size());
+  for (const auto& s : sinks) RBEE_CHECK(s != nullptr, "scheduler: a job needs a sink");
+  if (request.embed) {
+    RBEE_CHECK(request.n == 1, "n: an embedding job has one result");
+    RBEE_CHECK((int64_t)request.prompt.size() <= max_positions(), "prompt: {} tokens exceed the context of {} positions",
+               request.prompt.size(), max_positions());
+  } else {
+    RBEE_CHECK(request.max_tokens >= 0, "max_tokens: must be >= 0, got {}", request.max_tokens);
+    RBEE_CHECK((int64_t)request.prompt.size() + request.max_tokens <= max_positions(),
+               "max_tokens: the prompt ({} tokens) + max_tokens ({}) exceeds the context of {} positions",
+               request.prompt.size(), request.max_tokens, max_positions());
+    RBEE_CHECK(request.min_tokens >= 0 && request.min_tokens <= request.max_tokens,
+               "min_tokens: must be in [0, max_tokens = {}], got {}", request.max_tokens, request.min_tokens);
+    RBEE_CHECK(request.top_logprobs >= -1 && request.top_logprobs <= 20, "top_logprobs: must be in [0, 20], got {}",
+               request.top_logprobs);
+    for (TokenId id : request.stop_token_ids) {
+      RBEE_CHECK(id >= 0 && id < vocab, "stop_token_ids: token id {} is outside the vocabulary [0, {})", id, vocab);
+    }
+    validate(request.sampling, vocab);
+  }
+  const int needed = blocks_needed(request);
+  RBEE_CHECK(needed <= cache_.num_blocks(),
+             "n: {} choices of a {}-token prompt + max_tokens {} need {} KV cache blocks; the cache has {}", request.n,
+             request.prompt.size(), request.max_tokens, needed, cache_.num_blocks());
   auto h = std::make_shared<JobHandle>();
+  auto group = std::make_shared<Group>();
+  group->request = std::move(request);
+  group->sinks = std::move(sinks);
+  group->handle = h;
   {
     std::lock_guard lock(mutex_);
     if (!accepting_) return Submit::Stopped;
     // Cancelled jobs still in the queue (dropped at the next step) do not count against the bound.
-    const auto waiting = std::count_if(queue_.begin(), queue_.end(), [](const Queued& q) { return !q.handle->cancelled(); });
+    const auto waiting =
+        std::count_if(queue_.begin(), queue_.end(), [](const Queued& q) { return !q.group->handle->cancelled(); });
     if ((int)waiting >= options_.max_queue) return Submit::QueueFull;
-    queue_.push_back({std::move(request), std::move(sink), h, Clock::now()});
+    group->submitted = Clock::now();
+    queue_.push_back({std::move(group)});
     ++submitted_;
   }
   cv_.notify_all();
@@ -143,40 +223,50 @@ void Scheduler::admit() {
   std::vector<Active*> started;
   {
     std::lock_guard lock(mutex_);
+    // While draining, queued jobs were accepted (the client holds a 200 and maybe an open stream): they still run
+    // while the grace period lasts, and are cancelled once it is over.
+    const bool past_grace = !accepting_ && Clock::now() >= drain_deadline_;
     while (!queue_.empty()) {
       Queued& q = queue_.front();
-      if (q.handle->cancelled() || !accepting_) {
+      if (q.group->handle->cancelled() || past_grace) {
         dropped.push_back(std::move(q));
         queue_.pop_front();
         continue;
       }
-      if ((int)running_.size() >= options_.parallel) break;
-      const int positions = (int)q.request.prompt.size() + q.request.max_tokens;
-      auto a = std::make_unique<Active>(std::move(q), model_.tokenizer());
-      if (!a->kv.reserve(cache_, positions)) {
-        // First in, first served: the head waits for blocks rather than being overtaken by smaller jobs.
-        q = Queued{std::move(a->request), std::move(a->sink), std::move(a->handle), a->submitted};
-        break;
-      }
+      const JobRequest& r = q.group->request;
+      if ((int)running_.size() + r.n > options_.parallel) break;
+      // First in, first served: the head waits for blocks rather than being overtaken by smaller jobs.
+      if (blocks_needed(r) > cache_.free_blocks()) break;
+      std::shared_ptr<Group> g = std::move(q.group);
       queue_.pop_front();
-      a->admitted = Clock::now();
-      a->summary.prompt_tokens = (int)a->request.prompt.size();
-      a->summary.queue_seconds = seconds(a->submitted, a->admitted);
-      started.push_back(a.get());
-      running_.push_back(std::move(a));
+      const int prompt = (int)r.prompt.size();
+      const int total = prompt + (r.embed ? 0 : r.max_tokens);
+      const auto now = Clock::now();
+      for (int c = 0; c < r.n; ++c) {
+        auto a = std::make_unique<Active>(g, c, model_.tokenizer());
+        const int own = c == 0 ? total : total - (prompt / cache_.block_size()) * cache_.block_size();
+        RBEE_ASSERT(a->kv.reserve(cache_, own), "admission: {} positions do not fit the free blocks", own);
+        a->awaiting_fork = c > 0;
+        a->admitted = now;
+        a->summary.prompt_tokens = prompt;
+        a->summary.queue_seconds = seconds(g->submitted, now);
+        g->members.push_back(a.get());
+        started.push_back(a.get());
+        running_.push_back(std::move(a));
+      }
     }
   }
   running_count_ = (int)running_.size();
   for (auto& q : dropped) {
     JobSummary s;
     s.reason = StopReason::Cancelled;
-    s.prompt_tokens = (int)q.request.prompt.size();
-    s.queue_seconds = seconds(q.submitted, Clock::now());
-    q.sink->on_finished(s);
+    s.prompt_tokens = (int)q.group->request.prompt.size();
+    s.queue_seconds = seconds(q.group->submitted, Clock::now());
+    for (auto& sink : q.group->sinks) sink->on_finished(s);
   }
   for (Active* a : started) {
-    log::debug("event=admitted job={} prompt_tokens={} max_tokens={}", a->request.id, a->request.prompt.size(),
-               a->request.max_tokens);
+    log::debug("event=admitted job={} choice={} prompt_tokens={} max_tokens={}", a->request.id, a->choice,
+               a->request.prompt.size(), a->request.max_tokens);
     a->sink->on_started();
   }
 }
@@ -205,13 +295,157 @@ void Scheduler::finish(Active& a, StopReason reason, std::string error_code, std
   } else {
     a.summary.decode_seconds = seconds(a.first_token, now);
   }
-  a.summary.error_code = std::move(error_code);
-  a.summary.error_message = std::move(error_message);
+  a.summary.error_code = error_code;
+  a.summary.error_message = error_message;
   a.kv.release(cache_);
   // stats() shows the job gone before its sink hears that it finished (callers check stats after on_finished).
   free_blocks_ = cache_.free_blocks();
   running_count_ = (int)std::count_if(running_.begin(), running_.end(), [](const auto& j) { return !j->done; });
   a.sink->on_finished(a.summary);
+  // Choices still waiting for this sequence's prompt can never start: they end the same way.
+  if (a.choice == 0) {
+    for (Active* m : a.group->members) {
+      if (m != &a && m->awaiting_fork) finish(*m, reason == StopReason::Cancelled ? reason : StopReason::Error,
+                                              error_code.empty() ? "internal" : error_code,
+                                              error_message.empty() ? "the shared prompt ended first" : error_message);
+    }
+  }
+}
+
+void Scheduler::fork_group(Active& leader) {
+  Group& g = *leader.group;
+  const int prompt = (int)leader.request.prompt.size();
+  for (Active* m : g.members) {
+    if (m == &leader || !m->awaiting_fork || m->done) continue;
+    m->kv.fork_from(cache_, leader.kv, prompt);
+    m->prefilled = prompt;
+    m->awaiting_fork = false;
+    m->decoding = true;
+  }
+}
+
+void Scheduler::advance(Active& a, std::span<const float> row) {
+  const JobRequest& r = a.request;
+  std::vector<TokenId> banned;
+  if ((int)a.generated.size() < r.min_tokens) {
+    banned = eos_;
+    banned.insert(banned.end(), r.stop_token_ids.begin(), r.stop_token_ids.end());
+  }
+  TokenLogprob lp;
+  SampleStep step;
+  step.banned = banned;
+  step.top_logprobs = r.top_logprobs;
+  step.logprobs = &lp;
+  TokenId t = -1;
+  try {
+    if (a.constraint) step.allowed = &a.constraint->allowed();
+    t = a.sampler.sample(row, r.prompt, a.generated, step);
+  } catch (const std::exception& e) {
+    finish(a, StopReason::Error, "sampling", e.what());
+    return;
+  }
+  if (a.generated.empty()) {
+    a.first_token = Clock::now();
+    a.summary.prompt_seconds = seconds(a.admitted, a.first_token);
+  }
+  a.generated.push_back(t);
+  const int index = (int)a.generated.size() - 1;
+  const bool ends = (!r.ignore_eos && std::find(eos_.begin(), eos_.end(), t) != eos_.end()) ||
+                    std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) != r.stop_token_ids.end();
+  if (ends) {
+    finish(a, StopReason::Eos);
+    return;
+  }
+  if (a.constraint) {
+    try {
+      a.constraint->accept(t);
+    } catch (const std::exception& e) {
+      finish(a, StopReason::Error, "sampling", e.what());
+      return;
+    }
+  }
+  if (r.top_logprobs >= 0) a.sink->on_logprobs(index, lp);
+  const std::string safe = a.stops.feed(a.decoder.push(t));
+  if (!safe.empty()) {
+    a.summary.text += safe;
+    a.sink->on_text(index, safe);
+  }
+  if (a.stops.stopped()) {
+    finish(a, StopReason::StopSequence);
+  } else if (a.constraint && a.constraint->finished()) {
+    finish(a, StopReason::Eos);
+  } else if ((int)a.generated.size() >= r.max_tokens) {
+    finish(a, StopReason::MaxTokens);
+  } else {
+    a.next = t;
+  }
+}
+
+bool Scheduler::run_embeddings(int& budget) {
+  struct Row {
+    Active* job;
+    int new_tokens;
+    int first_row;
+    int rows;
+  };
+  std::vector<Row> rows;
+  ForwardBatch batch;
+  batch.hidden_states = true;
+  int out_rows = 0;
+  for (auto& a : running_) {
+    if (!a->request.embed || a->done || budget <= 0) continue;
+    const int n = std::min((int)a->request.prompt.size() - a->prefilled, budget);
+    budget -= n;
+    const bool all = a->request.pooling == Pooling::Mean || (a->request.pooling == Pooling::Cls && a->prefilled == 0);
+    batch.tokens.insert(batch.tokens.end(), a->request.prompt.begin() + a->prefilled,
+                        a->request.prompt.begin() + a->prefilled + n);
+    batch.seqs.push_back({&a->kv, n, a->prefilled + n, all});
+    rows.push_back({a.get(), n, out_rows, all ? n : 1});
+    out_rows += all ? n : 1;
+  }
+  if (rows.empty()) return false;
+  steps_++;
+  std::vector<float> hidden;
+  int64_t width = 0;
+  try {
+    const Tensor out = model_.forward(batch, cache_);
+    width = out.dim(1);
+    hidden = out.to_vector<float>();
+  } catch (const std::exception& e) {
+    log::error("event=forward_error kind=embedding rows={} error=\"{}\"", rows.size(), e.what());
+    for (auto& r : rows) finish(*r.job, StopReason::Error, forward_error_code(e), e.what());
+    return true;
+  }
+  for (const Row& r : rows) {
+    Active& a = *r.job;
+    Group& g = *a.group;
+    const JobRequest& req = a.request;
+    if (g.pooled.empty()) g.pooled.assign((size_t)width, 0.0);
+    const float* base = hidden.data() + (size_t)r.first_row * (size_t)width;
+    const int prompt = (int)req.prompt.size();
+    const bool last_chunk = a.prefilled + r.new_tokens == prompt;
+    if (req.pooling == Pooling::Mean) {
+      for (int i = 0; i < r.rows; ++i)
+        for (int64_t d = 0; d < width; ++d) g.pooled[(size_t)d] += base[(size_t)i * (size_t)width + (size_t)d];
+    } else if ((req.pooling == Pooling::Cls && a.prefilled == 0) || (req.pooling == Pooling::Last && last_chunk)) {
+      const float* row = req.pooling == Pooling::Cls ? base : base + (size_t)(r.rows - 1) * (size_t)width;
+      for (int64_t d = 0; d < width; ++d) g.pooled[(size_t)d] = row[d];
+    }
+    a.prefilled += r.new_tokens;
+    a.kv.length = a.prefilled;
+    a.summary.prompt_tokens_evaluated = a.prefilled;
+    if (!last_chunk) continue;
+    std::vector<float> v(g.pooled.size());
+    double norm = 0;
+    const double scale = req.pooling == Pooling::Mean ? 1.0 / prompt : 1.0;
+    for (size_t d = 0; d < v.size(); ++d) norm += (g.pooled[d] * scale) * (g.pooled[d] * scale);
+    norm = std::sqrt(norm);
+    const double div = req.normalize && norm > 0 ? norm : 1.0;
+    for (size_t d = 0; d < v.size(); ++d) v[d] = (float)(g.pooled[d] * scale / div);
+    a.sink->on_embedding(v);
+    finish(a, StopReason::MaxTokens);
+  }
+  return true;
 }
 
 bool Scheduler::step() {
@@ -222,7 +456,7 @@ bool Scheduler::step() {
     drain_deadline = drain_deadline_;
   }
   for (auto& a : running_) {
-    if (a->handle->cancelled() || now >= drain_deadline) {
+    if (a->group->handle->cancelled() || now >= drain_deadline) {
       finish(*a, StopReason::Cancelled);
     } else if (now >= a->request.deadline) {
       finish(*a, StopReason::Error, "timeout", "the request ran past its time limit");
@@ -237,109 +471,101 @@ bool Scheduler::step() {
   struct Row {
     Active* job;
     int new_tokens;
+    int first_row;  // its first row of logits
+    int rows;       // rows of logits it gets (all its new tokens' when it asked for prompt log-probabilities)
   };
   std::vector<Row> rows;
   ForwardBatch batch;
+  int out_rows = 0;
   for (auto& a : running_) {
     if (!a->decoding) continue;
     batch.tokens.push_back(a->next);
     batch.seqs.push_back({&a->kv, 1, a->kv.length + 1, false});
-    rows.push_back({a.get(), 1});
+    rows.push_back({a.get(), 1, out_rows++, 1});
   }
   int budget = options_.prefill_budget;
   for (auto& a : running_) {
-    if (a->decoding || budget <= 0) continue;
+    if (a->decoding || a->awaiting_fork || a->request.embed || budget <= 0) continue;
     const int n = std::min((int)a->request.prompt.size() - a->prefilled, budget);
     budget -= n;
+    const bool all = a->request.prompt_logprobs;
     batch.tokens.insert(batch.tokens.end(), a->request.prompt.begin() + a->prefilled,
                         a->request.prompt.begin() + a->prefilled + n);
-    batch.seqs.push_back({&a->kv, n, a->prefilled + n, false});
-    rows.push_back({a.get(), n});
+    batch.seqs.push_back({&a->kv, n, a->prefilled + n, all});
+    rows.push_back({a.get(), n, out_rows, all ? n : 1});
+    out_rows += all ? n : 1;
   }
-
-  Tensor logits;
-  try {
-    logits = model_.forward(batch, cache_);
-  } catch (const std::exception& e) {
-    log::error("event=forward_error rows={} error=\"{}\"", rows.size(), e.what());
-    for (auto& r : rows) finish(*r.job, StopReason::Error, "forward", e.what());
-    running_.remove_if([](const auto& a) { return a->done; });
-    running_count_ = (int)running_.size();
-    free_blocks_ = cache_.free_blocks();
+  bool worked = false;
+  if (!rows.empty()) {
+    worked = true;
+    std::vector<float> logits;
+    int64_t vocab = 0;
+    bool failed = false;
+    try {
+      const Tensor out = model_.forward(batch, cache_);
+      vocab = out.dim(1);
+      logits = out.to_vector<float>();
+    } catch (const std::exception& e) {
+      // Out of memory (a full device, or RBEE_FAULT_ALLOC_*) ends this step's jobs with code "out_of_memory", which
+      // the routes answer as 503 + Retry-After: the jobs admitted later still run, and the worker stays up.
+      log::error("event=forward_error rows={} error=\"{}\"", rows.size(), e.what());
+      for (auto& r : rows) finish(*r.job, StopReason::Error, forward_error_code(e), e.what());
+      failed = true;
+    }
     steps_++;
-    return true;
-  }
-  steps_++;
-  max_batch_rows_ = std::max<int>(max_batch_rows_, (int)batch.tokens.size());
-
-  // Every row's token in one run of the sample op on the model's device: the logits stay there, the ids
-  // come back. Rows of prompt chunks that are not a prompt's last are sampled greedily and ignored.
-  SampleBatch sampling;
-  std::vector<bool> drawn(rows.size(), false);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    Active& a = *rows[r].job;
-    if (a.decoding) {
-      a.kv.length += 1;
-    } else {
-      a.prefilled += rows[r].new_tokens;
-      a.kv.length = a.prefilled;
-      if (a.prefilled < (int)a.request.prompt.size()) {  // more prompt to go: this row is not used
-        sampling.add_unused();
-        continue;
+    if (!failed) {
+      max_batch_rows_ = std::max<int>(max_batch_rows_, (int)batch.tokens.size());
+      auto row_at = [&](int i) {
+        return std::span<const float>(logits.data() + (size_t)i * (size_t)vocab, (size_t)vocab);
+      };
+      for (const Row& r : rows) {
+        Active& a = *r.job;
+        if (a.done) continue;
+        if (a.decoding) {
+          a.kv.length += 1;
+          advance(a, row_at(r.first_row));
+          continue;
+        }
+        const JobRequest& req = a.request;
+        Group& g = *a.group;
+        const int prompt = (int)req.prompt.size();
+        if (req.prompt_logprobs) {
+          // Row i predicts the prompt token after position prefilled + i.
+          if (g.prompt_logprobs.empty()) {
+            TokenLogprob first;
+            first.id = req.prompt[0];
+            first.logprob = std::nanf("");
+            g.prompt_logprobs.push_back(first);
+          }
+          for (int i = 0; i < r.rows; ++i) {
+            const int next_pos = a.prefilled + i + 1;
+            if (next_pos >= prompt) break;
+            g.prompt_logprobs.push_back(
+                token_logprob(row_at(r.first_row + i), req.prompt[(size_t)next_pos], std::max(0, req.top_logprobs)));
+          }
+        }
+        a.prefilled += r.new_tokens;
+        a.kv.length = a.prefilled;
+        a.summary.prompt_tokens_evaluated = a.prefilled;
+        if (a.prefilled < prompt) continue;  // more prompt to go: this row is not used
+        a.decoding = true;
+        const auto last = row_at(r.first_row + r.rows - 1);
+        fork_group(a);
+        const std::vector<Active*> members = g.members;
+        for (Active* m : members) {
+          if (m->done || !m->decoding) continue;
+          if (req.prompt_logprobs) m->sink->on_prompt_logprobs(g.prompt_logprobs);
+          if (req.max_tokens == 0) finish(*m, StopReason::MaxTokens);  // the prompt only (its log-probabilities)
+          else advance(*m, last);
+        }
       }
-      a.decoding = true;
-    }
-    sampling.add(a.sampler, a.request.prompt, a.generated);
-    drawn[r] = true;
-  }
-  std::vector<TokenId> ids;
-  std::string sampling_error;
-  try {
-    ids = sampling.run(logits);
-  } catch (const std::exception& e) {
-    sampling_error = e.what();
-    log::error("event=sampling_error rows={} error=\"{}\"", rows.size(), e.what());
-  }
-
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!drawn[r]) continue;
-    Active& a = *rows[r].job;
-    if (!sampling_error.empty()) {
-      finish(a, StopReason::Error, "sampling", sampling_error);
-      continue;
-    }
-    const TokenId t = ids[r];
-    if (t < 0) {
-      finish(a, StopReason::Error, "sampling", "sample: every token is banned by logit_bias");
-      continue;
-    }
-    if (a.generated.empty()) {
-      a.first_token = Clock::now();
-      a.summary.prompt_seconds = seconds(a.admitted, a.first_token);
-    }
-    a.generated.push_back(t);
-    const int index = (int)a.generated.size() - 1;
-    if (!a.request.ignore_eos && std::find(eos_.begin(), eos_.end(), t) != eos_.end()) {
-      finish(a, StopReason::Eos);
-      continue;
-    }
-    const std::string safe = a.stops.feed(a.decoder.push(t));
-    if (!safe.empty()) {
-      a.summary.text += safe;
-      a.sink->on_text(index, safe);
-    }
-    if (a.stops.stopped()) {
-      finish(a, StopReason::StopSequence);
-    } else if ((int)a.generated.size() >= a.request.max_tokens) {
-      finish(a, StopReason::MaxTokens);
-    } else {
-      a.next = t;
     }
   }
+  if (run_embeddings(budget)) worked = true;
   running_.remove_if([](const auto& a) { return a->done; });
   running_count_ = (int)running_.size();
   free_blocks_ = cache_.free_blocks();
-  return true;
+  return worked;
 }
 
 }  // namespace rbee::llm

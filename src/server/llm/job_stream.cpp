@@ -28,6 +28,7 @@ JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
     ~Forget() { s.forget(id); }
   } forget{service, job->id};
   JobResult out;
+  out.choices.resize((size_t)job->choices);
   JobEvent ev;
   bool cancelled_for_client = false;
   while (true) {
@@ -39,16 +40,36 @@ JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
       job->cancel();
     }
     if (got != Channel<JobEvent>::Pop::Item) continue;
-    if (ev.type == JobEvent::Type::Text) out.text += ev.text;
-    if (ev.type == JobEvent::Type::Finished) out.summary = ev.summary;
+    ChoiceResult& c = out.choices[(size_t)ev.choice];
+    switch (ev.type) {
+      case JobEvent::Type::Started: break;
+      case JobEvent::Type::Text:
+        c.text += ev.text;
+        c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+        break;
+      case JobEvent::Type::PromptLogprobs: c.prompt_logprobs = ev.logprobs; break;
+      case JobEvent::Type::Embedding: c.embedding = ev.embedding; break;
+      case JobEvent::Type::Finished:
+        c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+        c.summary = ev.summary;
+        out.tokens_out += ev.summary.tokens_out;
+        break;
+    }
   }
-  const auto& s = out.summary;
-  if (s.reason == llm::StopReason::Error) {
-    if (s.error_code == "timeout") throw ApiError(504, "timeout", "the request ran past the worker's time limit");
-    throw ApiError(500, "generation_failed", "generation failed: " + s.error_message);
+  for (const ChoiceResult& c : out.choices) {
+    const auto& s = c.summary;
+    if (s.reason == llm::StopReason::Error) {
+      if (s.error_code == "timeout") throw ApiError(504, "timeout", "the request ran past the worker's time limit");
+      if (s.error_code == "out_of_memory") {
+        throw ApiError(503, "out_of_memory", "the device ran out of memory for this request: " + s.error_message, "", 1);
+      }
+      throw ApiError(500, "generation_failed", "generation failed: " + s.error_message);
+    }
   }
-  if (s.reason == llm::StopReason::Cancelled) {
-    throw ApiError(503, "cancelled", "the job was cancelled (DELETE or worker shutdown)", "", 1);
+  for (const ChoiceResult& c : out.choices) {
+    if (c.summary.reason == llm::StopReason::Cancelled) {
+      throw ApiError(503, "cancelled", "the job was cancelled (DELETE or worker shutdown)", "", 1);
+    }
   }
   return out;
 }

@@ -20,12 +20,19 @@ using EventFormatter = std::function<std::string(const JobEvent&)>;
 // Claims the job's single reader slot (409 ApiError when taken) and streams it; [DONE] closes the stream.
 void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<LlmJob> job, EventFormatter format);
 
-struct JobResult {
+struct ChoiceResult {
   std::string text;
+  std::vector<llm::TokenLogprob> logprobs;         // generated tokens, with logprobs on
+  std::vector<llm::TokenLogprob> prompt_logprobs;  // with prompt logprobs on
+  std::vector<float> embedding;                    // embedding jobs
   llm::JobSummary summary;
 };
-// Blocks until the job finishes; throws ApiError when it ended with an error (504 timeout, 500 otherwise) or was
-// cancelled (503). Forgets the job afterwards. `client_gone`, when given, is asked a few times a second; once it
+struct JobResult {
+  std::vector<ChoiceResult> choices;
+  int tokens_out = 0;  // over all choices
+};
+// Blocks until the job finishes; throws ApiError when a choice ended with an error (504 timeout, 500 otherwise)
+// or was cancelled (503). Forgets the job afterwards. `client_gone`, when given, is asked a few times a second; once it
 // says true the job is cancelled (a non-streaming client that hung up frees its slot at the next decode step).
 JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,
                        const std::function<bool()>& client_gone = {});

@@ -1,4 +1,4 @@
-// The LLM worker's routes (DESIGN section 4): the rbee contract (/info, /v1/jobs, /v1/inference, SSE streams,
+// The LLM worker's routes (docs/DESIGN.md section 5): the rbee contract (/info, /v1/jobs, /v1/inference, SSE streams,
 // DELETE), the OpenAI-compatible API and the chat page at /. /health, /ready and /metrics come from
 // worker_base.h. Routes are registered before the model loads; until the service is set, job routes answer
 // 503 "loading" with Retry-After.
@@ -40,8 +40,10 @@ struct LlmWorkerContext {
 
 void add_rbee_routes(HttpServer& http, LlmWorkerContext& ctx);
 void add_openai_routes(HttpServer& http, LlmWorkerContext& ctx);
-// GET / serves the chat page (static HTML). With a token set it needs it like every route, as a header or as
-// "?token=" (see HttpOptions::query_token_paths); the page then sends the header on its own API calls.
+// POST /tokenize and /detokenize.
+void add_tokenize_routes(HttpServer& http, LlmWorkerContext& ctx);
+// GET / serves the chat page (static HTML, no secret in it). It is a public path: the page loads without the token,
+// asks for it when the API answers 401 and sends it as an Authorization header on its own API calls.
 void add_page_route(HttpServer& http, std::string_view html);
 
 // The worker's status word for heartbeats: "loading", "ready", "busy" (every slot taken), "draining", "failed".

@@ -1,10 +1,16 @@
-// OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions (streaming and not, with usage).
+// OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions (streaming and not, with usage,
+// several prompts and n choices, logprobs and echo).
 #include <chrono>
+#include <cmath>
+#include <cstring>
 
 #include "server/api_error.h"
+#include "server/base64.h"
 #include "server/json_fields.h"
 #include "server/llm/job_stream.h"
+#include "server/llm/logprobs_json.h"
 #include "server/llm/routes.h"
+#include "server/llm/tool_stream.h"
 #include "server/peer_watch.h"
 #include "server/sse.h"
 
@@ -16,10 +22,10 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
-nlohmann::json usage(const llm::JobSummary& s) {
-  return {{"prompt_tokens", s.prompt_tokens},
-          {"completion_tokens", s.tokens_out},
-          {"total_tokens", s.prompt_tokens + s.tokens_out}};
+nlohmann::json usage(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
 // The skeleton every response and chunk shares.
@@ -27,72 +33,202 @@ nlohmann::json envelope(const LlmJob& job, const std::string& model, const char*
   return {{"id", job.id}, {"object", object}, {"created", unix_seconds(job.created)}, {"model", model}};
 }
 
-// A streamed chunk carrying `choice` (text or delta, finish_reason).
-std::string chunk(const LlmJob& job, const std::string& model, nlohmann::json choice) {
-  nlohmann::json c = envelope(job, model, job.api == Api::Chat ? "chat.completion.chunk" : "text_completion");
-  choice["index"] = 0;
-  if (!choice.contains("logprobs")) choice["logprobs"] = nullptr;
-  c["choices"] = nlohmann::json::array({std::move(choice)});
-  return sse_data(c);
-}
+// What a stream remembers between events: per choice, where its text stands (completions' text_offset).
+struct StreamState {
+  std::vector<size_t> offset;
+  int finished = 0;
+  int tokens_out = 0;
+};
 
-std::string openai_frames(const LlmJob& job, const std::string& model, bool include_usage, const JobEvent& ev) {
-  const bool chat = job.api == Api::Chat;
-  switch (ev.type) {
-    case JobEvent::Type::Started:
-      if (!chat) return "";
-      return chunk(job, model, {{"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}});
-    case JobEvent::Type::Text:
-      if (chat) return chunk(job, model, {{"delta", {{"content", ev.text}}}, {"finish_reason", nullptr}});
-      return chunk(job, model, {{"text", ev.text}, {"finish_reason", nullptr}});
-    case JobEvent::Type::Finished: {
-      const auto& s = ev.summary;
-      if (s.reason == llm::StopReason::Error || s.reason == llm::StopReason::Cancelled) {
-        const bool timeout = s.error_code == "timeout";
-        const ApiError e = s.reason == llm::StopReason::Cancelled
-                               ? ApiError(503, "cancelled", "the job was cancelled")
-                               : ApiError(timeout ? 504 : 500, timeout ? "timeout" : "generation_failed",
-                                          "generation failed: " + s.error_message);
-        return sse_data(e.body());
-      }
-      const char* reason = openai_finish_reason(s.reason);
-      std::string out = chat ? chunk(job, model, {{"delta", nlohmann::json::object()}, {"finish_reason", reason}})
-                             : chunk(job, model, {{"text", ""}, {"finish_reason", reason}});
-      if (include_usage) {
-        nlohmann::json u = envelope(job, model, chat ? "chat.completion.chunk" : "text_completion");
-        u["choices"] = nlohmann::json::array();
-        u["usage"] = usage(s);
-        out += sse_data(u);
-      }
-      return out;
+class OpenAiStream {
+ public:
+  OpenAiStream(const LlmJob& job, std::string model, bool include_usage, const llm::Tokenizer& tok, bool logprobs)
+      : job_(job), model_(std::move(model)), include_usage_(include_usage), tok_(tok), logprobs_(logprobs) {
+    state_.offset.assign((size_t)job.choices, 0);
+    if (job.api == Api::Chat && job.tool_choice != ToolChoice::None) {
+      for (int i = 0; i < job.choices; ++i) tools_.emplace_back(job.tool_choice, job.tool_format, job.tool_name);
     }
   }
-  return "";
-}
+
+  std::string frames(const JobEvent& ev) {
+    const bool chat = job_.api == Api::Chat;
+    switch (ev.type) {
+      case JobEvent::Type::Started:
+        if (chat) return chunk(ev.choice, {{"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}});
+        // An echoed prompt without logprobs goes first; with logprobs it waits for them.
+        if (!job_.echo_texts.empty() && !logprobs_) return text_chunk(ev.choice, echo_text(ev.choice), {});
+        return "";
+      case JobEvent::Type::PromptLogprobs:
+        if (chat || job_.echo_texts.empty()) return "";
+        return text_chunk(ev.choice, echo_text(ev.choice), ev.logprobs);
+      case JobEvent::Type::Text:
+        if (chat) {
+          if (!tools_.empty()) return tool_chunks(ev.choice, tools_[(size_t)ev.choice].feed(ev.text), &ev.logprobs);
+          nlohmann::json choice = {{"delta", {{"content", ev.text}}}, {"finish_reason", nullptr}};
+          if (logprobs_) choice["logprobs"] = chat_logprobs(tok_, ev.logprobs);
+          return chunk(ev.choice, std::move(choice));
+        }
+        return text_chunk(ev.choice, ev.text, ev.logprobs);
+      case JobEvent::Type::Embedding: return "";
+      case JobEvent::Type::Finished: return finished(ev);
+    }
+    return "";
+  }
+
+ private:
+  const std::string& echo_text(int choice) const { return job_.echo_texts[(size_t)(choice / job_.n)]; }
+
+  // Content and tool-call deltas of one piece (nothing when both are empty).
+  std::string tool_chunks(int index, const ToolStream::Out& out, const std::vector<llm::TokenLogprob>* lps) const {
+    if (out.content.empty() && out.tool_calls.empty()) return "";
+    nlohmann::json delta = nlohmann::json::object();
+    if (!out.content.empty()) delta["content"] = out.content;
+    if (!out.tool_calls.empty()) delta["tool_calls"] = out.tool_calls;
+    nlohmann::json choice = {{"delta", std::move(delta)}, {"finish_reason", nullptr}};
+    if (logprobs_ && lps && !out.content.empty()) choice["logprobs"] = chat_logprobs(tok_, *lps);
+    return chunk(index, std::move(choice));
+  }
+
+  // A streamed chunk carrying `choice` (text or delta, finish_reason).
+  std::string chunk(int index, nlohmann::json choice) const {
+    nlohmann::json c = envelope(job_, model_, job_.api == Api::Chat ? "chat.completion.chunk" : "text_completion");
+    choice["index"] = index;
+    if (!choice.contains("logprobs")) choice["logprobs"] = nullptr;
+    c["choices"] = nlohmann::json::array({std::move(choice)});
+    return sse_data(c);
+  }
+
+  std::string text_chunk(int index, const std::string& text, const std::vector<llm::TokenLogprob>& lps) {
+    nlohmann::json choice = {{"text", text}, {"finish_reason", nullptr}};
+    size_t& offset = state_.offset[(size_t)index];
+    if (logprobs_) choice["logprobs"] = completion_logprobs(tok_, lps, offset);
+    offset += text.size();
+    return chunk(index, std::move(choice));
+  }
+
+  std::string finished(const JobEvent& ev) {
+    const bool chat = job_.api == Api::Chat;
+    const auto& s = ev.summary;
+    state_.tokens_out += s.tokens_out;
+    ++state_.finished;
+    if (s.reason == llm::StopReason::Error || s.reason == llm::StopReason::Cancelled) {
+      const bool timeout = s.error_code == "timeout", oom = s.error_code == "out_of_memory";
+      const ApiError e = s.reason == llm::StopReason::Cancelled ? ApiError(503, "cancelled", "the job was cancelled")
+                         : oom ? ApiError(503, "out_of_memory", "the device ran out of memory: " + s.error_message)
+                               : ApiError(timeout ? 504 : 500, timeout ? "timeout" : "generation_failed",
+                                          "generation failed: " + s.error_message);
+      return sse_data(e.body());
+    }
+    const char* reason = openai_finish_reason(s.reason);
+    std::string out;
+    if (chat && !tools_.empty()) {
+      ToolStream& ts = tools_[(size_t)ev.choice];
+      out += tool_chunks(ev.choice, ts.finish(), nullptr);
+      if (ts.called() && s.reason != llm::StopReason::MaxTokens) reason = "tool_calls";
+    }
+    if (chat) {
+      nlohmann::json choice = {{"delta", nlohmann::json::object()}, {"finish_reason", reason}};
+      if (logprobs_ && !ev.logprobs.empty()) choice["logprobs"] = chat_logprobs(tok_, ev.logprobs);
+      out += chunk(ev.choice, std::move(choice));
+    } else {
+      nlohmann::json choice = {{"text", ""}, {"finish_reason", reason}};
+      if (logprobs_ && !ev.logprobs.empty()) {
+        choice["logprobs"] = completion_logprobs(tok_, ev.logprobs, state_.offset[(size_t)ev.choice]);
+      }
+      out = chunk(ev.choice, std::move(choice));
+    }
+    if (include_usage_ && state_.finished == job_.choices) {
+      nlohmann::json u = envelope(job_, model_, chat ? "chat.completion.chunk" : "text_completion");
+      u["choices"] = nlohmann::json::array();
+      u["usage"] = usage(job_.prompt_tokens, state_.tokens_out);
+      out += sse_data(u);
+    }
+    return out;
+  }
+
+  const LlmJob& job_;
+  std::string model_;
+  bool include_usage_;
+  const llm::Tokenizer& tok_;
+  bool logprobs_;
+  StreamState state_;
+  std::vector<ToolStream> tools_;  // per choice, when tools are in play
+};
 
 void completion(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
   const nlohmann::json body = parse_json_object(req.body);
-  const InferRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  const InferRequest r = chat ? parse_chat_request(body, &ordered) : parse_completion_request(body, &ordered);
   LlmService& service = ctx.need_service();
   auto job = service.start(r);
   const std::string model = ctx.model_name;
+  const llm::Tokenizer& tok = service.model().tokenizer();
+  const bool logprobs = r.top_logprobs >= 0;
   if (r.stream) {
-    LlmJob* raw = job.get();
-    const bool include_usage = r.include_usage;
-    stream_job(res, service, job,
-               [raw, model, include_usage](const JobEvent& ev) { return openai_frames(*raw, model, include_usage, ev); });
+    auto stream = std::make_shared<OpenAiStream>(*job, model, r.include_usage, tok, logprobs);
+    stream_job(res, service, job, [stream](const JobEvent& ev) { return stream->frames(ev); });
     return;
   }
   const PeerWatch peer(req);
   const JobResult result = wait_for_job(service, job, [&peer] { return peer.peer_closed(); });
   nlohmann::json out = envelope(*job, model, chat ? "chat.completion" : "text_completion");
-  nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr},
-                           {"finish_reason", openai_finish_reason(result.summary.reason)}};
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", result.text}};
-  else choice["text"] = result.text;
-  out["choices"] = nlohmann::json::array({choice});
-  out["usage"] = usage(result.summary);
+  nlohmann::json choices = nlohmann::json::array();
+  for (size_t i = 0; i < result.choices.size(); ++i) {
+    const ChoiceResult& c = result.choices[i];
+    nlohmann::json choice = {{"index", i}, {"logprobs", nullptr},
+                             {"finish_reason", openai_finish_reason(c.summary.reason)}};
+    if (chat) {
+      if (job->tool_choice != ToolChoice::None) {
+        bool called = false;
+        choice["message"] = tool_message(job->tool_choice, job->tool_format, job->tool_name, c.text, called);
+        if (called && c.summary.reason != llm::StopReason::MaxTokens) choice["finish_reason"] = "tool_calls";
+      } else {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      }
+      if (logprobs) choice["logprobs"] = chat_logprobs(tok, c.logprobs);
+    } else {
+      std::string text = c.text;
+      if (r.echo) {
+        const std::string& prompt = job->echo_texts[i / (size_t)job->n];
+        text = prompt + text;
+        if (logprobs) {
+          nlohmann::json lp = completion_logprobs(tok, c.prompt_logprobs, 0);
+          append_completion_logprobs(lp, completion_logprobs(tok, c.logprobs, prompt.size()));
+          choice["logprobs"] = std::move(lp);
+        }
+      } else if (logprobs) {
+        choice["logprobs"] = completion_logprobs(tok, c.logprobs, 0);
+      }
+      choice["text"] = std::move(text);
+    }
+    choices.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(choices);
+  out["usage"] = usage(job->prompt_tokens, result.tokens_out);
   send_json(res, 200, out);
+}
+
+// POST /v1/embeddings: one vector per input, pooled as the model declares (ServiceOptions::pooling).
+void embeddings(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const EmbeddingRequest e = parse_embedding_request(parse_json_object(req.body));
+  LlmService& service = ctx.need_service();
+  const PeerWatch peer(req);
+  const Embeddings out = service.embed(e, [&peer] { return peer.peer_closed(); });
+  nlohmann::json data = nlohmann::json::array();
+  for (size_t i = 0; i < out.vectors.size(); ++i) {
+    const std::vector<float>& v = out.vectors[i];
+    nlohmann::json vec;
+    if (e.base64) {
+      std::vector<uint8_t> bytes(v.size() * sizeof(float));
+      std::memcpy(bytes.data(), v.data(), bytes.size());  // little-endian hosts only (x86-64, aarch64)
+      vec = base64_encode(bytes);
+    } else {
+      vec = v;
+    }
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(vec)}});
+  }
+  send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"model", ctx.model_name},
+                       {"usage", {{"prompt_tokens", out.prompt_tokens}, {"total_tokens", out.prompt_tokens}}}});
 }
 
 }  // namespace
@@ -110,6 +246,8 @@ void add_openai_routes(HttpServer& http, LlmWorkerContext& ctx) {
             [&ctx](const httplib::Request& req, httplib::Response& res) { completion(ctx, req, res, false); });
   http.post("/v1/chat/completions", "/v1/chat/completions",
             [&ctx](const httplib::Request& req, httplib::Response& res) { completion(ctx, req, res, true); });
+  http.post("/v1/embeddings", "/v1/embeddings",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { embeddings(ctx, req, res); });
 }
 
 }  // namespace rbee::server::llm_api

@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "server/llm/job_stream.h"
+#include "server/llm/logprobs_json.h"
 #include "server/llm/routes.h"
 #include "server/peer_watch.h"
 #include "server/sse.h"
@@ -60,12 +61,26 @@ nlohmann::json LlmWorkerContext::info() {
 
 namespace {
 
-// One scheduler event as the rbee SSE contract frames it.
-std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats& device, const JobEvent& ev) {
+nlohmann::json logprobs_list(const llm::Tokenizer& tok, const std::vector<llm::TokenLogprob>& lps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& lp : lps) out.push_back(token_logprob_json(tok, lp));
+  return out;
+}
+
+// One scheduler event as the rbee SSE contract frames it. With logprobs on, token events carry "logprobs" (one
+// entry per generated token the text completes) and the end event those of tokens that released no text.
+std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats& device, const llm::Tokenizer& tok,
+                        bool logprobs, const JobEvent& ev) {
   switch (ev.type) {
     case JobEvent::Type::Started:
       return sse_data({{"type", "started"}, {"job_id", job.id}, {"model", model}, {"started_at", iso8601_utc(ev.at)}});
-    case JobEvent::Type::Text: return sse_data({{"type", "token"}, {"t", ev.text}, {"i", ev.index}});
+    case JobEvent::Type::Text: {
+      nlohmann::json t = {{"type", "token"}, {"t", ev.text}, {"i", ev.index}};
+      if (logprobs) t["logprobs"] = logprobs_list(tok, ev.logprobs);
+      return sse_data(t);
+    }
+    case JobEvent::Type::PromptLogprobs:
+    case JobEvent::Type::Embedding: return "";
     case JobEvent::Type::Finished: {
       const auto& s = ev.summary;
       std::string out;
@@ -77,8 +92,10 @@ std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats
       out += sse_data({{"type", "metrics"}, {"tokens_per_sec", tps}, {"vram_bytes", device.snapshot().vram_used},
                        {"prompt_tokens", s.prompt_tokens}, {"time_to_first_token_ms",
                                                             (s.queue_seconds + s.prompt_seconds) * 1e3}});
-      out += sse_data({{"type", "end"}, {"tokens_out", s.tokens_out}, {"decode_time_ms", s.decode_seconds * 1e3},
-                       {"stop_reason", llm::stop_reason_name(s.reason)}});
+      nlohmann::json end = {{"type", "end"}, {"tokens_out", s.tokens_out}, {"decode_time_ms", s.decode_seconds * 1e3},
+                            {"stop_reason", llm::stop_reason_name(s.reason)}};
+      if (logprobs && !ev.logprobs.empty()) end["logprobs"] = logprobs_list(tok, ev.logprobs);
+      out += sse_data(end);
       return out;
     }
   }
@@ -87,19 +104,23 @@ std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats
 
 void post_job(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const nlohmann::json body = parse_json_object(req.body);
-  const InferRequest r = parse_job_request(body);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  const InferRequest r = parse_job_request(body, &ordered);
   LlmService& service = ctx.need_service();
   auto job = service.start(r);
+  job->logprobs = r.top_logprobs >= 0;
   if (!r.stream) {
     const PeerWatch peer(req);
     const JobResult result = wait_for_job(service, job, [&peer] { return peer.peer_closed(); });
-    send_json(res, 200,
-              {{"job_id", job->id},
-               {"text", result.text},
-               {"tokens_out", result.summary.tokens_out},
-               {"prompt_tokens", result.summary.prompt_tokens},
-               {"decode_time_ms", result.summary.decode_seconds * 1e3},
-               {"stop_reason", llm::stop_reason_name(result.summary.reason)}});
+    const ChoiceResult& c = result.choices.at(0);
+    nlohmann::json out = {{"job_id", job->id},
+                          {"text", c.text},
+                          {"tokens_out", c.summary.tokens_out},
+                          {"prompt_tokens", c.summary.prompt_tokens},
+                          {"decode_time_ms", c.summary.decode_seconds * 1e3},
+                          {"stop_reason", llm::stop_reason_name(c.summary.reason)}};
+    if (job->logprobs) out["logprobs"] = logprobs_list(service.model().tokenizer(), c.logprobs);
+    send_json(res, 200, out);
     return;
   }
   send_json(res, 200, {{"job_id", job->id}, {"sse_url", "/v1/jobs/" + job->id + "/stream"}});
@@ -125,7 +146,10 @@ void add_rbee_routes(HttpServer& http, LlmWorkerContext& ctx) {
     const std::string model = ctx.model_name;
     DeviceStats& device = ctx.device;
     LlmJob* raw = job.get();
-    stream_job(res, service, job, [raw, model, &device](const JobEvent& ev) { return rbee_frames(*raw, model, device, ev); });
+    const llm::Tokenizer* tok = &service.model().tokenizer();
+    stream_job(res, service, job, [raw, model, &device, tok](const JobEvent& ev) {
+      return rbee_frames(*raw, model, device, *tok, raw->logprobs, ev);
+    });
   };
   http.get(R"(/v1/jobs/([A-Za-z0-9_-]{1,64})/stream)", "/v1/jobs/{id}/stream", stream);
   http.get(R"(/v1/inference/([A-Za-z0-9_-]{1,64})/stream)", "/v1/inference/{id}/stream", stream);

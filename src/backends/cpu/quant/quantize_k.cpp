@@ -2,6 +2,8 @@
 // steps, as ggml's reference quantizers do: (1) fit a scale (and min) per sub-block with a search
 // (backends/common/kquant_fit.h), (2) quantize those sub-block scales against one f16 super-scale, (3) re-quantize every
 // element with the sub-block scale it will actually be decoded with, then pack the bits.
+// Attribution: ggml / llama.cpp (https://github.com/ggml-org/ggml), MIT License, Copyright (c) 2023-2024 The ggml
+// authors; NOTICE holds the license text.
 #include <cmath>
 #include <cstring>
 

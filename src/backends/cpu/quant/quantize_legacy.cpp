@@ -1,6 +1,8 @@
 // Round-to-nearest quantizers of the 32-element block types, written to give the same bytes as ggml's
 // reference quantizers (quantize_row_q*_ref) and gguf-py: the scale comes from the block's extreme value,
 // quants are truncations of (x * (1/d) + offset + 0.5), and every step is a float operation in their order.
+// Attribution: ggml / llama.cpp (https://github.com/ggml-org/ggml), MIT License, Copyright (c) 2023-2024 The ggml
+// authors; NOTICE holds the license text.
 #include <cmath>
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // GGUF block layouts on the GPU: one decoder per block type that turns 32 elements of a packed block (an
-// "item") into int8 levels and per-half float factors. Dequantization, the quantized matvec and the BLAS path
-// all decode through decode_item, so the bit layouts live in one place (the CPU's are in
+// "item") into int8 levels and per-half float factors. Dequantization, the quantized matvec and the int8
+// tensor-core qmatmul (MMQ) all decode through decode_item, so the bit layouts live in one place (the CPU's are in
 // backends/cpu/quant/blocks.h, byte offsets below follow them).
 //
 // An item is 32 elements in two halves of 16 consecutive elements each (at element offsets e[0] and e[1] of
@@ -11,6 +11,10 @@
 // to the levels here, so they stay signed bytes for the 4-way int8 dot products.
 //
 // Items of a block: legacy types (32 elements) have one; K-quants and Q8_K (256) have eight.
+//
+// For the 256-element types the decoder also returns the factors in integer form (what the int8 tensor-core
+// qmatmul multiplies in integers): a[h] = d * sc[h] and b[h] = -(dmin * mn[h]) with integer sub-block scale sc
+// and min mn, and the super-block's d and dmin (Q8_K: sc = 1, no min).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,9 @@ struct Item {
   float a[2];     // per-half scale
   float b[2];     // per-half min term (0 for types without mins)
   int e[2];       // element offset of each half from the block start
+  // 256-element types only: a[h] = d * sc[h], b[h] = -(dmin * mn[h]) (mn and dmin 0 for types without mins).
+  int sc[2], mn[2];
+  float d, dmin;
 };
 
 // 16 bytes as four little-endian words.
@@ -232,13 +239,19 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
       }
       if constexpr (T == DType::Q2_K) {
         const int sc = byte_at(hdr, sub);
-        o.a[half] = mul_rn(d, (float)(sc & 0x0F));
-        o.b[half] = -mul_rn(dmin, (float)(sc >> 4));
+        o.sc[half] = sc & 0x0F;
+        o.mn[half] = sc >> 4;
+        o.a[half] = mul_rn(d, (float)o.sc[half]);
+        o.b[half] = -mul_rn(dmin, (float)o.mn[half]);
       } else {
-        o.a[half] = mul_rn(d, (float)q3k_scale(hdr, 2, sub));
+        o.sc[half] = q3k_scale(hdr, 2, sub);
+        o.mn[half] = 0;
+        o.a[half] = mul_rn(d, (float)o.sc[half]);
       }
       o.e[half] = 128 * n + 32 * j + 16 * h;
     }
+    o.d = d;
+    o.dmin = dmin;
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Item (p, h): qs bytes [32p + 16h, +16); low nibbles are elements 64p + 16h + l (sub-block 2p), high
     // nibbles 64p + 32 + 16h + l (sub-block 2p + 1). Header (16 bytes): d, dmin, scales[12]; then
@@ -258,12 +271,13 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     const float d = f16_to_float((uint16_t)(hdr.w[0] & 0xFFFFu)), dmin = f16_to_float((uint16_t)(hdr.w[0] >> 16));
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      int sc, mn;
-      scale_min_k4(hdr, 2 * p + half, sc, mn);
-      o.a[half] = mul_rn(d, (float)sc);
-      o.b[half] = -mul_rn(dmin, (float)mn);
+      scale_min_k4(hdr, 2 * p + half, o.sc[half], o.mn[half]);
+      o.a[half] = mul_rn(d, (float)o.sc[half]);
+      o.b[half] = -mul_rn(dmin, (float)o.mn[half]);
       o.e[half] = 64 * p + 32 * half + 16 * h;
     }
+    o.d = d;
+    o.dmin = dmin;
   } else if constexpr (T == DType::Q6_K) {
     // ql[128], qh[64], scales[16] (int8), d. Item (n, s, lh): element 128n + 32g + l, g in {s, s + 2},
     // l in [16lh, 16lh + 16): low 4 bits from ql[64n + 32s + l] (low nibble for g = s, high for g = s + 2),
@@ -282,9 +296,13 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
         const uint32_t high = ((qh.w[i] >> (2 * g)) & 0x03030303u) << 4;
         o.q[4 * half + i] = sub_bytes(low | high, 32);
       }
-      o.a[half] = mul_rn(d, (float)(int8_t)byte_at(scales, 8 * n + 2 * g + lh));
+      o.sc[half] = (int8_t)byte_at(scales, 8 * n + 2 * g + lh);
+      o.mn[half] = 0;
+      o.a[half] = mul_rn(d, (float)o.sc[half]);
       o.e[half] = 128 * n + 32 * g + 16 * lh;
     }
+    o.d = d;
+    o.dmin = 0.f;
   } else {
     static_assert(T == DType::Q8_K, "decode_item: unhandled block type");
     // d (f32), qs[256], bsums[16]; item it is elements 32it .. 32it + 31.
@@ -300,6 +318,10 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     o.a[0] = o.a[1] = d;
     o.e[0] = 32 * it;
     o.e[1] = 32 * it + 16;
+    o.sc[0] = o.sc[1] = 1;
+    o.mn[0] = o.mn[1] = 0;
+    o.d = d;
+    o.dmin = 0.f;
   }
 }
 

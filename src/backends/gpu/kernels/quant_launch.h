@@ -1,6 +1,6 @@
 // Host-side launchers shared by the quantization kernel files (kernels/quant_*.cu). GpuKernels::qmatmul
-// (quant_qmatmul.cu) composes them: quantize the activations once, then either the matvec kernels (small M)
-// or the BLAS path (large M).
+// (quant_qmatmul.cu) composes them: quantize the activations once, then either the matvec kernels (a few rows)
+// or the int8 tensor-core kernel MMQ (kMmqMinRows rows and more, batched decode to prompts).
 #pragma once
 
 #include <cstdint>
@@ -71,15 +71,29 @@ void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& args);
 // GEMM of qmatmul's BLAS path. x and out 16-byte aligned.
 void launch_round_to_half(GpuDevice& device, DType half_type, const float* x, int64_t count, uint16_t* out);
 
-// ---- operands of the BLAS path: values split into a high and a low part of a 16-bit float type, so that
-// products of 16-bit tensor-core GEMMs reproduce f32 products to ~2^-16 relative ----
+// ---- MMQ: block-type weights times quantized activations on int8 tensor cores (quant_mmq.cuh) ----
 
-// hi / lo [m, k] BF16 (raw bits) of the dequantized activations d * q.
-void launch_split_activations(GpuDevice& device, const QActs& x, int64_t m, uint16_t* hi, uint16_t* lo);
-// hi / lo [n, k] BF16 of the dequantized rows of w (n rows of `type`, row_bytes apart), bit-exact values
-// before the split.
-void launch_split_weights(GpuDevice& device, DType type, const uint8_t* w, int64_t n, int64_t k, int64_t row_bytes,
-                          uint16_t* hi, uint16_t* lo);
+// Block types take MMQ from this many activation rows on (fewer: the matvec kernels). The matvec's 16-row
+// launch does 16 x 8 dot4 per weight item and row pair, dot4-bound at about a third of the weight-read time
+// that MMQ reaches (docs/perf-notes/gpu-llm.md has the measured crossover).
+inline constexpr int64_t kMmqMinRows = 16;
+
+// out[r * ldo + j] = sum_k w[j, k] * x^[r, k] for j < n, r < m (any m >= 1): the matvec's semantics.
+struct MmqArgs {
+  const uint8_t* w;
+  int64_t n, k, row_bytes;
+  QActs x;
+  int64_t m;
+  float* out;
+  int64_t ldo;
+};
+void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args);
+// Per type (explicitly instantiated in quant_mmq_legacy.cu, quant_mmq_kquant.cu and quant_mmq_kquant16.cu).
+template <DType T>
+void launch_mmq_typed(GpuDevice& device, const MmqArgs& args);
+// out[r * ldo + j] = sum over z < splits of partial[z][r][j] (r < m, j < n), in that order: MMQ's split-K.
+void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
+                       int64_t ldo);
 
 }  // namespace quant
 }  // namespace rbee::gpu

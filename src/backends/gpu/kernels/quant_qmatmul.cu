@@ -1,22 +1,24 @@
 // GpuKernels::qmatmul: out[M, N] f32 = x[M, K] f32 . w[N, K]^T, w packed (any block type) or F32/F16/BF16.
 //
 // Semantics are the CPU's (rbee/backend/kernels.h): block-type weights multiply x quantized to the paired 8-bit
-// activation format (Q8_0-style 32-blocks for legacy types, Q8_K-style 256-blocks for K-quants); F16 / BF16
-// weights multiply x rounded to their own type, products exact and summed in f32; F32 weights multiply x in
-// f32. So results do not depend on M or on the path below beyond the order of the f32 sums.
+// activation format (Q8_0-style 32-blocks for legacy types, Q8_1 for Q4_1 / Q5_1, Q8_K-style 256-blocks for
+// K-quants), so a block dot product is an integer sum; F16 / BF16 weights multiply x rounded to their own type,
+// products exact and summed in f32; F32 weights multiply x in f32. So results do not depend on M or on the path
+// below beyond the order of the f32 sums.
 //
 // Paths:
-//  - Block types, M <= kQuantMatvecMaxM (decode, batched decode of up to 128 sequences): activations quantized
-//    once, then the matvec kernels (quant_matvec.cuh) in launches of up to kQuantMatvecMaxRows (16) rows; each
-//    launch streams the packed weights once. Larger M with a vendor BLAS: weights dequantized tile by tile and
-//    split into bf16 hi + lo, activations likewise, then three bf16 tensor-core GEMMs with f32 output
-//    accumulate hi.hi + lo.hi + hi.lo (quant_split.cu: ~2^-16 per product, the 8-bit activations' values kept).
+//  - Block types (activations quantized once on the GPU, quant_activation.cu), M < kMmqMinRows (decode): the
+//    matvec kernels (quant_matvec.cuh, dot4), each launch streaming the packed weights once. M >= kMmqMinRows
+//    (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the quantized activations
+//    and the weights decoded into shared memory; no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
+//    (measurements of the crossover; N > M everywhere keeps the matvec).
 //  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
 //    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
 //    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
-//    weights used in place; F32 weights take an f32 GEMM (no TF32).
-//  - Without BLAS (ROCm without rocBLAS) or if it refuses: the matvec kernels for every M.
+//    weights used in place; F32 weights take an f32 GEMM (no TF32). Without BLAS (ROCm without rocBLAS) or if
+//    it refuses: the gemv for every M.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "backends/gpu/gpu_kernels.h"
@@ -28,12 +30,27 @@ namespace rbee::gpu {
 
 namespace {
 
-// Block types stay on the matvec kernels up to this many rows: 8 launches of 16 rows read 8 x the packed
-// weights (4.5 bits per weight for Q4_0), less than the BLAS path's split weights (4 bytes written and read
-// per weight, plus three GEMMs), so batched decode of up to 128 sequences is faster there.
-constexpr int64_t kQuantMatvecMaxM = 128;
-// Scratch for one tile of split weights (hi + lo bf16 = 4 bytes per weight).
-constexpr int64_t kSplitTileBytes = int64_t{64} << 20;
+// Block types: MMQ from this many rows (quant::kMmqMinRows unless RBEE_MMQ_MIN_ROWS says otherwise).
+int64_t mmq_min_rows() {
+  static const int64_t rows = [] {
+    const char* env = std::getenv("RBEE_MMQ_MIN_ROWS");
+    return env != nullptr && std::atoll(env) > 0 ? (int64_t)std::atoll(env) : quant::kMmqMinRows;
+  }();
+  return rows;
+}
+
+constexpr int kReduceThreads = 256;
+
+__global__ void __launch_bounds__(kReduceThreads)
+    mmq_reduce_kernel(const float* __restrict__ partial, int splits, int64_t m, int64_t n, float* __restrict__ out,
+                      int64_t ldo) {
+  const int64_t count = m * n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
+    float s = partial[i];
+    for (int z = 1; z < splits; ++z) s += partial[z * count + i];
+    out[(i / n) * ldo + i % n] = s;
+  }
+}
 
 // x with a 16-byte aligned base (the kernels load it with 16-byte vectors): x itself or an aligned copy.
 Tensor aligned_rows(const Tensor& x, GpuDevice& device) {
@@ -41,34 +58,6 @@ Tensor aligned_rows(const Tensor& x, GpuDevice& device) {
   Tensor copy = Tensor::empty(x.shape(), x.dtype(), device);
   RBEE_GPU_CHECK(memcpy_async(copy.data(), x.data(), (size_t)x.nbytes(), device.stream()));
   return copy;
-}
-
-bool blas_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w, int64_t m, float* out) {
-  Blas* blas = device.blas();
-  const int64_t n = w.dim(0), k = w.dim(1);
-  const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
-  Tensor xh = Tensor::empty({m, k}, DType::BF16, device), xl = Tensor::empty({m, k}, DType::BF16, device);
-  quant::launch_split_activations(device, acts, m, static_cast<uint16_t*>(xh.data()),
-                                  static_cast<uint16_t*>(xl.data()));
-  const int64_t tile = std::clamp<int64_t>(kSplitTileBytes / (4 * k), 1, n);
-  Tensor wh = Tensor::empty({tile, k}, DType::BF16, device), wl = Tensor::empty({tile, k}, DType::BF16, device);
-  const auto* wp = static_cast<const uint8_t*>(w.data());
-  for (int64_t n0 = 0; n0 < n; n0 += tile) {
-    const int64_t rows = std::min(tile, n - n0);
-    quant::launch_split_weights(device, w.dtype(), wp + n0 * row_bytes, rows, k, row_bytes,
-                                static_cast<uint16_t*>(wh.data()), static_cast<uint16_t*>(wl.data()));
-    // out[:, n0:n0+rows] = xh.wh^T + xl.wh^T + xh.wl^T
-    const std::pair<const Tensor*, const Tensor*> terms[] = {{&xh, &wh}, {&xl, &wh}, {&xh, &wl}};
-    float beta = 0.f;
-    for (const auto& [a, b] : terms) {
-      if (!blas->gemm_f32_out(DType::BF16, false, true, (int)m, (int)rows, (int)k, a->data(), k, b->data(), k,
-                              out + n0, n, beta, device.stream())) {
-        return false;
-      }
-      beta = 1.f;
-    }
-  }
-  return true;
 }
 
 // out = x.w^T for F32 weights, round16(x).w^T for F16 / BF16 weights: one GEMM, f32 accumulation and output.
@@ -98,6 +87,17 @@ namespace quant {
 void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args) {
   visit_block_type(type, [&](auto tag) { launch_quant_matvec_typed<decltype(tag)::value>(device, args); });
 }
+void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args) {
+  visit_block_type(type, [&](auto tag) { launch_mmq_typed<decltype(tag)::value>(device, args); });
+}
+void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
+                       int64_t ldo) {
+  const int64_t count = m * n;
+  if (count == 0) return;
+  mmq_reduce_kernel<<<grid_for(count, kReduceThreads), kReduceThreads, 0, device.stream()>>>(partial, splits, m, n,
+                                                                                              out, ldo);
+  RBEE_GPU_CHECK_LAUNCH();
+}
 }  // namespace quant
 
 void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -114,17 +114,19 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   const bool blas_ok = device_.blas() != nullptr && fits_blas(m, n, k);
 
   if (is_quantized(w.dtype())) {
-    const bool use_blas = m > kQuantMatvecMaxM && blas_ok;
     Tensor scratch;
     const quant::QActs acts =
         quant::quantize_activations(device_, xp, m, k, dtype_block_size(w.dtype()) == 256, scratch);
-    if (use_blas && blas_quantized(device_, acts, w, m, dst)) return;
     const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
+    const auto* wp = static_cast<const uint8_t*>(w.data());
+    if (m >= mmq_min_rows()) {
+      quant::launch_mmq(device_, w.dtype(), {wp, n, k, row_bytes, acts, m, dst, n});
+      return;
+    }
     for (int64_t m0 = 0; m0 < m; m0 += quant::kQuantMatvecMaxRows) {
       const quant::QActs rows{acts.q + m0 * k, acts.d + m0 * (k / 32), acts.s + m0 * (k / 16), k};
       const int mc = (int)std::min<int64_t>(quant::kQuantMatvecMaxRows, m - m0);
-      quant::launch_quant_matvec(device_, w.dtype(),
-                                 {static_cast<const uint8_t*>(w.data()), n, k, row_bytes, rows, mc, dst + m0 * n, n});
+      quant::launch_quant_matvec(device_, w.dtype(), {wp, n, k, row_bytes, rows, mc, dst + m0 * n, n});
     }
     return;
   }

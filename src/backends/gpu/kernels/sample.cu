@@ -1,4 +1,4 @@
-// GpuKernels::sample: one token per row of logits [B, V], by the definition in rbee/backend/kernels.h with the
+// GpuKernels::sample: one token per row of logits [B, V], by the definition in op_table.def with the
 // arithmetic of backends/common/sampling.h, so the ids equal the CPU kernel's (and llm::Sampler's).
 //
 // One block of kThreads threads per row; every step is a pass over the row (from L2 after the first):
