@@ -113,6 +113,19 @@ __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long*
 __device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
 // Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
 __device__ __forceinline__ void thread_fence() { __threadfence(); }
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
 
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits.

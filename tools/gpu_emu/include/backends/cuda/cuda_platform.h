@@ -135,6 +135,24 @@ inline int atomic_add_i32(int* addr, int v) {
   return old;
 }
 inline void thread_fence() {}
+inline unsigned long long shfl_xor(unsigned long long v, int mask, int = RBEE_DEVICE_WARP_SIZE) {
+  return ::emu::exchange_xor(v, mask);
+}
+inline unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned atomic_add_u32(unsigned* addr, unsigned v) {
+  const unsigned old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  if (v > old) *addr = v;
+  return old;
+}
 // One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
 inline float mul_rn(float a, float b) {
   volatile float r = a * b;
