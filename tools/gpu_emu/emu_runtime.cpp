@@ -3,9 +3,10 @@
 
 #include <ucontext.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -15,12 +16,6 @@ namespace {
 
 constexpr size_t kStackBytes = 128 << 10;
 constexpr size_t kMaxThreads = 1024;
-constexpr size_t kMaxDynamicSmem = 48 << 10;  // without an opt-in
-#ifndef RBEE_DEVICE_WARP_SIZE
-#define RBEE_DEVICE_WARP_SIZE 32
-#endif
-// With an opt-in: an H100's 227 KiB at warp 32, AMD CDNA's 64 KiB LDS at warp 64.
-constexpr size_t kMaxDynamicSmemOptin = RBEE_DEVICE_WARP_SIZE == 64 ? (64 << 10) : (227 << 10);
 constexpr size_t kGuardBytes = 4096;
 constexpr unsigned char kGuard = 0xA5;
 
@@ -40,7 +35,7 @@ struct State {
   Dim3 grid, block, block_idx;
   std::vector<unsigned char> smem;
   std::vector<unsigned long long> slots;
-  size_t smem_optin = kMaxDynamicSmem;
+  std::map<const void*, size_t> smem_allowed;  // kernels granted more than kDefaultDynamicSmem
   int error = 0;
 };
 
@@ -49,7 +44,7 @@ State& state() {
   return s;
 }
 
-enum Error { kOk = 0, kTooManyThreads, kTooMuchSmem, kGridTooLarge, kBrokenBarrier, kSmemOverflow, kNested, kOptin };
+enum Error { kOk = 0, kTooManyThreads, kTooMuchSmem, kGridTooLarge, kBrokenBarrier, kSmemOverflow, kNested };
 
 void set_error(int e) {
   if (state().error == kOk) state().error = e;
@@ -78,12 +73,21 @@ void sync_threads() {
   swapcontext(&s.current->ctx, &s.scheduler);
 }
 
-void launch_impl(Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body) {
+int allow_dynamic_smem(const void* fn, size_t bytes) {
+  if (bytes > kMaxDynamicSmemOptin) return kTooMuchSmem;
+  state().smem_allowed[fn] = bytes;
+  return kOk;
+}
+
+void launch_impl(const void* fn, Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body) {
   State& s = state();
   if (s.current) return set_error(kNested);
   const size_t nthreads = (size_t)block.x * block.y * block.z;
   if (nthreads == 0 || nthreads > kMaxThreads || block.z > 64) return set_error(kTooManyThreads);
-  if (smem > s.smem_optin) return set_error(kTooMuchSmem);
+  const auto granted = s.smem_allowed.find(fn);
+  if (smem > (granted == s.smem_allowed.end() ? kDefaultDynamicSmem : std::max(kDefaultDynamicSmem, granted->second))) {
+    return set_error(kTooMuchSmem);
+  }
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) return set_error(kGridTooLarge);
   s.grid = grid;
   s.block = block;
@@ -146,13 +150,6 @@ void launch_impl(Dim3 grid, Dim3 block, size_t smem, const std::function<void()>
 
 void fail(int code) { set_error(code); }
 
-size_t max_dynamic_smem_optin() { return kMaxDynamicSmemOptin; }
-int set_dynamic_smem_optin(size_t bytes) {
-  if (bytes > kMaxDynamicSmemOptin) return kOptin;
-  state().smem_optin = std::max(state().smem_optin, bytes);
-  return kOk;
-}
-
 int last_error() {
   const int e = state().error;
   state().error = kOk;
@@ -163,14 +160,15 @@ const char* error_string(int code) {
   switch (code) {
     case kOk: return "no error";
     case kTooManyThreads: return "emulated launch: invalid block size";
-    case kTooMuchSmem: return "emulated launch: dynamic shared memory above 48 KiB without an opt-in";
+    case kTooMuchSmem:
+      return "emulated launch: more dynamic shared memory than the kernel was allowed (48 KiB unless raised)";
     case kGridTooLarge: return "emulated launch: grid dimension out of range";
     case kBrokenBarrier: return "emulated launch: __syncthreads reached after some threads returned";
     case kSmemOverflow: return "emulated launch: dynamic shared memory overflow";
     case kNested: return "emulated launch: launch from inside a kernel";
     case kMmaMisaligned: return "emulated mma_i8: tile address or row stride not a multiple of 16 bytes";
     case kMmaTileChanged: return "emulated mma_i8: shared-memory tile changed between fragment load and mma";
-    case kOptin: return "emulated opt-in: dynamic shared memory above the device's limit";
+    case kAsyncCopyMisaligned: return "emulated copy_async_16: source or destination not 16-byte aligned";
   }
   return "emulated launch: unknown error";
 }

@@ -48,11 +48,6 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return cudaGraphInstant
 inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return cudaGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); }
-// Lets `kernel` (a __global__ function's address) be launched with up to `bytes` of dynamic shared memory
-// (above 48 KiB, up to DeviceProps::shared_mem_per_block_optin).
-inline Status set_max_dynamic_smem(const void* kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
 
 // Facts read from the device, vendor-neutral.
 struct DeviceProps {
@@ -62,7 +57,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
-  size_t shared_mem_per_block_optin;  // dynamic shared memory a kernel may have after set_max_dynamic_smem
+  size_t shared_mem_per_block_optin;  // the most a kernel may use after func_set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -78,6 +73,12 @@ inline Status device_props(int d, DeviceProps* out) {
   out->shared_mem_per_block_optin = p.sharedMemPerBlockOptin;
   out->total_memory = p.totalGlobalMem;
   return s;
+}
+
+// Lets `kernel` (a __global__ function) take up to `bytes` of dynamic shared memory (above the default 48 KiB, up
+// to DeviceProps::shared_mem_per_block_optin) on the current device.
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace rbee::gpu
@@ -108,12 +109,29 @@ __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long*
   return atomicMin(addr, v);
 }
 
+// *addr += v atomically; returns the old value.
+__device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
+// Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
+
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-
-// ---- warps and asynchronous copies (tensor-core kernels) ----
+// ---- warps (tensor-core kernels) ----
 // This thread's lane in its warp.
 __device__ __forceinline__ int lane_id() {
   int l;
@@ -122,19 +140,5 @@ __device__ __forceinline__ int lane_id() {
 }
 // Orders the shared-memory accesses of the calling warp's lanes (all lanes call it).
 __device__ __forceinline__ void warp_sync() { __syncwarp(); }
-// 16 bytes global -> shared that complete asynchronously (cp.async, sm_80+); with `zero` the 16 bytes are
-// zeros and src is not read. Both addresses 16-byte aligned. Completed copies are visible to the whole block
-// after copy_async_wait<N>() and a __syncthreads().
-__device__ __forceinline__ void copy_async_16(void* smem_dst, const void* src, bool zero) {
-  const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(zero ? 0 : 16) : "memory");
-}
-// Closes the group of copies issued since the last commit.
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N committed groups of this thread are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 }  // namespace rbee::gpu
 #endif

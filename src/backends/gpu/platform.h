@@ -7,12 +7,14 @@
 
 #if defined(RBEE_GPU_HIP)
 #include "backends/rocm/hip_platform.h"
-#include "backends/rocm/hip_mma_i8.h"   // warp-level int8 tile product (contract: backends/cuda/cuda_mma_i8.h)
-#include "backends/rocm/hip_mma_f16.h"  // warp-level 16-bit float tile product (contract below)
+#include "backends/rocm/hip_mma_i8.h"     // warp-level int8 tile product (contract: backends/cuda/cuda_mma_i8.h)
+#include "backends/rocm/hip_async_copy.h"  // global -> shared copies (contract: backends/cuda/cuda_async_copy.h)
+#include "backends/rocm/hip_mma_f16.h"     // warp-level 16-bit float tile product (contract below)
 #else
 #include "backends/cuda/cuda_platform.h"
-#include "backends/cuda/cuda_mma_i8.h"   // warp-level int8 tile product and its contract
-#include "backends/cuda/cuda_mma_f16.h"  // warp-level 16-bit float tile product (contract below)
+#include "backends/cuda/cuda_mma_i8.h"      // warp-level int8 tile product and its contract
+#include "backends/cuda/cuda_async_copy.h"  // asynchronous global -> shared copies and their contract
+#include "backends/cuda/cuda_mma_f16.h"     // warp-level 16-bit float tile product (contract below)
 #endif
 
 // ---- 16-bit matrix tiles on tensor cores / matrix cores (device code; *_mma_f16.h) ----

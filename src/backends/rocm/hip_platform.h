@@ -54,8 +54,6 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return hipGraphInstanti
 inline Status graph_launch(GraphExec e, Stream s) { return hipGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return hipGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return hipGraphExecDestroy(e); }
-// AMD GPUs give a kernel up to sharedMemPerBlock of dynamic LDS without an opt-in: nothing to set.
-inline Status set_max_dynamic_smem(const void*, int) { return hipSuccess; }
 
 struct DeviceProps {
   char name[256];
@@ -64,7 +62,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
-  size_t shared_mem_per_block_optin;  // dynamic shared memory a kernel may have after set_max_dynamic_smem
+  size_t shared_mem_per_block_optin;  // the most a kernel may use after func_set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -80,9 +78,14 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
-  out->shared_mem_per_block_optin = p.sharedMemPerBlock;  // AMD: the whole LDS (64 KiB), no opt-in
+  out->shared_mem_per_block_optin = p.sharedMemPerBlock;  // the LDS of a workgroup: no opt-in above it
   out->total_memory = p.totalGlobalMem;
   return s;
+}
+
+// Lets `kernel` take up to `bytes` of dynamic shared memory (at most DeviceProps::shared_mem_per_block_optin).
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace rbee::gpu
@@ -120,6 +123,24 @@ __device__ __forceinline__ double shfl_xor(double v, int mask, int width = RBEE_
 __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
   return atomicMin(addr, v);
 }
+// *addr += v atomically; returns the old value.
+__device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
+// Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor(v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits. HIP contracts a * b + c by default; the pragma
 // keeps these operations out of it.
@@ -131,8 +152,7 @@ __device__ __forceinline__ float add_rn(float a, float b) {
 #pragma clang fp contract(off)
   return a + b;
 }
-
-// ---- warps and asynchronous copies (tensor-core kernels) ----
+// ---- warps (tensor-core kernels) ----
 // This thread's lane in its wavefront.
 __device__ __forceinline__ int lane_id() { return (int)__lane_id(); }
 // Orders the LDS accesses of the calling wavefront's lanes (all lanes call it). A wavefront executes in
@@ -142,13 +162,5 @@ __device__ __forceinline__ void warp_sync() {
   __builtin_amdgcn_wave_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
-// 16 bytes global -> shared (zeros with `zero`; src is not read then). No asynchronous copy engine on these
-// targets: a plain load and store, complete when this returns. The wait / commit calls are no-ops.
-__device__ __forceinline__ void copy_async_16(void* smem_dst, const void* src, bool zero) {
-  *reinterpret_cast<uint4*>(smem_dst) = zero ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(src);
-}
-__device__ __forceinline__ void copy_async_commit() {}
-template <int N>
-__device__ __forceinline__ void copy_async_wait() {}
 }  // namespace rbee::gpu
 #endif

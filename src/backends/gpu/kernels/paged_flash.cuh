@@ -139,8 +139,8 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
       const bool in = pos < key_hi;
       const int blk = in ? min(max(table[pos / p.block_size], 0), p.num_blocks - 1) : 0;
       const int64_t row = ((int64_t)blk * p.block_size + (in ? pos % p.block_size : 0)) * p.hkv + g;
-      copy_async_16(kd + j * kLd + c, p.k_cache + row * D + c, !in);
-      copy_async_16(vd + j * kLd + c, p.v_cache + row * D + c, !in);
+      copy_async_16(kd + j * kLd + c, p.k_cache + row * D + c, in);
+      copy_async_16(vd + j * kLd + c, p.v_cache + row * D + c, in);
     }
     copy_async_commit();
   };
@@ -181,13 +181,10 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
   if (n_tiles > 0) stage(key_lo, 0);
   for (int t = 0; t < n_tiles; ++t) {
     const int st = t & 1, k0 = key_lo + t * BN;
-    if (t + 1 < n_tiles) {
-      stage(k0 + BN, st ^ 1);
-      copy_async_wait<1>();
-    } else {
-      copy_async_wait<0>();
-    }
+    copy_async_wait_all();
     __syncthreads();  // stage st (and, the first time, Q) visible to every warp
+    // Tile t + 1 lands while tile t is computed (its stage was consumed before the barrier ending tile t - 1).
+    if (t + 1 < n_tiles) stage(k0 + BN, st ^ 1);
     const uint16_t* kt = kv + st * BN * kLd + wk * Cfg::kWarpKeys * kLd;
     const uint16_t* vt = kv + (2 + st) * BN * kLd + wk * Cfg::kWarpKeys * kLd;
 

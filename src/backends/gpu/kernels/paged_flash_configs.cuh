@@ -61,7 +61,7 @@ void launch_flash(GpuDevice& dev, FlashConfig config, int d, const FlashParams& 
         static std::atomic<uint64_t> opted{0};
         const int idx = dev.index();
         if (idx >= 64 || !(opted.load() >> idx & 1)) {
-          RBEE_GPU_CHECK(set_max_dynamic_smem(reinterpret_cast<const void*>(&paged_flash_kernel<Cfg, E>), kSmem));
+          RBEE_GPU_CHECK(func_set_max_dynamic_smem(reinterpret_cast<const void*>(&paged_flash_kernel<Cfg, E>), kSmem));
           if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
         }
       }

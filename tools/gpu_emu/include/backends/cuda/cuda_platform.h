@@ -84,8 +84,6 @@ inline Status graph_instantiate(GraphExec*, Graph) { return kUnsupported; }
 inline Status graph_launch(GraphExec, Stream) { return kUnsupported; }
 inline Status graph_destroy(Graph) { return kUnsupported; }
 inline Status graph_exec_destroy(GraphExec) { return kUnsupported; }
-// The emulator cannot tell which kernel a launch runs: an opt-in raises the limit for every later launch.
-inline Status set_max_dynamic_smem(const void*, int bytes) { return ::emu::set_dynamic_smem_optin((size_t)bytes); }
 
 struct DeviceProps {
   char name[256];
@@ -103,10 +101,14 @@ inline Status device_props(int, DeviceProps* out) {
   out->warp_size = RBEE_DEVICE_WARP_SIZE;
   out->multiprocessors = 4;
   out->max_threads_per_block = 1024;
-  out->shared_mem_per_block = 48 << 10;
-  out->shared_mem_per_block_optin = ::emu::max_dynamic_smem_optin();
+  out->shared_mem_per_block = ::emu::kDefaultDynamicSmem;
+  out->shared_mem_per_block_optin = ::emu::kMaxDynamicSmemOptin;
   out->total_memory = (size_t)8 << 30;
   return kSuccess;
+}
+
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return ::emu::allow_dynamic_smem(kernel, (size_t)bytes);
 }
 
 // ---- device-side names ----
@@ -127,6 +129,30 @@ inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long
   if (v < old) *addr = v;
   return old;
 }
+inline int atomic_add_i32(int* addr, int v) {
+  const int old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline void thread_fence() {}
+inline unsigned long long shfl_xor(unsigned long long v, int mask, int = RBEE_DEVICE_WARP_SIZE) {
+  return ::emu::exchange_xor(v, mask);
+}
+inline unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned atomic_add_u32(unsigned* addr, unsigned v) {
+  const unsigned old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  if (v > old) *addr = v;
+  return old;
+}
 // One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
 inline float mul_rn(float a, float b) {
   volatile float r = a * b;
@@ -137,18 +163,10 @@ inline float add_rn(float a, float b) {
   return r;
 }
 
-// ---- warps and asynchronous copies ----
+// ---- warps ----
 inline int lane_id() { return ::emu::linear_thread() % RBEE_DEVICE_WARP_SIZE; }
 // The emulator has no warps apart from the block: a warp barrier is a block barrier (every thread of the
 // block must reach it, which the kernels using it guarantee).
 inline void warp_sync() { ::emu::sync_threads(); }
-// Synchronous copies: complete when they return.
-inline void copy_async_16(void* smem_dst, const void* src, bool zero) {
-  if (zero) std::memset(smem_dst, 0, 16);
-  else std::memcpy(smem_dst, src, 16);
-}
-inline void copy_async_commit() {}
-template <int N>
-inline void copy_async_wait() {}
 
 }  // namespace rbee::gpu
