@@ -19,9 +19,9 @@ namespace rbee::llm {
 namespace {
 
 // Run-time libraries' device memory outside rbee's allocator on a GPU: vendor BLAS workspaces and loaded kernel
-// images (the context itself is already out of the free figure), and a collective library's buffers. Measured
-// on an H100 (docs/perf-notes/multi-gpu.md); the plan keeps them apart so that the check against the allocator
-// stays exact.
+// images (the context itself is already out of the free figure), and a collective library's buffers. Estimates,
+// not yet measured on a GPU (rbee plan --check there prints the device's real use beside the plan); the plan
+// keeps them apart so that the check against the allocator stays exact.
 constexpr int64_t kGpuRuntimeReserve = 256ll << 20;
 constexpr int64_t kCollectiveReserve = 256ll << 20;
 
