@@ -20,18 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rbee/backend/buffer.h"
+#include "rbee/core/buffer.h"
+#include "rbee/core/device.h"
 
 namespace rbee {
-
-struct AllocatorStats {
-  int64_t in_use_bytes = 0;     // handed out and not yet released
-  int64_t cached_bytes = 0;     // released and kept for reuse
-  int64_t peak_in_use_bytes = 0;
-  int64_t raw_allocations = 0;  // calls that reached the raw allocator
-  int64_t exact_bytes = 0;      // of in_use_bytes: exact-size blocks (allocate_exact), never cached
-  int64_t limit_bytes = -1;     // RBEE_FAULT_ALLOC_LIMIT on this device (-1: none): the raw allocator's ceiling
-};
 
 class CachingAllocator final : public BufferReleaser {
  public:
