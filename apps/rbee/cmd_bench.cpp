@@ -40,6 +40,7 @@ struct BenchOptions {
   int gemm_n = 0;           // size of the GEMM-rate measurement (0: 1024 on CPUs, 4096 on GPUs)
   bool limits = true;
   std::vector<int> batch;   // --batch: concurrent-sequence throughput through the scheduler (bench_batched.h)
+  bool host_sampling = false;  // --host-sampling: the scheduler samples from host logits (A/B of device sampling)
 };
 
 struct BenchResult {
@@ -128,7 +129,7 @@ int run_batched(const BenchOptions& opt) {
   llm::Model& model = *loaded.model;
   const DType kv = *dtype_from_name(opt.model.kv_dtype);
   const auto results =
-      bench_batched(model, kv, opt.batch, opt.prompt[0], opt.gen[0], opt.repetitions, opt.seed);
+      bench_batched(model, kv, opt.batch, opt.prompt[0], opt.gen[0], opt.repetitions, opt.seed, opt.host_sampling);
   const DeviceInfo dev = model.device().info();
   const llm::ModelConfig& cfg = model.config();
   if (opt.json) {
@@ -141,14 +142,16 @@ int run_batched(const BenchOptions& opt) {
                      {"t_pp", r.t_pp},             {"speed_pp", r.s_pp},        {"t_tg", r.t_tg},
                      {"speed_tg", r.s_tg},         {"t", r.t_pp + r.t_tg},      {"speed", r.s_total},
                      {"repetitions", opt.repetitions}, {"decode_graphs", model.decode_graphs()},
-                     {"graph_replays", r.graph_replays}});
+                     {"graph_replays", r.graph_replays}, {"host_sampling", opt.host_sampling}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s; llama-batched-bench columns (prompt not shared)\n",
+  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s, sampling on the %s; llama-batched-bench "
+              "columns (prompt not shared)\n",
               (cfg.arch + " " + cfg.name).c_str(), dev.name.c_str(), dev.backend.c_str(),
-              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off");
+              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off",
+              opt.host_sampling ? "host" : "device");
   std::printf("| %5s | %5s | %5s | %7s | %8s | %9s | %8s | %9s | %8s | %9s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
               "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
   std::printf("|-------|-------|-------|---------|----------|-----------|----------|-----------|----------|-----------|\n");
@@ -302,6 +305,9 @@ Command add_bench_command(CLI::App& app) {
                   "continuous-batching scheduler, each with its own --n-prompt prompt and --n-gen decode steps "
                   "(llama-batched-bench's PP/TG/B table)")
       ->delimiter(',');
+  sub->add_flag("--host-sampling", opt->host_sampling,
+                "With --batch: sample every row from logits copied to the host (the path before sampling ran on the "
+                "device), to compare against the default device sampling");
   return [opt] { return run_bench(*opt); };
 }
 

@@ -3,9 +3,11 @@
 // same run: the device-to-device copy bandwidth and an f16 GEMM's rate.
 //
 //   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R] [--only SECTIONS] [--mmq-rows LIST]
+//                      [--types TYPES]
 //
 // SECTIONS: comma-separated of matvec, attention, mmq, prompt (default all; copy and the f16 GEMM always run).
 // LIST: the M values of the mmq section (default 16,64,128,512).
+// TYPES: comma-separated weight types (e.g. q4_0,q4_k) the mmq and prompt sections keep (default: all of theirs).
 //
 // Timing: each case is run once (warm-up: its temporaries land in the caching allocator), then captured
 // `per_graph` times into one graph, and the graph is replayed R times; time = wall time / (R * per_graph).
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -63,6 +66,7 @@ struct Options {
   int reps = 20;
   std::string only;  // empty: every section
   std::vector<int64_t> mmq_rows = {16, 64, 128, 512};
+  std::vector<DType> types;  // empty: every type of the mmq / prompt sections
   bool runs(std::string_view section) const {
     if (only.empty()) return true;
     for (size_t p = 0; p <= only.size();) {
@@ -72,6 +76,7 @@ struct Options {
     }
     return false;
   }
+  bool keeps(DType t) const { return types.empty() || std::find(types.begin(), types.end(), t) != types.end(); }
 };
 
 // Seconds per call of `enqueue(i)` (call i of a graph: issues one op on `device` and may drop its result),
@@ -230,6 +235,7 @@ int run(const Options& opt) {
                                DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
   for (const DType type : kBlockTypes) {
     if (!opt.runs("mmq")) break;
+    if (!opt.keeps(type)) continue;
     for (const auto& [n, k] : kShapes) {
       const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
       std::vector<Tensor> ws{make_weights(type, n, k, device)};
@@ -255,6 +261,7 @@ int run(const Options& opt) {
   const double kPerModel[] = {32 * 4, 32 * 2, 32, 1};
   for (const DType type : kTypes) {
     if (!opt.runs("prompt")) break;
+    if (!opt.keeps(type)) continue;
     double model_s = 0;
     for (size_t si = 0; si < std::size(kPromptShapes); ++si) {
       const auto [n, k] = kPromptShapes[si];
@@ -297,10 +304,23 @@ int main(int argc, char** argv) {
         opt.mmq_rows.push_back(std::max<int64_t>(1, std::atoll(list.substr(p, q - p).c_str())));
         p = q + 1;
       }
+    } else if (a == "--types") {
+      const std::string list = value();
+      for (size_t p = 0; p < list.size();) {
+        const size_t q = std::min(list.find(',', p), list.size());
+        const std::string name = list.substr(p, q - p);
+        const std::optional<DType> t = dtype_from_name(name);
+        if (!t) {
+          std::fprintf(stderr, "--types: unknown dtype '%s'\n", name.c_str());
+          return 2;
+        }
+        opt.types.push_back(*t);
+        p = q + 1;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R] [--only matvec,attention,mmq,prompt]"
-                   " [--mmq-rows 16,64,128,512]\n",
+                   " [--mmq-rows 16,64,128,512] [--types q4_0,q4_k,...]\n",
                    argv[0]);
       return 2;
     }

@@ -252,6 +252,8 @@ def main():
                     help="cpu: both engines on the CPU (a check of this script on a machine without a GPU)")
     ap.add_argument("--preset", help="one random-model preset for every row instead of the real shapes "
                     "(e.g. tiny-llama: a quick check of this script)")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="build llama.cpp and write the models, then stop (a first device call; the rows run in the next)")
     ap.add_argument("--json-out")
     ap.add_argument("--md-out")
     ap.add_argument("--multi-gpu", type=int, default=0, help="run the multi-device table over this many GPUs")
@@ -311,6 +313,9 @@ def main():
             sys.stderr.write(open(os.path.join(args.models, "llama-build.log")).read()[-4000:])
             sys.exit("gpu_vs_llamacpp: llama.cpp build failed")
         log("llama.cpp built")
+    if args.prepare_only:
+        log("prepared: llama.cpp built, models written")
+        return
 
     results = {"single": {}, "batched": {}, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     try:

@@ -73,6 +73,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;  // the most a kernel may use after func_set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -85,8 +86,15 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->shared_mem_per_block_optin = p.sharedMemPerBlockOptin;
   out->total_memory = p.totalGlobalMem;
   return s;
+}
+
+// Lets `kernel` (a __global__ function) take up to `bytes` of dynamic shared memory (above the default 48 KiB, up
+// to DeviceProps::shared_mem_per_block_optin) on the current device.
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace rbee::gpu
@@ -117,6 +125,23 @@ __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long*
   return atomicMin(addr, v);
 }
 
+// *addr += v atomically; returns the old value.
+__device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
+// Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
 // Orders this thread's memory writes before its later ones for every device and the host (peer signalling).
 __device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
 

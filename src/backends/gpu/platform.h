@@ -7,10 +7,12 @@
 
 #if defined(RBEE_GPU_HIP)
 #include "backends/rocm/hip_platform.h"
-#include "backends/rocm/hip_mma_i8.h"  // warp-level int8 tile product (contract: backends/cuda/cuda_mma_i8.h)
+#include "backends/rocm/hip_mma_i8.h"     // warp-level int8 tile product (contract: backends/cuda/cuda_mma_i8.h)
+#include "backends/rocm/hip_async_copy.h"  // global -> shared copies (contract: backends/cuda/cuda_async_copy.h)
 #else
 #include "backends/cuda/cuda_platform.h"
-#include "backends/cuda/cuda_mma_i8.h"  // warp-level int8 tile product and its contract
+#include "backends/cuda/cuda_mma_i8.h"      // warp-level int8 tile product and its contract
+#include "backends/cuda/cuda_async_copy.h"  // asynchronous global -> shared copies and their contract
 #endif
 
 #include "rbee/core/error.h"

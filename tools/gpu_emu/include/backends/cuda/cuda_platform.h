@@ -104,6 +104,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;
   size_t total_memory;
 };
 inline Status device_props(int, DeviceProps* out) {
@@ -112,9 +113,14 @@ inline Status device_props(int, DeviceProps* out) {
   out->warp_size = RBEE_DEVICE_WARP_SIZE;
   out->multiprocessors = 4;
   out->max_threads_per_block = 1024;
-  out->shared_mem_per_block = 48 << 10;
+  out->shared_mem_per_block = ::emu::kDefaultDynamicSmem;
+  out->shared_mem_per_block_optin = ::emu::kMaxDynamicSmemOptin;
   out->total_memory = (size_t)8 << 30;
   return kSuccess;
+}
+
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return ::emu::allow_dynamic_smem(kernel, (size_t)bytes);
 }
 
 // ---- device-side names ----
@@ -134,6 +140,30 @@ inline void threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
   const unsigned long long old = *addr;
   if (v < old) *addr = v;
+  return old;
+}
+inline int atomic_add_i32(int* addr, int v) {
+  const int old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline void thread_fence() {}
+inline unsigned long long shfl_xor(unsigned long long v, int mask, int = RBEE_DEVICE_WARP_SIZE) {
+  return ::emu::exchange_xor(v, mask);
+}
+inline unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned atomic_add_u32(unsigned* addr, unsigned v) {
+  const unsigned old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  if (v > old) *addr = v;
   return old;
 }
 // One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
