@@ -307,7 +307,9 @@ void expect_tensor_split_matches(const std::string& path, const std::vector<Devi
   ASSERT_EQ(a.size(), b.size());
   const double r = relative(a, b);
   EXPECT_LE(r, tol) << split->placement().describe();
-  if (f32) EXPECT_GT(r, 0.0) << "bit-identical: were the partial sums really split?";
+  if (f32) {
+    EXPECT_GT(r, 0.0) << "bit-identical: were the partial sums really split?";
+  }
   EXPECT_EQ(greedy(*reference, 16), greedy(*split, 16));
 }
 
