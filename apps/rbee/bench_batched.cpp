@@ -105,7 +105,7 @@ std::vector<BatchedResult> bench_batched(llm::Model& model, DType kv_dtype, cons
   const int block = 16;
   for (int b : batches) {
     const int per_seq = (n_prompt + n_gen + 1 + block - 1) / block;
-    llm::KvCache cache(model.device(), model.config(), b * per_seq, block, kv_dtype);
+    llm::KvCache cache(model.kv_layout(), b * per_seq, block, kv_dtype);
     run_once(model, cache, b, n_prompt, std::min(n_gen, 8), host_sampling, rng);  // warm-up
     BatchedResult r;
     r.batch = b;

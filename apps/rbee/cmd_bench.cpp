@@ -115,10 +115,17 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
 int run_batched(const BenchOptions& opt) {
   RBEE_CHECK(opt.prompt.size() == 1 && opt.gen.size() == 1,
              "bench --batch: give one --n-prompt and one --n-gen (got {} and {})", opt.prompt.size(), opt.gen.size());
-  ModelOptions mo = opt.model;
-  mo.ctx_size = 16;
-  LoadedModel loaded = load_model(mo);
-  loaded.cache.reset();
+  // Planned for the largest batch: its KV cache, its prompt step and its decode rows (the caches are made per
+  // batch size by bench_batched).
+  const int most = *std::max_element(opt.batch.begin(), opt.batch.end());
+  const int block = 16;
+  Workload work;
+  work.parallel = most;
+  work.batch_tokens = most * std::max(opt.prompt[0], 1);
+  work.logit_rows = most;
+  work.make_cache = false;
+  work.ctx_size = most * ((opt.prompt[0] + opt.gen[0] + 1 + block - 1) / block) * block;
+  LoadedModel loaded = load_model(opt.model, work);
   llm::Model& model = *loaded.model;
   const DType kv = *dtype_from_name(opt.model.kv_dtype);
   const auto results =
@@ -168,9 +175,12 @@ int run_bench(const BenchOptions& opt) {
   RBEE_CHECK(opt.gemm_n == 0 || (opt.gemm_n >= 16 && opt.gemm_n <= 16384),
              "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
   if (!opt.batch.empty()) return run_batched(opt);
-  ModelOptions mo = opt.model;
-  mo.ctx_size = std::max(mo.ctx_size, longest);
-  LoadedModel loaded = load_model(mo);
+  Workload work;
+  // The positions the longest test needs (more when -c asks for more).
+  const bool ctx_given = opt.model.ctx_option && opt.model.ctx_option->count() > 0;
+  work.ctx_size = std::max(ctx_given ? opt.model.ctx_size : 0, longest);
+  work.batch_tokens = std::max(1, *std::max_element(opt.prompt.begin(), opt.prompt.end()));
+  LoadedModel loaded = load_model(opt.model, work);
   llm::Model& model = *loaded.model;
   const int capacity = loaded.cache->num_blocks() * loaded.cache->block_size();
   RBEE_CHECK(longest <= capacity, "bench: a test needs {} positions, the KV cache holds {} (model context {})",

@@ -7,6 +7,7 @@
 #include "rbee/core/error.h"
 #include "rbee/core/half.h"
 #include "rbee/core/log.h"
+#include "rbee/core/thread_pool.h"
 #include "rbee/formats/gguf.h"
 #include "rbee/formats/gguf_writer.h"
 #include "rbee/ops.h"
@@ -17,6 +18,7 @@ const std::vector<ShapePreset>& shape_presets() {
   static const std::vector<ShapePreset> presets = {
       // name, arch, vocab, hidden, layers, heads, kv, ffn, ctx, head_dim, theta, tied, window
       {"llama2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 0, 10000.0f, false, 0},
+      {"llama2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 0, 10000.0f, false, 0},
       {"llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, 0, 500000.0f, false, 0},
       {"llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 8192, 64, 500000.0f, true, 0},
       {"qwen2.5-1.5b", "qwen2", 151936, 1536, 28, 12, 2, 8960, 32768, 0, 1000000.0f, true, 0},
@@ -118,14 +120,17 @@ void write_random_model(const std::string& preset_name, DType weight_dtype, cons
       const int64_t chunk_rows = std::max<int64_t>(1, (1 << 22) / cols);
       const size_t row_bytes = (size_t)dtype_row_bytes(dtype, cols);
       const float a = std::sqrt(3.0f / (float)cols);
-      std::vector<float> values;
-      for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+      // Chunks on the thread pool (each seeded by its first row, so the bytes do not depend on the threads; the
+      // quantizer runs serially inside a task): a 70B model is written in seconds, not minutes.
+      const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+      ThreadPool::global().run(chunks, [&](int64_t c) {
+        const int64_t r0 = c * chunk_rows;
         const int64_t n = std::min(chunk_rows, rows - r0);
-        values.resize((size_t)(n * cols));
+        std::vector<float> values((size_t)(n * cols));
         Random rng{s ^ (uint64_t)r0 * 0x2545f4914f6cdd1dull};
         for (auto& v : values) v = rng.uniform(a);
         encode_rows(values, n, cols, dtype, out.subspan((size_t)r0 * row_bytes, (size_t)n * row_bytes));
-      }
+      });
     });
   };
   auto norm = [&](const std::string& name, int64_t n) {

@@ -39,8 +39,10 @@ struct State {
   int error = 0;
 };
 
+// One scheduler per OS thread: launches from different threads (the ranks of a tensor split over emulated
+// devices) run side by side.
 State& state() {
-  static State s;
+  static thread_local State s;
   return s;
 }
 

@@ -8,6 +8,9 @@
 
 #define RBEE_GPU_VENDOR "NVIDIA"
 #define RBEE_GPU_BACKEND_NAME "cuda"
+// The collective library opened at run time for tensor parallelism (backends/gpu/collective.cu).
+#define RBEE_GPU_COLLECTIVE_NAME "nccl"
+#define RBEE_GPU_COLLECTIVE_LIBS {"libnccl.so.2", "libnccl.so"}
 // Warp width of the code being compiled (device passes) and of every NVIDIA GPU.
 #define RBEE_DEVICE_WARP_SIZE 32
 
@@ -29,6 +32,19 @@ inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) { return cud
 inline Status device_malloc(void** p, size_t n) { return cudaMalloc(p, n); }
 inline Status device_free(void* p) { return cudaFree(p); }
 inline Status host_malloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
+// Device memory that kernels on other GPUs read and write while a kernel here runs (peer flags and staging):
+// ordinary device memory on CUDA.
+inline Status device_malloc_coherent(void** p, size_t n) { return cudaMalloc(p, n); }
+inline Status can_access_peer(int* can, int device, int peer) { return cudaDeviceCanAccessPeer(can, device, peer); }
+// Lets the current device's kernels use `peer`'s memory; enabling it twice is not an error.
+inline Status enable_peer_access(int peer) {
+  const Status s = cudaDeviceEnablePeerAccess(peer, 0);
+  if (s == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return cudaSuccess;
+  }
+  return s;
+}
 inline Status host_free_pinned(void* p) { return cudaFreeHost(p); }
 inline Status memcpy_async(void* dst, const void* src, size_t n, Stream s) {
   return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
@@ -126,6 +142,8 @@ __device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) {
 __device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
   return atomicMax(addr, v);
 }
+// Orders this thread's memory writes before its later ones for every device and the host (peer signalling).
+__device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
 
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits.

@@ -9,6 +9,9 @@
 
 #define RBEE_GPU_VENDOR "AMD"
 #define RBEE_GPU_BACKEND_NAME "rocm"
+// The collective library opened at run time for tensor parallelism (backends/gpu/collective.cu).
+#define RBEE_GPU_COLLECTIVE_NAME "rccl"
+#define RBEE_GPU_COLLECTIVE_LIBS {"librccl.so.1", "librccl.so"}
 // Wavefront width of the target being compiled: 64 on CDNA/GCN (gfx908, gfx90a, gfx942), 32 on RDNA
 // (gfx1030, gfx1100). Only meaningful in device passes; host code reads DeviceProps::warp_size.
 #if defined(__AMDGCN_WAVEFRONT_SIZE)
@@ -35,6 +38,21 @@ inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) { return hip
 inline Status device_malloc(void** p, size_t n) { return hipMalloc(p, n); }
 inline Status device_free(void* p) { return hipFree(p); }
 inline Status host_malloc_pinned(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
+// Device memory that kernels on other GPUs read and write while a kernel here runs (peer flags and staging):
+// fine-grained on AMD, whose ordinary (coarse-grained) memory is only coherent at kernel boundaries.
+inline Status device_malloc_coherent(void** p, size_t n) {
+  return hipExtMallocWithFlags(p, n, hipDeviceMallocFinegrained);
+}
+inline Status can_access_peer(int* can, int device, int peer) { return hipDeviceCanAccessPeer(can, device, peer); }
+// Lets the current device's kernels use `peer`'s memory; enabling it twice is not an error.
+inline Status enable_peer_access(int peer) {
+  const Status s = hipDeviceEnablePeerAccess(peer, 0);
+  if (s == hipErrorPeerAccessAlreadyEnabled) {
+    hipGetLastError();
+    return hipSuccess;
+  }
+  return s;
+}
 inline Status host_free_pinned(void* p) { return hipHostFree(p); }
 inline Status memcpy_async(void* dst, const void* src, size_t n, Stream s) {
   return hipMemcpyAsync(dst, src, n, hipMemcpyDefault, s);
@@ -141,6 +159,10 @@ __device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) {
 __device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
   return atomicMax(addr, v);
 }
+
+// Orders this thread's memory writes before its later ones for every device and the host (peer signalling).
+__device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
+
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits. HIP contracts a * b + c by default; the pragma
 // keeps these operations out of it.
