@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rbee/backend/communicator.h"
 #include "rbee/core/tensor.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model_config.h"
@@ -49,7 +50,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// Everything one forward step's layers share.
+// Everything one forward step's layers share. Under a tensor split each rank runs the layers with its own
+// context: `config` holds the rank's heads (n_heads, n_kv_heads), `part` picks its KV cache part, and the
+// attention and MLP blocks end with comm->all_reduce_sum (their row-parallel projections give partial sums).
 struct StepContext {
   const ModelConfig& config;
   KvCache& cache;
@@ -61,6 +64,9 @@ struct StepContext {
   Tensor inv_freq_local;   // [rotary_dim / 2] F32 (sliding-window layers; Gemma 3 uses another base)
   float rope_ratio_global = 0.f;  // RopeParams::freq_ratio of global / local layers (0: use the tables)
   float rope_ratio_local = 0.f;
+  int part = 0;                   // KV cache part of this rank
+  Communicator* comm = nullptr;   // tensor split: the ranks' group (null: one device holds the whole layer)
+  int rank = 0;
 };
 
 // x [N, hidden] F32 -> [N, hidden] F32 after one decoder layer.

@@ -35,6 +35,7 @@ const Architecture& llama_architecture() {
           {
               // name, arch, vocab, hidden, layers, heads, kv, ffn, ctx, head_dim, theta, tied, window
               {"llama2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 0, 10000.0f, false, 0},
+              {"llama2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 0, 10000.0f, false, 0},
               {"llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, 0, 500000.0f, false, 0},
               {"llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 8192, 64, 500000.0f, true, 0},
               // Small shape for GPU-versus-CPU checks of the family's code path.
