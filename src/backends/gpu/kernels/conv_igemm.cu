@@ -187,10 +187,11 @@ template <MmaElem E>
 void launch_igemm(GpuDevice& dev, IgemmParams p, int ks) {
   const int steps = (p.K + kBK - 1) / kBK;
   const int tiles_n = (p.np_total + kBN - 1) / kBN, tiles_m = (p.cout + kBM - 1) / kBM;
-  // Split K until the grid covers about two blocks per SM, keeping at least 8 steps per split.
-  const int tiles = tiles_n * tiles_m, want = 2 * std::max(1, dev.info().compute_units);
+  // Split K only when the output tiles leave SMs idle (fewer tiles than SMs), into as many slices as still fit one
+  // wave of about two blocks per SM (more would add a partial wave), keeping at least 8 steps per slice.
+  const int sms = std::max(1, dev.info().compute_units), tiles = tiles_n * tiles_m;
   int splits = 1;
-  if (tiles < want) splits = std::clamp((want + tiles - 1) / tiles, 1, std::max(1, steps / 8));
+  if (tiles < sms) splits = std::clamp(2 * sms / tiles, 1, std::max(1, steps / 8));
   p.steps_per_split = (steps + splits - 1) / splits;
   splits = (steps + p.steps_per_split - 1) / p.steps_per_split;
   Tensor partial;
