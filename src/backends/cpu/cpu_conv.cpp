@@ -150,7 +150,7 @@ void CpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
 
 void CpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                               const Conv2dParams& p, bool silu, Tensor& out) {
-  const ConvGeometry g = conv::geometry_2d(x, w, out, p);
+  const ConvGeometry g = geometry_2d(x, w, out, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Epilogue<T> epi;
