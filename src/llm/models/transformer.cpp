@@ -6,11 +6,18 @@
 
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
+#include "rbee/core/profile.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
 
 namespace {
+
+// RBEE_DECODE_FUSION=0: the unfused ops one by one and no gate/up stacking (comparisons with the fused step).
+bool fused_ops_from_env() {
+  const char* v = std::getenv("RBEE_DECODE_FUSION");
+  return v == nullptr || std::string_view(v) != "0";
+}
 
 std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
   std::vector<float> f =
@@ -33,6 +40,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       tokenizer_(std::move(tokenizer)),
       device_(device),
       arch_(architecture(config_.arch)),
+      fused_ops_(fused_ops_from_env()),
       file_keepalive_(std::move(file_keepalive)) {
   const ModelConfig& c = config_;
   const int total = 3 + c.n_layers;
@@ -100,6 +108,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       w.ffn_up = need(p + "ffn_up.weight");
       w.ffn_down = need(p + "ffn_down.weight");
       fuse_qkv(w);
+      fuse_gate_up(w);
     });
     report();
   }
@@ -142,11 +151,41 @@ void Transformer::fuse_qkv(LayerWeights& w) const {
   w.attn_q = w.attn_k = w.attn_v = Tensor();
 }
 
-Tensor Transformer::embed(const Tensor& ids) const {
+void Transformer::fuse_gate_up(LayerWeights& w) const {
+  // GPUs only, like fuse_qkv: one projection for both halves of the gated MLP.
+  if (!fused_ops_ || device_.host_accessible() || !w.ffn_gate.defined() || !w.ffn_up.defined()) return;
+  const Tensor& gate = w.ffn_gate;
+  const Tensor& up = w.ffn_up;
+  if (gate.rank() != 2 || up.rank() != 2 || gate.dtype() != up.dtype() || gate.dim(1) != up.dim(1) ||
+      gate.dim(0) != up.dim(0) || !gate.is_contiguous() || !up.is_contiguous()) {
+    return;
+  }
+  // [gate; up]: the layout of a fused-gate/up file (mlp_block splits it at I).
+  Tensor stacked = Tensor::empty({gate.dim(0) + up.dim(0), gate.dim(1)}, gate.dtype(), device_);
+  device_.copy_on_device(stacked.data(), gate.data(), (size_t)gate.nbytes());
+  device_.copy_on_device(static_cast<uint8_t*>(stacked.data()) + gate.nbytes(), up.data(), (size_t)up.nbytes());
+  w.ffn_up = stacked;
+  w.ffn_gate = Tensor();
+}
+
+Tensor Transformer::embed(const Tensor& ids, std::span<const int32_t> host_ids) const {
   const Tensor& table = weights_.token_embd;
   const int64_t n = ids.dim(0), vocab = table.dim(0), hidden = config_.hidden_size;
+  auto row = [&](int32_t id) {  // embedding row `id` as F32 [1, hidden]
+    const Tensor r = table.narrow(0, id, 1);
+    return is_quantized(table.dtype()) ? ops::dequantize(r) : r.dtype() == DType::F32 ? r : ops::cast(r, DType::F32);
+  };
   Tensor x;
-  if (is_quantized(table.dtype()) && table.is_contiguous()) {
+  if ((int64_t)host_ids.size() == n && n <= kRowwiseEmbedTokens) {
+    // Decode: each row addressed from the host's ids (already checked), so nothing waits for the device (the
+    // index ops below check device ids with a read-back, which would stall the host until the previous step ends).
+    if (n == 1) {
+      x = row(host_ids[0]);
+    } else {
+      x = Tensor::empty({n, hidden}, DType::F32, device_);
+      for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), row(host_ids[(size_t)i]));
+    }
+  } else if (is_quantized(table.dtype()) && table.is_contiguous()) {
     // Gather the packed rows as bytes, then dequantize them: two launches for any number of tokens.
     const int64_t row_bytes = dtype_row_bytes(table.dtype(), hidden);
     const Tensor bytes = Tensor::wrap(table.data(), {vocab, row_bytes}, DType::U8, device_, table.buffer());
@@ -167,7 +206,8 @@ Tensor Transformer::embed(const Tensor& ids) const {
 void Transformer::set_decode_graphs(bool enabled) {
   const char* env = std::getenv("RBEE_NO_GRAPH");
   const bool env_off = env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0";
-  if (enabled && !env_off && device_.supports_graphs()) {
+  // The op profile (RBEE_OP_PROFILE=1) synchronizes around every op, which a graph capture refuses.
+  if (enabled && !env_off && !profile::enabled() && device_.supports_graphs()) {
     if (!graphs_) graphs_ = std::make_unique<DecodeGraphs>(device_, config_.hidden_size);
   } else {
     graphs_.reset();
@@ -186,14 +226,20 @@ Tensor Transformer::run_layers(KvCache& cache, const Tensor& ints, int64_t n, in
                    inv_freq_global_,
                    inv_freq_local_,
                    rope_ratio_global_,
-                   rope_ratio_local_};
+                   rope_ratio_local_,
+                   fused_ops_};
   Tensor x = x0;
   for (int l = 0; l < c.n_layers; ++l) x = arch_.layer(step, weights_.layers[(size_t)l], l, x);
   if (!logit_rows.empty()) {
     x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, device_), 0);
   }
   if (hidden) return ops::rms_norm(x, weights_.output_norm, c.norm_eps);
-  Tensor logits = ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
+  Tensor logits;
+  {
+    profile::Scope scope("output_norm+head", x, weights_.output.shape());
+    logits = fused_ops_ ? ops::rms_norm_qmatmul(x, weights_.output_norm, c.norm_eps, weights_.output)
+                        : ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
+  }
   if (c.final_softcap > 0) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
   }
@@ -259,13 +305,15 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
       bound.push_back(cache.v(l).data());
     }
     return graphs_->run(
-        b, width, ints, bound, [this](const Tensor& ids) { return embed(ids); },
+        b, width, ints, bound, [&](const Tensor& ids) { return embed(ids, std::span(ints).subspan(0, (size_t)n)); },
         [&](const Tensor& dev_ints, const Tensor& x) {
           return run_layers(cache, dev_ints, n, b, width, x, logit_rows, false);
         });
   }
   const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, device_);
-  return run_layers(cache, dev_ints, n, b, width, embed(dev_ints.narrow(0, 0, n)), logit_rows, batch.hidden_states);
+  return run_layers(cache, dev_ints, n, b, width,
+                    embed(dev_ints.narrow(0, 0, n), std::span(ints).subspan(0, (size_t)n)), logit_rows,
+                    batch.hidden_states);
 }
 
 }  // namespace rbee::llm

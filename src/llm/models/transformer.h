@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "llm/models/architecture.h"
@@ -33,8 +34,13 @@ class Transformer final : public Model {
   // On GPUs: q, k and v projections (same type, no biases) stacked into one attn_qkv matrix, so a step runs one
   // matvec / GEMM and one activation quantization for the three (fewer launches, longer weight streams).
   void fuse_qkv(LayerWeights& w) const;
-  // ids I32 [N] on the device (checked against the vocabulary by the caller) -> embeddings F32 [N, hidden].
-  Tensor embed(const Tensor& ids) const;
+  // On GPUs: gate and up projections (same type and shape) stacked into one [2I, hidden] ffn_up matrix, gate
+  // rows first (the fused-gate/up layout), so a step runs one matvec for both and swiglu_qmatmul after it.
+  void fuse_gate_up(LayerWeights& w) const;
+  // ids I32 [N] on the device and the same ids on the host (checked against the vocabulary by the caller) ->
+  // embeddings F32 [N, hidden]. Up to kRowwiseEmbedTokens tokens: one row copy each, addressed from the host ids.
+  static constexpr int64_t kRowwiseEmbedTokens = 4;
+  Tensor embed(const Tensor& ids, std::span<const int32_t> host_ids) const;
   // The layers and the head over the packed index inputs `ints` (DecodeGraphs' layout: tokens [N] |
   // positions [N] | slots [N] | seq_info [B, 3] | block tables [B, width]) and embeddings x [N, hidden]. Only
   // launches kernels when `logit_rows` is empty (every token's logits); otherwise it uploads those rows.
@@ -46,6 +52,7 @@ class Transformer final : public Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   Device& device_;
   const Architecture& arch_;
+  bool fused_ops_ = true;  // StepContext::fused_ops (RBEE_DECODE_FUSION=0 turns it off)
   ModelWeights weights_;
   Tensor inv_freq_global_, inv_freq_local_;
   float rope_ratio_global_ = 0.f, rope_ratio_local_ = 0.f;  // RopeParams::freq_ratio, 0 for scaled tables

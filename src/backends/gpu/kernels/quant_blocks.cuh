@@ -81,24 +81,28 @@ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpr
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 __device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_to_float((uint16_t)ld_u16(p)); }
 
-// 16 bytes at any address, from one or two aligned 16-byte loads and funnel shifts. Blocks of 18, 22, 34...
-// bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp instruction
-// on few cache lines. The second load is issued only when p is not 16-byte aligned, so nothing is read from a
-// 16-byte segment that holds none of the requested bytes (no access past the end of an allocation).
+// 16 bytes at a 16-byte aligned address: one load.
+__device__ __forceinline__ Bytes16 ld_16B_aligned(const uint8_t* p) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  Bytes16 r;
+  r.w[0] = v.x;
+  r.w[1] = v.y;
+  r.w[2] = v.z;
+  r.w[3] = v.w;
+  return r;
+}
+
+// 16 bytes at any address, from the aligned 16-byte segments covering them and funnel shifts. Blocks of 18, 22,
+// 34... bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp
+// instruction on few cache lines. Branch-free, so the loads of consecutive calls issue back to back: the second
+// load reads the next segment when p is not 16-byte aligned and the first one again when it is, so nothing is
+// read from a segment that holds none of the requested bytes (no access past the end of an allocation).
 __device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   const uint4* base = reinterpret_cast<const uint4*>(addr & ~uintptr_t(15));
   const int shift = (int)(addr & 15);
   const uint4 v0 = base[0];
-  Bytes16 r;
-  if (shift == 0) {
-    r.w[0] = v0.x;
-    r.w[1] = v0.y;
-    r.w[2] = v0.z;
-    r.w[3] = v0.w;
-    return r;
-  }
-  const uint4 v1 = base[1];
+  const uint4 v1 = base[shift != 0 ? 1 : 0];
   uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
   // Word shift by (shift / 4) in two constant-index steps (no dynamic register indexing), then byte shift.
   if (shift & 8) {
@@ -110,6 +114,7 @@ __device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) {
     for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
   }
   const int bits = (shift & 3) * 8;
+  Bytes16 r;
 #pragma unroll
   for (int i = 0; i < 4; ++i) r.w[i] = (uint32_t)((((uint64_t)w[i + 1] << 32) | w[i]) >> bits);
   return r;
@@ -132,16 +137,19 @@ __device__ __forceinline__ int byte_at(const Bytes16& v, int b) {
   return (int)((word >> (8 * (b & 3))) & 0xFFu);
 }
 
-// Scale and min j (< 8) of Q4_K / Q5_K, whose 12 packed bytes start at byte 4 of the block header `hdr`
-// (see the CPU's unpack_scale_min_k4).
-__device__ __forceinline__ void scale_min_k4(const Bytes16& hdr, int j, int& sc, int& mn) {
-  if (j < 4) {
-    sc = byte_at(hdr, 4 + j) & 63;
-    mn = byte_at(hdr, 8 + j) & 63;
-  } else {
-    sc = (byte_at(hdr, 8 + j) & 0x0F) | ((byte_at(hdr, j) >> 6) << 4);
-    mn = (byte_at(hdr, 8 + j) >> 4) | ((byte_at(hdr, 4 + j) >> 6) << 4);
-  }
+// Scales and mins 2p and 2p + 1 (p < 4) of Q4_K / Q5_K, whose 12 packed bytes are bytes 4..15 of the block
+// header `hdr` (the CPU's unpack_scale_min_k4 for j = 2p, 2p + 1). All eight 6-bit scales and mins are unpacked
+// with word operations (scales j < 4: low 6 bits of bytes 4..7; mins j < 4: of bytes 8..11; j >= 4: the low /
+// high nibbles of bytes 12..15 with the top 2 bits of bytes 4..7 / 8..11 above them), then two bytes selected.
+__device__ __forceinline__ void scale_min_k4_pair(const Bytes16& hdr, int p, int (&sc)[2], int (&mn)[2]) {
+  const uint32_t a = hdr.w[1], b = hdr.w[2], c = hdr.w[3];
+  const uint32_t sc_w = p < 2 ? (a & 0x3F3F3F3Fu) : ((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
+  const uint32_t mn_w = p < 2 ? (b & 0x3F3F3F3Fu) : (((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
+  const int shift = 16 * (p & 1);
+  sc[0] = (int)((sc_w >> shift) & 0xFFu);
+  sc[1] = (int)((sc_w >> (shift + 8)) & 0xFFu);
+  mn[0] = (int)((mn_w >> shift) & 0xFFu);
+  mn[1] = (int)((mn_w >> (shift + 8)) & 0xFFu);
 }
 // Signed 6-bit scale i (< 16) of Q3_K, in -32..31; its 12 scale bytes start at byte `at` of `v`.
 __device__ __forceinline__ int q3k_scale(const Bytes16& v, int at, int i) {
@@ -159,8 +167,10 @@ __device__ __forceinline__ void split_nibbles(const Bytes16& v, Item& o) {
   }
 }
 
-// Decodes item `it` (< kItems) of the block at `blk`.
-template <DType T>
+// Decodes item `it` (< kItems) of the block at `blk`. kAligned16: the caller guarantees that blk is 16-byte
+// aligned; Q4_K and Q5_K (144- and 176-byte blocks, every 16-byte field at a multiple of 16) then load their
+// fields with single aligned loads. Other types ignore it.
+template <DType T, bool kAligned16 = false>
 __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o) {
   o.b[0] = o.b[1] = 0.f;
   if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
@@ -258,10 +268,11 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     // Q4_K: qs[128].   Q5_K: qh[32], qs[128]; bit 2p (low) / 2p + 1 (high) of qh[16h + l] is bit 4.
     const int p = it >> 1, h = it & 1;
     constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
-    const Bytes16 hdr = ld_16B(blk);
-    split_nibbles(ld_16B(blk + qs_at + 32 * p + 16 * h), o);
+    auto ld = [](const uint8_t* q) { return kAligned16 ? ld_16B_aligned(q) : ld_16B(q); };
+    const Bytes16 hdr = ld(blk);
+    split_nibbles(ld(blk + qs_at + 32 * p + 16 * h), o);
     if constexpr (T == DType::Q5_K) {
-      const Bytes16 qh = ld_16B(blk + 16 + 16 * h);
+      const Bytes16 qh = ld(blk + 16 + 16 * h);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         o.q[i] |= ((qh.w[i] >> (2 * p)) & 0x01010101u) << 4;
@@ -269,11 +280,14 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
       }
     }
     const float d = f16_to_float((uint16_t)(hdr.w[0] & 0xFFFFu)), dmin = f16_to_float((uint16_t)(hdr.w[0] >> 16));
+    int sc[2], mn[2];
+    scale_min_k4_pair(hdr, p, sc, mn);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      scale_min_k4(hdr, 2 * p + half, o.sc[half], o.mn[half]);
-      o.a[half] = mul_rn(d, (float)o.sc[half]);
-      o.b[half] = -mul_rn(dmin, (float)o.mn[half]);
+      o.sc[half] = sc[half];
+      o.mn[half] = mn[half];
+      o.a[half] = mul_rn(d, (float)sc[half]);
+      o.b[half] = -mul_rn(dmin, (float)mn[half]);
       o.e[half] = 64 * p + 32 * half + 16 * h;
     }
     o.d = d;
@@ -285,7 +299,6 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
     const Bytes16 ql = ld_16B(blk + 64 * n + 32 * s + 16 * lh);
     const Bytes16 qh = ld_16B(blk + 128 + 32 * n + 16 * lh);
-    const Bytes16 scales = ld_16B(blk + 192);
     const float d = ld_f16(blk + 208);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -296,7 +309,7 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
         const uint32_t high = ((qh.w[i] >> (2 * g)) & 0x03030303u) << 4;
         o.q[4 * half + i] = sub_bytes(low | high, 32);
       }
-      o.sc[half] = (int8_t)byte_at(scales, 8 * n + 2 * g + lh);
+      o.sc[half] = (int8_t)blk[192 + 8 * n + 2 * g + lh];  // scales[16] at 192, one byte each
       o.mn[half] = 0;
       o.a[half] = mul_rn(d, (float)o.sc[half]);
       o.e[half] = 128 * n + 32 * g + 16 * lh;
