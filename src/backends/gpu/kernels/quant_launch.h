@@ -81,7 +81,8 @@ template <DType T>
 void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& args);
 
 // Decode tuning knobs, read once from the environment (for measurements; docs/perf-notes/gpu-llm.md):
-//   RBEE_L2_PREFETCH=0   no L2 prefetch hints (matvecs, activation passes)
+//   RBEE_L2_PREFETCH=1   L2 prefetch hints (matvecs, activation passes); off by default: on the H100 they cut
+//                        7B Q4_0 tg128 from 352 to 208 t/s (docs/perf-notes/gpu-llm.md)
 //   RBEE_MATVEC_R=1      single-row matvec: one weight row per warp with 4 items per lane in flight
 //                        (default: 2 rows per warp, 2 items each)
 //   RBEE_PDL=1           decode-step kernels (activation passes, matvecs, rope + cache write) as programmatic

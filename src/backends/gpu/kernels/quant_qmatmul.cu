@@ -184,7 +184,7 @@ void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int6
   RBEE_GPU_CHECK_LAUNCH();
 }
 bool l2_prefetch_enabled() {
-  static const bool on = env_flag("RBEE_L2_PREFETCH", true);
+  static const bool on = env_flag("RBEE_L2_PREFETCH", false);
   return on;
 }
 bool pdl_enabled() {
