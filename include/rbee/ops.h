@@ -139,4 +139,11 @@ Tensor rope_kv_cache_write(const Tensor& q, const Tensor& k, const Tensor& v, co
                            const Tensor& inv_freq, const RopeParams& params, const Tensor& slots,
                            const Tensor& k_cache, const Tensor& v_cache);
 
+// ---- token sampling (LLM decoding; contract in rbee/backend/op_table.def) ----
+// logits [B, V] F32; params F32 [B, kSampleParams], control I64 [B, kSampleControls] (op_kinds.h, sample_col);
+// tokens I32 [B, H, 2] (id, count) and bias F32 [B, H] for the tokens with a bias or penalty (H may be 0).
+// Returns the chosen ids, I32 [B] (-1 for a row without any candidate).
+Tensor sample(const Tensor& logits, const Tensor& params, const Tensor& control, const Tensor& tokens,
+              const Tensor& bias);
+
 }  // namespace rbee::ops

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "rbee/backend/device.h"
+#include "rbee/core/device.h"
 
 namespace rbee::profile {
 

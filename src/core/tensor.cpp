@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "rbee/backend/device.h"
+#include "rbee/core/device.h"
 
 namespace rbee {
 
@@ -13,6 +13,14 @@ Device& Tensor::device() const {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
+  return empty_exact_or_cached(shape, dtype, device, false);
+}
+
+Tensor Tensor::empty_exact(const Shape& shape, DType dtype, Device& device) {
+  return empty_exact_or_cached(shape, dtype, device, true);
+}
+
+Tensor Tensor::empty_exact_or_cached(const Shape& shape, DType dtype, Device& device, bool exact) {
   for (int64_t d : shape) RBEE_CHECK(d >= 0, "negative dimension in shape {}", shape.to_string());
   if (is_quantized(dtype)) {
     RBEE_CHECK(shape.rank() >= 1, "a {} tensor needs at least one dimension", dtype_name(dtype));
@@ -24,7 +32,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   const int64_t bytes = is_quantized(dtype) ? dtype_row_bytes(dtype, shape[shape.rank() - 1]) *
                                                   (shape.numel() / std::max<int64_t>(shape[shape.rank() - 1], 1))
                                             : shape.numel() * dtype_type_size(dtype);
-  t.buffer_ = device.allocate((size_t)std::max<int64_t>(bytes, 1));
+  const size_t n = (size_t)std::max<int64_t>(bytes, 1);
+  t.buffer_ = exact ? device.allocate_exact(n) : device.allocate(n);
   return t;
 }
 
@@ -236,7 +245,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape_, dtype_, device());
-  device().kernels().copy(*this, out);
+  device().copy_elements(*this, out);
   return out;
 }
 
@@ -264,7 +273,7 @@ Tensor Tensor::to(DType dtype) const {
   RBEE_CHECK(!is_quantized(dtype) && !is_quantized(dtype_),
              "to({}) from {}: use quantize/dequantize for block types", dtype_name(dtype), dtype_name(dtype_));
   Tensor out = empty(shape_, dtype, device());
-  device().kernels().cast(*this, out);
+  device().copy_elements(*this, out);
   return out;
 }
 
@@ -280,7 +289,7 @@ void Tensor::copy_from(const Tensor& src) const {
   RBEE_CHECK(src.shape() == shape_ && src.dtype() == dtype_, "copy_from: {} into {}", src.to_string(), to_string());
   Tensor dst = *this;
   const Tensor local = src.to(device());
-  device().kernels().copy(local, dst);
+  device().copy_elements(local, dst);
 }
 
 std::string Tensor::to_string() const {

@@ -38,7 +38,7 @@ Qkv project_qkv(const StepContext& step, const LayerWeights& w, const Tensor& h)
 }
 
 // Attention of the step's new q / k / v heads over the paged cache (rope, cache write, attention, output
-// projection): -> [N, H].
+// projection): -> [N, H] (summed over the ranks of a tensor split).
 Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) {
   const ModelConfig& c = step.config;
   const int64_t n = p.q.dim(0);
@@ -57,13 +57,13 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   Tensor q;
   if (step.fused_ops) {
     profile::Scope scope("rope+kv_write", p.k);
-    q = ops::rope_kv_cache_write(p.q, p.k, p.v, step.positions, inv_freq, rope, step.slots, step.cache.k(layer),
-                                 step.cache.v(layer));
+    q = ops::rope_kv_cache_write(p.q, p.k, p.v, step.positions, inv_freq, rope, step.slots,
+                                 step.cache.k(layer, step.part), step.cache.v(layer, step.part));
   } else {
     profile::Scope scope("rope,rope,kv_write", p.k);
     q = ops::rope(p.q, step.positions, inv_freq, rope);
-    ops::kv_cache_write(ops::rope(p.k, step.positions, inv_freq, rope), p.v, step.slots, step.cache.k(layer),
-                        step.cache.v(layer));
+    ops::kv_cache_write(ops::rope(p.k, step.positions, inv_freq, rope), p.v, step.slots,
+                        step.cache.k(layer, step.part), step.cache.v(layer, step.part));
   }
   AttentionParams params;
   params.scale = c.attn_scale;
@@ -73,11 +73,11 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   Tensor o;
   {
     profile::Scope scope("attention", q, step.block_tables.shape());
-    o = ops::paged_attention(q, step.cache.k(layer), step.cache.v(layer), step.seq_info, step.block_tables,
-                             params);  // [N, Hq, D]
+    o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part), step.seq_info,
+                             step.block_tables, params);  // [N, Hq, D]
   }
   profile::Scope scope("attn_output", o, w.attn_output.shape());
-  return linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output);
+  return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output));
 }
 
 // Whether the MLP can run as one stacked gate/up projection followed by swiglu_qmatmul.
@@ -93,6 +93,11 @@ bool fused_norm_qkv(const StepContext& step, const LayerWeights& w) {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Tensor y = ops::qmatmul(x, w);
   return bias.defined() ? ops::add(y, bias) : y;
+}
+
+Tensor reduce_partial(const StepContext& step, const Tensor& partial) {
+  if (step.comm) step.comm->all_reduce_sum(step.rank, partial);
+  return partial;
 }
 
 Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w) {
@@ -112,7 +117,7 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
       gu = linear(h, w.ffn_up);
     }
     profile::Scope scope("swiglu+down", gu, w.ffn_down.shape());
-    return ops::swiglu_qmatmul(gu, w.ffn_down);
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down));
   }
   profile::Scope scope("mlp", h, w.ffn_down.shape());
   Tensor gate, up;
@@ -126,7 +131,7 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
     up = gu.narrow(1, i, i).contiguous();
   }
   const Tensor act = c.activation == Activation::Silu ? ops::swiglu(gate, up) : ops::mul(ops::gelu(gate, true), up);
-  return linear(act, w.ffn_down);
+  return reduce_partial(step, linear(act, w.ffn_down));
 }
 
 Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
@@ -150,7 +155,8 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
     a = attention_block(step, w, layer, h);
   }
   // MLP: with stacked gate/up weights and SiLU, the residual add and norm run inside the gate/up projection and
-  // the activation and the second residual add inside the down projection.
+  // the activation and the second residual add inside the down projection (under a tensor split the down
+  // projection's partial sums are all-reduced first, so the residual is added after the reduction).
   if (fused_swiglu(step, w)) {
     Tensor x1, gu;
     {
@@ -158,6 +164,7 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
       std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
     }
     profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
+    if (step.comm) return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down)));
     return ops::swiglu_qmatmul(gu, w.ffn_down, x1);
   }
   Tensor x1, h2;

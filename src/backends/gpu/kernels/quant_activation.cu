@@ -10,7 +10,8 @@
 // rms_norm numerics (f32 squares summed in double, the mean rounded to f32, 1 / sqrtf, x * rstd * w), so the
 // levels are the ones the CPU's rms_norm + qmatmul would form. Every pass also issues the L2 prefetch of the
 // weights the following matvec reads (Prefetch): the DRAM queue fills while this short pass and the launch
-// boundary run.
+// boundary run. A quantizing pass also zeroes MMQ's split-K counters in the scratch (QActs::zeroed), so the MMQ
+// launch after it needs no memset.
 #include <algorithm>
 
 #include "backends/gpu/kernels/common.cuh"
@@ -31,6 +32,8 @@ struct QOut {
   int8_t* q;
   float* d;
   int32_t* s;
+  int32_t* zeroed;   // n_zeroed ints the pass sets to 0 (QActs::zeroed), or null
+  int64_t n_zeroed;
 };
 
 // The threads of the grid ask for [p, p + bytes) in L2 (the 16-byte aligned interior), kPrefetchChunk bytes per
@@ -48,11 +51,15 @@ __device__ __forceinline__ void prefetch_weights(const Prefetch& pf) {
 }
 
 // The start of every activation pass: the L2 prefetch of the next launch's weights (they never depend on earlier
-// launches), then let the next launch start early and wait for the producer of x (launch_decode_kernel).
-__device__ __forceinline__ void prefetch_then_wait(const Prefetch& pf) {
+// launches), then let the next launch start early and wait for the producer of x (launch_decode_kernel); then
+// the zeroing of o's counters (after the wait: earlier launches may still use that memory), by the grid's first
+// n_zeroed threads (the grid covers them).
+__device__ __forceinline__ void prefetch_then_wait(const Prefetch& pf, const QOut& o) {
   prefetch_weights(pf);
   grid_dependency_trigger();
   grid_dependency_wait();
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < o.n_zeroed) o.zeroed[i] = 0;
 }
 
 // Quantizes the 8 values v of flat elements [e, e + 8) (e a multiple of 8; rows contiguous, so element e lies
@@ -139,7 +146,7 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + 
 template <bool kQ8K>
 __global__ void __launch_bounds__(kThreads)
     quantize_activations_kernel(const float* __restrict__ x, int64_t total8, QOut o, Prefetch pf) {
-  prefetch_then_wait(pf);
+  prefetch_then_wait(pf, o);
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   const bool active = i < total8;  // inactive threads still take part in the shuffles
   const int64_t e = active ? 8 * i : 0;
@@ -154,7 +161,7 @@ template <bool kQ8K, bool kQuant>
 __global__ void __launch_bounds__(kThreads)
     swiglu_activations_kernel(const float* __restrict__ gate_up, int64_t inner, int64_t total8, QOut o,
                               float* __restrict__ out, Prefetch pf) {
-  prefetch_then_wait(pf);
+  prefetch_then_wait(pf, o);
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   const bool active = i < total8;
   const int64_t e = active ? 8 * i : 0;
@@ -184,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
                             float* __restrict__ sum_out, QOut o, float* __restrict__ out, Prefetch pf) {
   constexpr int W = RBEE_DEVICE_WARP_SIZE;
   __shared__ double partial[kThreads / W];
-  prefetch_then_wait(pf);
+  prefetch_then_wait(pf, o);
   const int64_t row = blockIdx.x;
   if (row >= rows) return;  // a prefetch-only block (uniform over the block)
   const float* xr = x + row * k;
@@ -238,16 +245,22 @@ __global__ void __launch_bounds__(kThreads)
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Scratch for m x k quantized activations (levels, scales, sums), allocated from the device's cache.
-QActs alloc_acts(GpuDevice& device, int64_t m, int64_t k, Tensor& scratch, QOut& o) {
+// Scratch for m x k quantized activations (levels, scales, sums) and `zeroed` counters after them, allocated
+// from the device's cache.
+QActs alloc_acts(GpuDevice& device, int64_t m, int64_t k, int64_t zeroed, Tensor& scratch, QOut& o) {
   const int64_t n = m * k;
   const int64_t q_bytes = align256(n), d_bytes = align256(n / 32 * 4), s_bytes = align256(n / 16 * 4);
-  scratch = Tensor::empty({q_bytes + d_bytes + s_bytes}, DType::U8, device);
+  const int64_t z_bytes = align256(zeroed * 4);
+  scratch = Tensor::empty({q_bytes + d_bytes + s_bytes + z_bytes}, DType::U8, device);
   char* base = static_cast<char*>(scratch.data());
   o.q = reinterpret_cast<int8_t*>(base);
   o.d = reinterpret_cast<float*>(base + q_bytes);
   o.s = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
-  return QActs{o.q, o.d, o.s, k};
+  o.zeroed = zeroed > 0 ? reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + s_bytes) : nullptr;
+  o.n_zeroed = zeroed > 0 ? zeroed : 0;
+  QActs acts{o.q, o.d, o.s, k};
+  acts.zeroed = o.zeroed;
+  return acts;
 }
 
 Prefetch enabled(Prefetch pf) { return l2_prefetch_enabled() ? pf : Prefetch{}; }
@@ -257,46 +270,51 @@ unsigned grid_of(int64_t work, const Prefetch& pf) {
   return (unsigned)(pf.bytes > 0 ? std::max<int64_t>(work, kPrefetchBlocks) : work);
 }
 unsigned blocks_for(int64_t threads, const Prefetch& pf) { return grid_of((threads + kThreads - 1) / kThreads, pf); }
+// At least enough blocks of kThreads for o's counters.
+unsigned cover_zeroed(unsigned blocks, const QOut& o) {
+  return (unsigned)std::max<int64_t>(blocks, (o.n_zeroed + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 
 QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch,
-                           Prefetch pf) {
+                           int64_t zeroed, Prefetch pf) {
   QOut o;
-  const QActs acts = alloc_acts(device, m, k, scratch, o);
+  const QActs acts = alloc_acts(device, m, k, zeroed, scratch, o);
   const int64_t total8 = m * k / 8;
-  if (total8 > 0) {
+  if (total8 > 0 || o.n_zeroed > 0) {
     const Prefetch p = enabled(pf);
     launch_decode_kernel(q8k ? quantize_activations_kernel<true> : quantize_activations_kernel<false>,
-                         dim3(blocks_for(total8, p)), dim3(kThreads), 0, device.stream(), x, total8, o, p);
+                         dim3(cover_zeroed(blocks_for(total8, p), o)), dim3(kThreads), 0, device.stream(), x, total8,
+                         o, p);
   }
   return acts;
 }
 
 QActs quantize_norm_activations(GpuDevice& device, const float* x, const float* residual, const float* weight,
                                 float eps, int64_t m, int64_t k, bool q8k, float* sum_out, Tensor& scratch,
-                                Prefetch pf) {
+                                int64_t zeroed, Prefetch pf) {
   QOut o;
-  const QActs acts = alloc_acts(device, m, k, scratch, o);
-  if (m > 0 && k > 0) {
+  const QActs acts = alloc_acts(device, m, k, zeroed, scratch, o);
+  if ((m > 0 && k > 0) || o.n_zeroed > 0) {
     const Prefetch p = enabled(pf);
     launch_decode_kernel(q8k ? norm_activations_kernel<true, true> : norm_activations_kernel<false, true>,
-                         dim3(grid_of(m, p)), dim3(kThreads), 0, device.stream(), x, residual, weight, eps, m, k,
-                         sum_out, o, (float*)nullptr, p);
+                         dim3(cover_zeroed(grid_of(m, p), o)), dim3(kThreads), 0, device.stream(), x, residual,
+                         weight, eps, m, k, sum_out, o, (float*)nullptr, p);
   }
   return acts;
 }
 
 QActs quantize_swiglu_activations(GpuDevice& device, const float* gate_up, int64_t m, int64_t inner, bool q8k,
-                                  Tensor& scratch, Prefetch pf) {
+                                  Tensor& scratch, int64_t zeroed, Prefetch pf) {
   QOut o;
-  const QActs acts = alloc_acts(device, m, inner, scratch, o);
+  const QActs acts = alloc_acts(device, m, inner, zeroed, scratch, o);
   const int64_t total8 = m * inner / 8;
-  if (total8 > 0) {
+  if (total8 > 0 || o.n_zeroed > 0) {
     const Prefetch p = enabled(pf);
     launch_decode_kernel(q8k ? swiglu_activations_kernel<true, true> : swiglu_activations_kernel<false, true>,
-                         dim3(blocks_for(total8, p)), dim3(kThreads), 0, device.stream(), gate_up, inner, total8, o,
-                         (float*)nullptr, p);
+                         dim3(cover_zeroed(blocks_for(total8, p), o)), dim3(kThreads), 0, device.stream(), gate_up,
+                         inner, total8, o, (float*)nullptr, p);
   }
   return acts;
 }

@@ -10,7 +10,8 @@
 //  - Block types (activations quantized once on the GPU, quant_activation.cu), M < kMmqMinRows (decode): the
 //    matvec kernels (quant_matvec.cuh, dot4), each launch streaming the packed weights once. M >= kMmqMinRows
 //    (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the quantized activations
-//    and the weights decoded into shared memory; no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
+//    and the weights decoded into shared memory, one kernel after the quantizer (which also zeroes MMQ's split-K
+//    counters); no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
 //    (measurements of the crossover; N > M everywhere keeps the matvec).
 //  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
 //    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
@@ -45,19 +46,6 @@ int64_t mmq_min_rows() {
     return env != nullptr && std::atoll(env) > 0 ? (int64_t)std::atoll(env) : quant::kMmqMinRows;
   }();
   return rows;
-}
-
-constexpr int kReduceThreads = 256;
-
-__global__ void __launch_bounds__(kReduceThreads)
-    mmq_reduce_kernel(const float* __restrict__ partial, int splits, int64_t m, int64_t n, float* __restrict__ out,
-                      int64_t ldo) {
-  const int64_t count = m * n;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
-    float s = partial[i];
-    for (int z = 1; z < splits; ++z) s += partial[z * count + i];
-    out[(i / n) * ldo + i % n] = s;
-  }
 }
 
 // x with a 16-byte aligned base (the kernels load it with 16-byte vectors): x itself or an aligned copy.
@@ -97,6 +85,9 @@ quant::Prefetch prefetch_of(const Tensor& w) {
   return quant::Prefetch{w.data(), std::min<int64_t>(w.nbytes(), kPrefetchCap)};
 }
 
+// The split-K counters the activation pass before an m-row block-type product zeroes: MMQ's, or none (matvec).
+int64_t mmq_counters(int64_t m) { return m >= mmq_min_rows() ? quant::kMmqCounters : 0; }
+
 // out [m, N] = acts . w^T (+ residual [m, N]) for block weights w: MMQ from mmq_min_rows() rows, else matvec
 // launches of up to kQuantMatvecMaxRows rows with the residual added in their epilogue. Returns whether the
 // residual was added (MMQ leaves it to the caller).
@@ -106,7 +97,7 @@ bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w,
   const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
   const auto* wp = static_cast<const uint8_t*>(w.data());
   if (m >= mmq_min_rows()) {
-    quant::launch_mmq(device, w.dtype(), {wp, n, k, row_bytes, acts, m, out, n});
+    quant::launch_mmq(device, w.dtype(), {wp, n, k, row_bytes, acts, m, out, n, acts.zeroed});
     return residual == nullptr;
   }
   const bool prefetch = quant::l2_prefetch_enabled();
@@ -175,14 +166,6 @@ void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args) {
 void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args) {
   visit_block_type(type, [&](auto tag) { launch_mmq_typed<decltype(tag)::value>(device, args); });
 }
-void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
-                       int64_t ldo) {
-  const int64_t count = m * n;
-  if (count == 0) return;
-  mmq_reduce_kernel<<<grid_for(count, kReduceThreads), kReduceThreads, 0, device.stream()>>>(partial, splits, m, n,
-                                                                                              out, ldo);
-  RBEE_GPU_CHECK_LAUNCH();
-}
 bool l2_prefetch_enabled() {
   static const bool on = env_flag("RBEE_L2_PREFETCH", false);
   return on;
@@ -212,8 +195,9 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   const Tensor xa = aligned_rows(x, device_);
   if (is_quantized(w.dtype())) {
     Tensor scratch;
-    const quant::QActs acts = quant::quantize_activations(device_, static_cast<const float*>(xa.data()), m, k,
-                                                          dtype_block_size(w.dtype()) == 256, scratch, prefetch_of(w));
+    const quant::QActs acts =
+        quant::quantize_activations(device_, static_cast<const float*>(xa.data()), m, k,
+                                    dtype_block_size(w.dtype()) == 256, scratch, mmq_counters(m), prefetch_of(w));
     run_quantized(device_, acts, w, m, dst, nullptr);
     return;
   }
@@ -239,8 +223,9 @@ void GpuKernels::norm_qmatmul(const Tensor& x, const Tensor& w, const Tensor& no
   float* dst = static_cast<float*>(out.data());
   if (is_quantized(w.dtype())) {
     Tensor scratch;
-    const quant::QActs acts = quant::quantize_norm_activations(
-        device_, xp, res, nw, eps, m, k, dtype_block_size(w.dtype()) == 256, sum, scratch, prefetch_of(w));
+    const quant::QActs acts =
+        quant::quantize_norm_activations(device_, xp, res, nw, eps, m, k, dtype_block_size(w.dtype()) == 256, sum,
+                                         scratch, mmq_counters(m), prefetch_of(w));
     run_quantized(device_, acts, w, m, dst, nullptr);
     return;
   }
@@ -266,7 +251,8 @@ void GpuKernels::swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Te
     Tensor scratch;
     const quant::QActs acts =
         quant::quantize_swiglu_activations(device_, static_cast<const float*>(gate_up.data()), m, inner,
-                                           dtype_block_size(w.dtype()) == 256, scratch, prefetch_of(w));
+                                           dtype_block_size(w.dtype()) == 256, scratch, mmq_counters(m),
+                                           prefetch_of(w));
     added = run_quantized(device_, acts, w, m, dst, res);
   } else {
     Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
