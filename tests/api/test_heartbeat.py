@@ -18,7 +18,8 @@ def test_heartbeats_and_hive_outage():
         assert set(body) == {"worker", "timestamp"}
         wk = body["worker"]
         assert set(wk) == {"id", "model_id", "device", "port", "status", "implementation", "version", "vram_used",
-                           "vram_total"}
+                           "vram_total", "devices"}  # devices: per-device memory (issue 14), one entry per device used
+        assert isinstance(wk["devices"], list) and len(wk["devices"]) >= 1
         assert wk["id"] == "w-test-1" and wk["model_id"] == "hf:HuggingFaceTB/SmolLM2-135M-Instruct:Q4_1"
         assert wk["implementation"] == "rbee" and wk["device"] == "cpu:0"
         assert wk["port"] == int(w.url.rsplit(":", 1)[1])
