@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "rbee/backend/device.h"
@@ -15,10 +16,27 @@ namespace rbee::llm {
 
 namespace {
 
-// RBEE_DECODE_FUSION=0: the unfused ops one by one and no gate/up stacking (comparisons with the fused step).
-bool fused_ops_from_env() {
+// The type of the layers' matmul weights (blk.0.ffn_down.weight), or nothing for a file without that tensor.
+std::optional<DType> layer_weight_type(const TensorLookup& lookup) {
+  const Tensor t = lookup("blk.0.ffn_down.weight");
+  if (!t.defined()) return std::nullopt;
+  return t.dtype();
+}
+
+// The fused decode step where it was measured to win (docs/perf-notes/gpu-llm.md, "Decode step"): every type.
+bool fused_ops_by_default(std::optional<DType> weight_type) {
+  (void)weight_type;
+  return true;
+}
+
+// Whether a step runs the fused decoder ops (StepContext::fused_ops) and stacks gate/up, from the type of the
+// layers' matmul weights. RBEE_DECODE_FUSION=0: the unfused ops one by one and no gate/up stacking; =1: fused for
+// every weight type (both for comparisons); unset: fused_ops_by_default(type).
+bool fused_ops_for(std::optional<DType> weight_type) {
   const char* v = std::getenv("RBEE_DECODE_FUSION");
-  return v == nullptr || std::string_view(v) != "0";
+  if (v != nullptr && std::string_view(v) == "0") return false;
+  if (v != nullptr && std::string_view(v) == "1") return true;
+  return fused_ops_by_default(weight_type);
 }
 
 std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
@@ -42,7 +60,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       tokenizer_(std::move(tokenizer)),
       placement_(placement),
       arch_(architecture(config_.arch)),
-      fused_ops_(fused_ops_from_env()),
+      fused_ops_(fused_ops_for(layer_weight_type(lookup))),
       file_keepalive_(std::move(file_keepalive)) {
   const ModelConfig& c = config_;
   placement_.validate(c);

@@ -94,7 +94,7 @@ class Transformer final : public Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   Placement placement_;
   const Architecture& arch_;
-  bool fused_ops_ = true;  // StepContext::fused_ops (RBEE_DECODE_FUSION=0 turns it off)
+  bool fused_ops_ = true;  // StepContext::fused_ops (by weight type; RBEE_DECODE_FUSION=0 / 1 force it)
   std::vector<Rank> ranks_;
   Tensor rope_freqs_;  // host view (Llama 3.1 GGUF), or undefined
   float rope_ratio_global_ = 0.f, rope_ratio_local_ = 0.f;  // RopeParams::freq_ratio, 0 for scaled tables
