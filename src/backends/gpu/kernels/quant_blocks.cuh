@@ -409,6 +409,28 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
   decode_raw<T>(r, it, o);
 }
 
+// Items 2p and 2p + 1 (p < 4) of a Q4_K / Q5_K block: the two 16-byte halves of qs bytes [32p, 32p + 32), whose
+// elements lie in the same sub-blocks 2p and 2p + 1, so one header load and one scale unpack serve both (the
+// header's registers are shared; decode_raw's header arithmetic on them is the same for both items). Equal to
+// decode_item(blk, 2p, o0) and decode_item(blk, 2p + 1, o1).
+template <DType T, bool kAligned16 = false>
+__device__ __forceinline__ void decode_item_pair(const uint8_t* blk, int p, Item& o0, Item& o1) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "decode_item_pair: Q4_K / Q5_K only");
+  constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
+  auto ld = [](const uint8_t* q) { return kAligned16 ? ld_16B_raw_aligned(q) : ld_16B_raw(q); };
+  RawItem<T> r0, r1;
+  r0.v[0] = ld(blk);  // d, dmin, scales[12]
+  r1.v[0] = r0.v[0];
+  r0.v[1] = ld(blk + qs_at + 32 * p);
+  r1.v[1] = ld(blk + qs_at + 32 * p + 16);
+  if constexpr (T == DType::Q5_K) {
+    r0.v[2] = ld(blk + 16);  // qh[0..15]
+    r1.v[2] = ld(blk + 32);  // qh[16..31]
+  }
+  decode_raw<T>(r0, 2 * p, o0);
+  decode_raw<T>(r1, 2 * p + 1, o1);
+}
+
 // Signed byte k (< 4) of a packed word.
 __device__ __forceinline__ int level_of(uint32_t w, int k) { return (int)(int8_t)(uint8_t)(w >> (8 * k)); }
 

@@ -88,10 +88,13 @@ void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& args);
 //                        7B Q4_0 tg128 from 352 to 208 t/s (docs/perf-notes/gpu-llm.md)
 //   RBEE_MATVEC_R=1      single-row matvec: one weight row per warp with 4 items per lane in flight
 //                        (default: 2 rows per warp, 2 items each)
+//   RBEE_MATVEC_PAIRS=1  Q4_K / Q5_K matvecs (M <= 4): a lane decodes items 2p and 2p + 1 of a block together
+//                        (one header load and scale unpack for both; 32-byte qs pieces per lane); not yet measured
 //   RBEE_PDL=1           decode-step kernels (activation passes, matvecs, rope + cache write) as programmatic
 //                        dependent launches: each may start while the kernel before it finishes (sm_90)
 bool l2_prefetch_enabled();
 int matvec_rows_m1();
+bool matvec_pairs();
 bool pdl_enabled();
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -86,10 +86,16 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, int64_t row0, in
   if (end > begin) prefetch_l2(reinterpret_cast<const void*>(begin), (uint32_t)(end - begin));
 }
 
-template <DType T, int M, int R, int U, bool kAligned16>
+// kPairs (Q4_K / Q5_K, U even): a lane takes items two by two, 2p and 2p + 1 of one block, decoded together
+// (decode_item_pair: one header load and scale unpack for both); lanes then cover 32-byte qs pieces instead of
+// 16-byte ones. Items of a lane's batch: it0 + (u / G) * W * G + u % G, G = 2 with pairs, else 1 (it0 = G * lane
+// + j * W * U), so each item of a row is still taken exactly once.
+template <DType T, int M, int R, int U, bool kAligned16, bool kPairs = false>
 __global__ void __launch_bounds__(kMatvecThreads) quant_matvec_kernel(QmvArgs a) {
   using B = BlockTraits<T>;
   constexpr int W = RBEE_DEVICE_WARP_SIZE;
+  static_assert(!kPairs || ((T == DType::Q4_K || T == DType::Q5_K) && U % 2 == 0), "pairs: Q4_K / Q5_K, U even");
+  constexpr int G = kPairs ? 2 : 1;
   const int lane = threadIdx.x % W;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / W;
   // Warps past the last row run on clamped rows and store nothing (no early return: the butterfly's shuffles and
@@ -114,21 +120,25 @@ __global__ void __launch_bounds__(kMatvecThreads) quant_matvec_kernel(QmvArgs a)
     for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
   }
 
-  const int items = (int)k32;
-  for (int it0 = lane; it0 < items; it0 += W * U) {
-    // Decode the batch first (items past the end repeat the last one: their loads stay in bounds and branch-free;
-    // they are not accumulated).
+  const int items = (int)k32;  // a multiple of G (K-quant rows hold 8 items per block)
+  for (int it0 = G * lane; it0 < items; it0 += W * U) {
+    // Decode the batch first (items past the end repeat the last group: their loads stay in bounds and
+    // branch-free; they are not accumulated).
     Item wi[U][R];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int it = min(it0 + u * W, items - 1);
+    for (int u = 0; u < U; u += G) {
+      const int it = min(it0 + (u / G) * W * G, items - G);
       const int blk = it / B::kItems, part = it % B::kItems;
 #pragma unroll
-      for (int r = 0; r < R; ++r) decode_item<T, kAligned16>(rows[r] + (int64_t)blk * B::kTS, part, wi[u][r]);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* block = rows[r] + (int64_t)blk * B::kTS;
+        if constexpr (kPairs) decode_item_pair<T, kAligned16>(block, part >> 1, wi[u][r], wi[u + 1][r]);
+        else decode_item<T, kAligned16>(block, part, wi[u][r]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int it = it0 + u * W;
+      const int it = it0 + (u / G) * W * G + u % G;
       if (it >= items) break;
       const int blk = it / B::kItems;
       const int64_t e0 = (int64_t)blk * B::kQK + wi[u][0].e[0], e1 = (int64_t)blk * B::kQK + wi[u][0].e[1];
@@ -182,7 +192,13 @@ void launch_quant_matvec_shape(GpuDevice& device, const QmvArgs& a) {
   const int64_t blocks = (warps + warps_per_block - 1) / warps_per_block;
   auto* kernel = quant_matvec_kernel<T, M, R, U, false>;
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    if (rows_aligned16<T>(a)) kernel = quant_matvec_kernel<T, M, R, U, true>;
+    const bool aligned = rows_aligned16<T>(a);
+    if (aligned) kernel = quant_matvec_kernel<T, M, R, U, true>;
+    if constexpr (U % 2 == 0) {
+      if (matvec_pairs()) {
+        kernel = aligned ? quant_matvec_kernel<T, M, R, U, true, true> : quant_matvec_kernel<T, M, R, U, false, true>;
+      }
+    }
   }
   launch_decode_kernel(kernel, dim3((unsigned)blocks), dim3(kMatvecThreads), 0, device.stream(), a);
 }

@@ -174,6 +174,10 @@ bool pdl_enabled() {
   static const bool on = env_flag("RBEE_PDL", false);
   return on;
 }
+bool matvec_pairs() {
+  static const bool on = env_flag("RBEE_MATVEC_PAIRS", false);
+  return on;
+}
 int matvec_rows_m1() {
   static const int rows = [] {
     const char* v = std::getenv("RBEE_MATVEC_R");
