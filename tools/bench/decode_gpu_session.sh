@@ -65,7 +65,7 @@ grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summa
 if command -v compute-sanitizer >/dev/null; then
   timeout "${RBEE_MEMCHECK_TIMEOUT:-40}" compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$pack/tests/rbee_conformance" --gtest_brief=1 \
-    --gtest_filter="${RBEE_MEMCHECK_FILTER:-Fused/*cuda*}" > "$out/memcheck.log" 2>&1
+    --gtest_filter="${RBEE_MEMCHECK_FILTER:-Fused/*cuda_q4_k*:Fused/*cuda_q4_0*:Fused/*cuda_q8_0*:Fused/*cuda_f16*:Fused/RopeKv*cuda*}" > "$out/memcheck.log" 2>&1
   note "memcheck (exit $?): $(gtest_result "$out/memcheck.log") $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
 fi
 RBEE_MATVEC_PAIRS=1 timeout 60 "$pack/tests/rbee_conformance" --gtest_brief=1 \
