@@ -26,6 +26,8 @@
 #include "model_options.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/profile.h"
+#include "rbee/ops.h"
 #include "rbee/core/thread_pool.h"
 #include "rbee/llm/generate.h"
 
@@ -109,6 +111,21 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
   for (double v : ts) var += (v - r.mean_ts) * (v - r.mean_ts);
   r.std_ts = ts.size() > 1 ? std::sqrt(var / (double)(ts.size() - 1)) : 0.0;
   return r;
+}
+
+// RBEE_OP_PROFILE=1: the per-op table of every forward pass run (warm-ups included), after a "null" row: the
+// same synchronized timing around a one-element fill, i.e. what each row's calls pay for launch and
+// synchronization beyond their kernels.
+void print_profile(Device& device, const std::vector<BenchResult>& results, int repetitions) {
+  Tensor t = Tensor::empty({1}, DType::F32, device);
+  for (int i = 0; i < 200; ++i) {
+    profile::Scope scope("null", t);
+    ops::const_set(t, 0.0);
+  }
+  int64_t passes = 0;
+  for (const auto& r : results) passes += (int64_t)(repetitions + 1) * (r.n_prompt > 0 ? 1 : r.n_gen);
+  std::printf("op profile (RBEE_OP_PROFILE=1): %lld forward passes, each op synchronized before and after\n%s",
+              (long long)passes, profile::report().c_str());
 }
 
 // --batch: one model, a KV cache per batch size (the loaded one is kept minimal).
@@ -278,6 +295,7 @@ int run_bench(const BenchOptions& opt) {
   }
   std::printf("decode graphs: %s (%llu decode steps replayed from a graph)\n", model.decode_graphs() ? "on" : "off",
               (unsigned long long)model.decode_graph_replays());
+  if (profile::enabled()) print_profile(model.device(), results, opt.repetitions);
   return 0;
 }
 }  // namespace
