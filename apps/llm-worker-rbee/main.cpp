@@ -27,6 +27,7 @@
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/llm/routes.h"
+#include "server/llm/serving_metrics.h"
 #include "server/util.h"
 #include "server/worker_base.h"
 #include "server/worker_options.h"
@@ -44,6 +45,9 @@ struct Options {
   std::string chat_template_file;  // replaces the model's chat template
   std::string pooling = "auto";    // /v1/embeddings
   bool matryoshka = false;
+  bool no_prefix_cache = false;
+  std::string spec_method = "off", draft;  // speculative decoding
+  int spec_tokens = 4, spec_ngram_min = 2, spec_ngram_max = 4;
 };
 
 using namespace rbee;
@@ -61,7 +65,7 @@ int run(const Options& opt) {
 
   HttpOptions http_opt = worker_http_options(opt.w, opt.parallel + opt.queue_size + 16);
   // The chat page is static HTML holding no secret: it loads without the token, asks for it and sends it as a header.
-  http_opt.public_paths = {"/health", "/"};
+  http_opt.public_paths.push_back("/");
   HttpServer http(http_opt, metrics);
 
   llm_api::LlmWorkerContext ctx(lifecycle, metrics, device_stats);
@@ -80,27 +84,29 @@ int run(const Options& opt) {
   llm_api::add_openai_routes(http, ctx);
   llm_api::add_tokenize_routes(http, ctx);
   llm_api::add_page_route(http, rbee::worker::kChatPage);
-  metrics.describe_gauge("rbee_queue_depth", "Jobs waiting for a slot.");
-  metrics.describe_gauge("rbee_running_sequences", "Jobs in the running batch.");
-  metrics.describe_gauge("rbee_parallel_slots", "Running jobs at most (--parallel).");
-  metrics.describe_gauge("rbee_kv_cache_blocks_free", "Free KV cache blocks.");
-  metrics.describe_gauge("rbee_kv_cache_blocks_total", "KV cache blocks in total.");
-  metrics.add_collector([&ctx](Metrics& m) {
-    m.set("rbee_parallel_slots", ctx.parallel);
-    if (llm_api::LlmService* s = ctx.service.load()) {
-      const auto st = s->scheduler().stats();
-      m.set("rbee_queue_depth", st.queued);
-      m.set("rbee_running_sequences", st.running);
-      m.set("rbee_kv_cache_blocks_free", st.free_blocks);
-      m.set("rbee_kv_cache_blocks_total", st.total_blocks);
+  // Queue, slots, KV cache and prefix cache for routers: rbee's names and vLLM's (server/llm/serving_metrics.h).
+  llm_api::ServingMetrics serving_metrics(metrics);
+  auto figures = [&ctx] {
+    llm_api::LlmService* s = ctx.service.load();
+    if (!s) {
+      llm_api::ServingFigures idle;
+      idle.parallel = ctx.parallel;
+      return idle;
     }
+    return llm_api::serving_figures(s->scheduler().stats(), ctx.parallel);
+  };
+  metrics.add_collector([&ctx, &serving_metrics, figures](Metrics&) {
+    if (ctx.service.load()) serving_metrics.update(figures());
+    else serving_metrics.update_idle(ctx.parallel);
   });
 
   WorkerFrontEnd front(http, ctx.identity, device_stats);
-  front.start(opt.w, !http_opt.api_token.empty(), [&ctx] { return llm_api::worker_status(ctx); });
+  front.start(opt.w, !http_opt.api_token.empty(), [&ctx] { return llm_api::worker_status(ctx); },
+              [figures] { return llm_api::serving_json(figures()); });
 
-  std::unique_ptr<llm::Model> model;
-  std::unique_ptr<llm::KvCache> cache;
+  std::unique_ptr<llm::Model> model, draft_model;
+  std::unique_ptr<llm::KvCache> cache, draft_cache;
+  std::unique_ptr<llm::DraftModel> drafter;
   try {
     llm::LoadOptions load;
     load.device = &device;
@@ -113,6 +119,19 @@ int run(const Options& opt) {
     log::info("event=model_loaded model=\"{}\" {} kv_positions={} kv_mib={:.1f} weights_mib={:.1f}", opt.w.model,
               cfg.summary(), opt.ctx_size, (double)cache->bytes() / (1 << 20),
               (double)model->weight_bytes() / (1 << 20));
+    if (!opt.draft.empty()) {
+      // The draft model: same device, same tokenizer (checked), a KV cache of as many positions as the model's.
+      llm::LoadOptions dload;
+      dload.device = &device;
+      draft_model = llm::Model::load(opt.draft, dload);
+      llm::check_same_tokenizer(model->tokenizer(), draft_model->tokenizer());
+      draft_cache = std::make_unique<llm::KvCache>(device, draft_model->config(), (opt.ctx_size + block - 1) / block,
+                                                   block, kv);
+      drafter = std::make_unique<llm::DraftModel>(*draft_model, *draft_cache, !opt.no_prefix_cache);
+      log::info("event=draft_loaded model=\"{}\" {} kv_mib={:.1f} weights_mib={:.1f}", opt.draft,
+                draft_model->config().summary(), (double)draft_cache->bytes() / (1 << 20),
+                (double)draft_model->weight_bytes() / (1 << 20));
+    }
   } catch (const std::exception& e) {
     log::error("event=load_failed model=\"{}\" error=\"{}\"", opt.w.model, e.what());
     lifecycle.set_failed(e.what());
@@ -127,6 +146,15 @@ int run(const Options& opt) {
   sched_opt.max_queue = opt.queue_size;
   sched_opt.prefill_budget = opt.prefill_chunk;
   sched_opt.max_job_positions = per_job;
+  sched_opt.prefix_cache = !opt.no_prefix_cache;
+  using Method = llm::SpeculativeOptions::Method;
+  sched_opt.speculative.method = opt.spec_method == "prompt-lookup" ? Method::PromptLookup
+                                 : opt.spec_method == "draft"       ? Method::DraftModel
+                                                                    : Method::Off;
+  sched_opt.speculative.tokens = opt.spec_tokens;
+  sched_opt.speculative.ngram_min = opt.spec_ngram_min;
+  sched_opt.speculative.ngram_max = opt.spec_ngram_max;
+  sched_opt.draft = drafter.get();
   llm::Scheduler scheduler(*model, *cache, sched_opt);
   llm_api::ServiceOptions svc_opt;
   svc_opt.model_name = ctx.model_name;
@@ -163,8 +191,10 @@ int run(const Options& opt) {
   ctx.ctx_size = per_job;
   ctx.service = &service;
   lifecycle.set_ready();
-  log::info("event=ready parallel={} queue={} prefill_chunk={} ctx_per_job={}", opt.parallel, opt.queue_size,
-            opt.prefill_chunk, per_job);
+  log::info("event=ready parallel={} queue={} prefill_chunk={} ctx_per_job={} prefix_cache={} speculative={} "
+            "spec_tokens={}",
+            opt.parallel, opt.queue_size, opt.prefill_chunk, per_job, sched_opt.prefix_cache ? "on" : "off",
+            llm::speculative_method_name(sched_opt.speculative.method), opt.spec_tokens);
 
   lifecycle.wait_for_shutdown();
   lifecycle.set_draining();
@@ -216,9 +246,43 @@ int main(int argc, char** argv) {
                  "mean, last or cls")
       ->check(CLI::IsMember({"auto", "mean", "last", "cls"}))
       ->capture_default_str();
+  app.add_flag("--no-prefix-cache", opt.no_prefix_cache,
+               "Turn automatic prefix caching off (by default full KV blocks of a prompt are cached by the hash of "
+               "their token prefix and reused by later requests that start with the same tokens)");
+  app.add_option("--spec", opt.spec_method,
+                 "Speculative decoding: off, prompt-lookup (drafts from n-grams of the prompt and output: no second "
+                 "model) or draft (a draft model, --draft); greedy output is unchanged")
+      ->check(CLI::IsMember({"off", "prompt-lookup", "draft"}))
+      ->capture_default_str();
+  app.add_option("--draft", opt.draft,
+                 "Draft model for speculative decoding (a .gguf file or safetensors folder with the model's tokenizer); "
+                 "implies --spec draft");
+  app.add_option("--spec-tokens", opt.spec_tokens, "Draft tokens verified per decode step at most")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  app.add_option("--spec-ngram-min", opt.spec_ngram_min, "Prompt lookup: shortest n-gram matched")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--spec-ngram-max", opt.spec_ngram_max, "Prompt lookup: longest n-gram matched (tried first)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_flag("--matryoshka", opt.matryoshka,
                "The model's embeddings may be cut to fewer dimensions (\"dimensions\" in /v1/embeddings)");
   CLI11_PARSE(app, argc, argv);
+  if (!opt.draft.empty() && opt.spec_method == "off") opt.spec_method = "draft";
+  if (opt.spec_method == "draft" && opt.draft.empty()) {
+    std::fprintf(stderr, "llm-worker-rbee: --spec draft needs --draft MODEL\n");
+    return 2;
+  }
+  if (opt.spec_method != "draft" && !opt.draft.empty()) {
+    std::fprintf(stderr, "llm-worker-rbee: --draft contradicts --spec %s\n", opt.spec_method.c_str());
+    return 2;
+  }
+  if (opt.spec_ngram_min > opt.spec_ngram_max) {
+    std::fprintf(stderr, "llm-worker-rbee: --spec-ngram-min (%d) exceeds --spec-ngram-max (%d)\n", opt.spec_ngram_min,
+                 opt.spec_ngram_max);
+    return 2;
+  }
   if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.w.backend, "llm-worker-rbee")) {
     return 2;
   }

@@ -1,0 +1,200 @@
+"""What routers read (issue 15): /metrics parses with a strict Prometheus text-format parser and carries rbee's names
+and the vLLM names the Gateway API Inference Extension's endpoint picker scrapes; under load the queue depth rises
+past --parallel and the KV-cache usage follows the running sequences exactly (blocks are reserved at admission);
+the heartbeat carries the same figures; /v1/models answers only once the model is ready."""
+import time
+
+import pytest
+import requests
+
+import prom_text
+from conftest import Worker
+from worker_process import Hive, wait
+
+ROUTER_FAMILIES = {
+    "rbee_queue_depth": "gauge", "rbee_running_sequences": "gauge", "rbee_parallel_slots": "gauge",
+    "rbee_kv_cache_usage_ratio": "gauge", "rbee_kv_cache_blocks_free": "gauge", "rbee_kv_cache_blocks_total": "gauge",
+    "rbee_prefix_cache_hit_ratio": "gauge", "rbee_prefix_cache_blocks": "gauge",
+    "rbee_prefix_cache_queried_tokens_total": "counter", "rbee_prefix_cache_hit_tokens_total": "counter",
+    "rbee_spec_drafted_tokens_total": "counter", "rbee_spec_accepted_tokens_total": "counter",
+    "vllm:num_requests_waiting": "gauge", "vllm:num_requests_running": "gauge",
+    "vllm:gpu_cache_usage_perc": "gauge", "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prefix_cache_queries_total": "counter", "vllm:prefix_cache_hits_total": "counter",
+    "vllm:cache_config_info": "gauge", "vllm:lora_requests_info": "gauge",
+}
+
+
+def scrape(w):
+    r = w.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    fams = prom_text.parse(r.text)
+    try:  # a second, independent parser when the venv has it (tools/requirements-test.txt)
+        from prometheus_client.parser import text_string_to_metric_families
+        names = {f.name for f in text_string_to_metric_families(r.text)}
+        assert "vllm:num_requests_waiting" in names
+    except ImportError:
+        pass
+    return fams
+
+
+def figures(fams):
+    v = lambda n: prom_text.value(fams, n)  # noqa: E731
+    return {"waiting": v("vllm:num_requests_waiting"), "running": v("vllm:num_requests_running"),
+            "usage": v("vllm:gpu_cache_usage_perc"), "usage2": v("vllm:kv_cache_usage_perc"),
+            "queue": v("rbee_queue_depth"), "seqs": v("rbee_running_sequences"), "ratio": v("rbee_kv_cache_usage_ratio"),
+            "free": v("rbee_kv_cache_blocks_free"), "total": v("rbee_kv_cache_blocks_total")}
+
+
+def test_parser_rejects_what_scrapers_reject():
+    good = ("# HELP a_total Things.\n# TYPE a_total counter\na_total 3\n# TYPE h histogram\n"
+            'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3.5\nh_count 2\n# TYPE g gauge\ng{x="a\\"b\\\\c\\n"} -Inf\n')
+    fams = prom_text.parse(good)
+    assert fams["g"].samples[0][1] == {"x": 'a"b\\c\n'}
+    bad = [
+        "a 1",                                                             # no final newline
+        "# TYPE a gauge\na 1\na 2\n",                                      # duplicate series
+        "a 1\n# TYPE a gauge\n",                                           # TYPE after samples
+        "# TYPE a gauge\na 1\n# TYPE b gauge\nb 1\na{x=\"1\"} 2\n",        # a's lines not together
+        "# TYPE a counter\na -1\n",                                        # negative counter
+        '# TYPE a gauge\na{x="\\t"} 1\n',                                  # bad escape
+        '# TYPE a gauge\na{x="1",x="2"} 1\n',                              # duplicate label
+        "# TYPE 1a gauge\n",                                               # bad name
+        '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n',  # not cumulative
+        '# TYPE h histogram\nh_bucket{le="1"} 1\nh_sum 1\nh_count 1\n',   # no +Inf
+        "# TYPE a gauge\na 1 x\n",                                         # bad timestamp
+        "# TYPE a gauge\na one\n",                                         # bad value
+    ]
+    for text in bad:
+        with pytest.raises(prom_text.FormatError):
+            prom_text.parse(text)
+
+
+def test_metrics_parse_strictly_and_carry_the_router_names(worker):
+    assert requests.get(worker.url + "/metrics", timeout=5).status_code == 401, "without --public-probes"
+    fams = scrape(worker)
+    for name, kind in ROUTER_FAMILIES.items():
+        assert name in fams, f"/metrics lacks {name}"
+        assert fams[name].type == kind, f"{name} is a {fams[name].type}, expected {kind}"
+    f = figures(fams)
+    assert f["usage"] == f["usage2"] == f["ratio"]
+    assert 0.0 <= f["usage"] <= 1.0
+    assert f["free"] <= f["total"] and f["total"] == 8192 // 16
+    info = [l for s, l, v in fams["vllm:cache_config_info"].samples]
+    assert info == [{"block_size": "16", "num_gpu_blocks": "512"}]
+    # The endpoint picker ignores a LoRA series whose adapter lists are both empty (rbee serves no adapters).
+    lora = fams["vllm:lora_requests_info"].samples[0][1]
+    assert lora == {"max_lora": "0", "running_lora_adapters": "", "waiting_lora_adapters": ""}
+    # Every family of the worker parses, histograms included.
+    assert fams["rbee_time_to_first_token_seconds"].type == "histogram"
+
+
+def job(w, i, max_tokens=2000):
+    # Distinct first blocks: no two jobs share a cached prefix, so each holds its own reservation.
+    prompt = [1000 + 97 * i + k for k in range(40)]
+    r = w.post("/v1/jobs", {"operation": "infer", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                            "ignore_eos": True})
+    assert r.status_code == 200, r.text
+    return r.json()["job_id"]
+
+
+def test_metrics_and_heartbeat_follow_queue_and_running_sequences():
+    hive = Hive()
+    w = Worker("--parallel", "2", "--ctx-size", "8192", "--queue-size", "16", "--hive-url",
+               f"http://127.0.0.1:{hive.port}", "--heartbeat-interval", "0.2")
+    try:
+        f = figures(scrape(w))
+        assert (f["waiting"], f["running"], f["usage"]) == (0, 0, 0)
+        total = f["total"]
+        per_job = -(-(40 + 2000) // 16)  # blocks reserved at admission: prompt + max_tokens
+        ids = [job(w, i) for i in range(6)]
+        assert wait(lambda: figures(scrape(w))["running"] == 2, 30)
+        f = figures(scrape(w))
+        assert f["waiting"] == 4 > 2, f"queue depth did not rise past --parallel: {f}"
+        assert f["queue"] == f["waiting"] and f["seqs"] == f["running"]
+        assert f["usage"] == pytest.approx(2 * per_job / total), f
+        assert f["free"] == total - 2 * per_job
+        # The heartbeat carries the same figures.
+        assert wait(lambda: any(b[2]["worker"].get("load", {}).get("queued") == 4 for b in hive.beats), 10)
+        load = [b[2]["worker"]["load"] for b in hive.beats if b[2]["worker"].get("load", {}).get("queued") == 4][-1]
+        assert load["running"] == 2 and load["parallel"] == 2
+        assert load["kv_cache_usage"] == pytest.approx(2 * per_job / total)
+        assert w.get("/info").json()["load"]["queued"] == 4
+
+        # Cancel the queued ones: the queue drains, the running pair keeps its blocks.
+        for jid in ids[2:]:
+            assert w.delete(f"/v1/jobs/{jid}").status_code == 200
+        assert wait(lambda: figures(scrape(w))["waiting"] == 0, 10)
+        f = figures(scrape(w))
+        assert f["running"] == 2 and f["usage"] == pytest.approx(2 * per_job / total)
+        # One running job ends: usage halves (its published blocks are parked, which counts as free).
+        assert w.delete(f"/v1/jobs/{ids[0]}").status_code == 200
+        assert wait(lambda: figures(scrape(w))["running"] == 1, 10)
+        assert figures(scrape(w))["usage"] == pytest.approx(per_job / total)
+        assert w.delete(f"/v1/jobs/{ids[1]}").status_code == 200
+        assert wait(lambda: figures(scrape(w))["running"] == 0, 10)
+        f = figures(scrape(w))
+        assert (f["waiting"], f["running"], f["usage"], f["free"]) == (0, 0, 0, total)
+    finally:
+        hive.stop()
+        assert w.stop() == 0
+
+
+def test_prefix_cache_hits_show_in_metrics_and_usage(worker):
+    before = prom_text.value(scrape(worker), "vllm:prefix_cache_hits_total")
+    system = "You are the assistant of a library. " * 30
+    cached = []
+    for q in ("Which books are new?", "When do you open?"):
+        r = worker.post("/v1/chat/completions", {"messages": [{"role": "system", "content": system},
+                                                             {"role": "user", "content": q}],
+                                                "max_tokens": 4, "temperature": 0})
+        assert r.status_code == 200, r.text
+        cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+    assert cached[1] >= 160, f"the second chat did not reuse the system prompt: {cached}"
+    fams = scrape(worker)
+    assert prom_text.value(fams, "vllm:prefix_cache_hits_total") - before >= cached[1]
+    assert 0 < prom_text.value(fams, "rbee_prefix_cache_hit_ratio") <= 1
+    assert prom_text.value(fams, "vllm:prefix_cache_hits_total") <= prom_text.value(fams, "vllm:prefix_cache_queries_total")
+
+
+def test_no_prefix_cache_flag_and_public_probes():
+    w = Worker("--no-prefix-cache", "--public-probes")
+    try:
+        # --public-probes: Kubernetes probes and metric scrapers send no token.
+        assert requests.get(w.url + "/ready", timeout=5).status_code == 200
+        assert requests.get(w.url + "/metrics", timeout=5).status_code == 200
+        assert requests.get(w.url + "/v1/models", timeout=5).status_code == 401
+        assert requests.get(w.url + "/info", timeout=5).status_code == 401
+        system = "You are the assistant of a library. " * 30
+        for _ in range(2):
+            r = w.post("/v1/chat/completions", {"messages": [{"role": "system", "content": system},
+                                                            {"role": "user", "content": "Hello"}],
+                                               "max_tokens": 2, "temperature": 0})
+            assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        fams = scrape(w)
+        assert prom_text.value(fams, "vllm:prefix_cache_queries_total") == 0
+        assert prom_text.value(fams, "rbee_prefix_cache_blocks") == 0
+    finally:
+        assert w.stop() == 0
+
+
+def test_models_answers_only_once_ready():
+    w = Worker(wait_ready=False)
+    try:
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            models = requests.get(w.url + "/v1/models", headers=w.headers, timeout=5)
+            ready = requests.get(w.url + "/ready", headers=w.headers, timeout=5)
+            seen.append((models.status_code, ready.status_code))
+            if models.status_code == 200:
+                assert ready.status_code == 200, "/v1/models listed the model before /ready said so"
+                assert models.json()["data"][0]["object"] == "model"
+                break
+            assert models.status_code == 503 and models.json()["error"]["code"] == "loading"
+            assert "Retry-After" in models.headers
+            # /health stays a liveness check: 200 while loading.
+            assert requests.get(w.url + "/health", timeout=5).status_code == 200
+        assert seen[-1][0] == 200
+    finally:
+        assert w.stop() == 0
