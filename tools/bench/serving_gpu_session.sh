@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One GPU session for issue 15 (serving at scale), on a machine where scripts/pack_build.sh's folder was unpacked
+# (it must hold rbee, llm-worker-rbee and the CUDA plug-in) and models/SmolLM2-135M-Instruct.Q4_1.gguf is present:
+#   1. the cost of verifying k drafts against one decode step on a random Llama-2-7B shape (rbee bench --verify),
+#      1 and 16 sequences;
+#   2. speculative decoding's speed-up with prompt lookup on SmolLM2 (real weights, real acceptance) on the GPU,
+#      with the greedy answers compared to plain decoding (the script fails when one differs);
+#   3. TTFT p50 with a shared 1,000-token system prompt and 32 concurrent chats, with and without the prefix
+#      cache, on SmolLM2 and on the random 7B shape (answers compared between the two modes as well).
+#
+#   RBEE_OUT=out tools/bench/serving_gpu_session.sh [PACK_DIR]     (default PACK_DIR .devpack)
+#
+# Python standard library only. Logs and JSON go to $RBEE_OUT; summary.txt collects the tables.
+set -u
+pack=${1:-.devpack}
+out=${RBEE_OUT:-serving_gpu_out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RBEE_BACKEND_PATH="$pack"
+status=0
+note() { echo "== $*" | tee -a "$out/summary.txt"; }
+smol=models/SmolLM2-135M-Instruct.Q4_1.gguf
+big=/tmp/rbee-llama2-7b-q4_0.gguf
+
+note "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+[ -f "$big" ] || "$pack/rbee" random-model --preset llama2-7b --type q4_0 -o "$big" > "$out/random_model.log" 2>&1 ||
+  status=1
+for b in 1 16; do
+  note "verify cost, llama2-7b q4_0 random, $b sequence(s), context 512"
+  "$pack/rbee" bench -m "$big" --backend cuda --verify 1,2,4,8 --verify-batch $b -p 512 -r 20 2>&1 |
+    tee -a "$out/summary.txt" || status=1
+done
+note "speculative decoding, prompt lookup, SmolLM2 on cuda"
+python3 tools/bench/spec_decode.py --worker "$pack/llm-worker-rbee" --model "$smol" --backend cuda --tokens 2,4,8 \
+  --rounds 2 --json-out "$out/spec_smollm2.json" > "$out/spec_smollm2.txt" 2>&1 || status=1
+sed -n '/^| round/,$p' "$out/spec_smollm2.txt" | tee -a "$out/summary.txt"
+for m in "$smol" "$big"; do
+  note "prefix cache TTFT, $(basename "$m") on cuda"
+  python3 tools/bench/prefix_cache_ttft.py --worker "$pack/llm-worker-rbee" --model "$m" --backend cuda \
+    --rounds 2 --json-out "$out/ttft_$(basename "$m" .gguf).json" > "$out/ttft_$(basename "$m" .gguf).txt" 2>&1 ||
+    status=1
+  sed -n '/^| run/,$p' "$out/ttft_$(basename "$m" .gguf).txt" | tee -a "$out/summary.txt"
+done
+exit $status
