@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "llm/tokenizer/tokenizer_impl.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/gguf.h"
 #include "rbee/llm/tokenizer.h"
@@ -24,7 +24,7 @@ namespace {
 using rbee::llm::StreamingDecoder;
 using rbee::llm::TokenId;
 using rbee::llm::Tokenizer;
-namespace utf8 = rbee::llm::utf8;
+namespace utf8 = rbee::text::utf8;
 
 const Tokenizer& smollm2() {
   static const auto tok = Tokenizer::from_hf_json(std::string(RBEE_SOURCE_DIR) + "/tests/data/tokenizers/smollm2/tokenizer.json");
@@ -63,19 +63,19 @@ void stream(const Tokenizer& tok, const std::vector<TokenId>& ids) {
   std::string all, raw;
   for (TokenId id : ids) {
     const std::string piece = dec.push(id);
-    check(utf8::find_invalid(piece) == std::string_view::npos);
+    check(text::utf8::find_invalid(piece) == std::string_view::npos);
     all += piece;
     raw += tok.token_bytes(id);
   }
   all += dec.flush();
-  check(all == utf8::sanitize(raw));
+  check(all == text::utf8::sanitize(raw));
 }
 
 void exercise(const Tokenizer& tok) {
   const std::string sample = "Hello <|im_start|> w\xC3\xB6rld \xF0\x9F\xA6\x99 123";
   const auto ids = tok.encode(sample, true, true);
   const std::string text = tok.decode(ids, false);
-  check(utf8::find_invalid(text) == std::string_view::npos);
+  check(text::utf8::find_invalid(text) == std::string_view::npos);
   stream(tok, ids);
 }
 
@@ -85,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t mode = data[0] % 4;
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
-  const bool valid = utf8::find_invalid(rest) == std::string_view::npos;
+  const bool valid = text::utf8::find_invalid(rest) == std::string_view::npos;
   try {
     switch (mode) {
       case 0:
@@ -113,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           bool in_range = true;
           for (TokenId id : ids) in_range = in_range && id < tok->vocab_size();
           try {
-            check(utf8::find_invalid(tok->decode(ids)) == std::string_view::npos);
+            check(text::utf8::find_invalid(tok->decode(ids)) == std::string_view::npos);
             stream(*tok, ids);
             check(in_range);
           } catch (const rbee::Error&) {

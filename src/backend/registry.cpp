@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "backends/cpu/cpu_backend.h"
 #include "rbee/backend/device.h"
 #include "rbee/backend/plugin_abi.h"
 #include "rbee/core/error.h"
@@ -12,12 +11,7 @@
 
 namespace rbee {
 
-Registry::Registry() { backends_.push_back(cpu::make_cpu_backend()); }
-
-Registry& Registry::global() {
-  static Registry registry;
-  return registry;
-}
+Registry::Registry(std::unique_ptr<Backend> cpu) { backends_.push_back(std::move(cpu)); }
 
 void Registry::add(std::unique_ptr<Backend> backend) {
   RBEE_CHECK(backend != nullptr, "null backend");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "rbee/backend/device.h"
+#include "rbee/core/device.h"
 
 namespace rbee {
 
@@ -236,7 +236,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape_, dtype_, device());
-  device().kernels().copy(*this, out);
+  device().copy_elements(*this, out);
   return out;
 }
 
@@ -264,7 +264,7 @@ Tensor Tensor::to(DType dtype) const {
   RBEE_CHECK(!is_quantized(dtype) && !is_quantized(dtype_),
              "to({}) from {}: use quantize/dequantize for block types", dtype_name(dtype), dtype_name(dtype_));
   Tensor out = empty(shape_, dtype, device());
-  device().kernels().cast(*this, out);
+  device().copy_elements(*this, out);
   return out;
 }
 
@@ -280,7 +280,7 @@ void Tensor::copy_from(const Tensor& src) const {
   RBEE_CHECK(src.shape() == shape_ && src.dtype() == dtype_, "copy_from: {} into {}", src.to_string(), to_string());
   Tensor dst = *this;
   const Tensor local = src.to(device());
-  device().kernels().copy(local, dst);
+  device().copy_elements(local, dst);
 }
 
 std::string Tensor::to_string() const {

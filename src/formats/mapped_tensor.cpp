@@ -1,6 +1,6 @@
 #include "formats/mapped_tensor.h"
 
-#include "rbee/backend/device.h"
+#include "rbee/core/device.h"
 #include "rbee/core/error.h"
 
 namespace rbee::formats {

@@ -99,8 +99,19 @@ TokenId Sampler::draw(std::span<const float> logits, std::span<const TokenId> pr
     const std::vector<uint64_t>& mask = *step.allowed;
     RBEE_CHECK(mask.size() * 64 >= (size_t)n, "sample: the token mask covers {} tokens, the logits {}",
                mask.size() * 64, n);
-    for (int32_t i = 0; i < n; ++i) {
-      if (!((mask[(size_t)i >> 6] >> (i & 63)) & 1)) work_[(size_t)i] = kNegInf;
+    // Word by word: all-allowed words (most of them inside a string) cost one compare, all-refused ones (most of
+    // them between JSON values) one fill.
+    for (int32_t w = 0; w * 64 < n; ++w) {
+      const uint64_t bits = mask[(size_t)w];
+      if (bits == ~0ull) continue;
+      const int32_t end = std::min(n, (w + 1) * 64);
+      if (bits == 0) {
+        std::fill(work_.begin() + w * 64, work_.begin() + end, kNegInf);
+        continue;
+      }
+      for (int32_t i = w * 64; i < end; ++i) {
+        if (!((bits >> (i & 63)) & 1)) work_[(size_t)i] = kNegInf;
+      }
     }
   }
   for (TokenId id : step.banned) {

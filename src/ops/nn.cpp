@@ -1,6 +1,7 @@
 // Front-ends of the neural-network ops: norms, rope (and its frequency tables), attention, swiglu,
 // add_rms_norm. Each checks its arguments, establishes the kernel preconditions of rbee/backend/op_table.def
 // (contiguous rows, a contiguous last axis, resolved rotary_dim) and allocates the output.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 

@@ -25,8 +25,8 @@ void check_supported(std::string_view op, Device& device, OpKind kind, std::init
   std::string names;
   for (DType t : list) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
   RBEE_CHECK(op_dtypes_valid(kind, list), "{}: not defined for dtypes ({})", op, names);
-  RBEE_CHECK_CODE(device.supports(kind, list), ErrorCode::Unsupported, "{}: the {} backend does not support dtypes ({})",
-                  op, device.id(), names);
+  RBEE_CHECK_CODE(device.kernels().supports(kind, list), ErrorCode::Unsupported,
+                  "{}: the {} backend does not support dtypes ({})", op, device.id(), names);
 }
 
 void check_same_dtype(std::string_view op, std::initializer_list<std::pair<std::string_view, const Tensor*>> tensors) {

@@ -8,12 +8,12 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "llm/tokenizer/byte_level.h"
-#include "llm/tokenizer/normalizer.h"
-#include "llm/tokenizer/regex.h"
-#include "llm/tokenizer/utf8.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/safetensors.h"
+#include "rbee/text/byte_level.h"
+#include "rbee/text/regex.h"
+#include "rbee/text/unicode.h"
+#include "rbee/text/utf8.h"
 #include "sd/unicode_lower.h"
 
 namespace rbee::sd {
@@ -26,7 +26,7 @@ struct ClipTokenizer::Impl {
   // CLIP's split pattern on normalized text. transformers' pattern also lists the special tokens first, but its
   // ByteLevel pre-tokenizer (use_regex) splits every piece again with GPT-2's pattern, which cuts such a piece into
   // "<|", the letters and "|>" as this pattern does (other pieces pass it unchanged).
-  llm::Regex pattern{R"('s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
+  text::Regex pattern{R"('s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+)"};
   // Encodes one stretch of text between special tokens: normalize, split, byte-level BPE.
   void encode_segment(std::string_view text, std::vector<int32_t>& ids) const;
   mutable std::mutex cache_mutex;
@@ -48,13 +48,13 @@ bool is_space(uint32_t cp) {
 // every code point (tokenizers' Lowercase; Cyrillic, Greek, ... too). Nothing is dropped and CJK ideographs stay
 // together (the old slow tokenizer dropped control characters and split ideographs apart).
 std::string normalize(std::string_view text) {
-  const std::string nfc = llm::unicode_normalize(text, llm::UnicodeForm::NFC);
+  const std::string nfc = text::unicode_normalize(text, text::UnicodeForm::NFC);
   std::string out;
   out.reserve(nfc.size());
   bool in_space = false;
   for (size_t pos = 0; pos < nfc.size();) {
     uint32_t cp = 0;
-    pos += (size_t)llm::utf8::decode(nfc, pos, &cp);
+    pos += (size_t)text::utf8::decode(nfc, pos, &cp);
     if (is_space(cp)) {
       if (!in_space) out.push_back(' ');
       in_space = true;
@@ -83,7 +83,7 @@ std::vector<int32_t> ClipTokenizer::Impl::bpe(const std::string& piece) const {
     if (it != cache.end()) return it->second;
   }
   std::vector<std::string> word;
-  for (std::string_view ch : llm::utf8::split_chars(piece)) word.emplace_back(ch);
+  for (std::string_view ch : text::utf8::split_chars(piece)) word.emplace_back(ch);
   if (word.empty()) return {};
   word.back() += "</w>";
   while (word.size() > 1) {
@@ -246,12 +246,12 @@ ClipTokenizer ClipTokenizer::from_folder(const std::string& dir) {
 void ClipTokenizer::Impl::encode_segment(std::string_view text, std::vector<int32_t>& ids) const {
   const std::string clean = normalize(text);
   pattern.for_each_match(clean, [&](size_t b, size_t e) {
-    for (int32_t id : bpe(llm::byte_level::encode(clean.substr(b, e - b)))) ids.push_back(id);
+    for (int32_t id : bpe(text::byte_level::encode(clean.substr(b, e - b)))) ids.push_back(id);
   });
 }
 
 std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
-  size_t bad = llm::utf8::find_invalid(text);
+  size_t bad = text::utf8::find_invalid(text);
   RBEE_CHECK(bad == std::string_view::npos, "clip tokenizer: text is not valid UTF-8 at byte {}", bad);
   // The special tokens (<|startoftext|>, <|endoftext|> and the pad token, e.g. OpenCLIP's "!") are added tokens:
   // found in the raw text first, leftmost then longest; the text between them is normalized and BPE-encoded.

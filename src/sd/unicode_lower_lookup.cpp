@@ -1,7 +1,7 @@
 // Lookup over the generated lower-case table (sd/unicode_lower.h).
 #include <algorithm>
 
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "sd/unicode_lower.h"
 
 namespace rbee::sd::unicode_lower {
@@ -13,12 +13,12 @@ void append_lower(std::string& out, uint32_t cp) {
   }
   if (cp == 0x130) {  // the one code point whose lower case is two: "i" + COMBINING DOT ABOVE
     out.push_back('i');
-    llm::utf8::append(out, 0x307);
+    text::utf8::append(out, 0x307);
     return;
   }
   const LowerPair* end = kLower + kLowerCount;
   const LowerPair* it = std::lower_bound(kLower, end, cp, [](const LowerPair& p, uint32_t c) { return p.cp < c; });
-  llm::utf8::append(out, it != end && it->cp == cp ? it->lower : cp);
+  text::utf8::append(out, it != end && it->cp == cp ? it->lower : cp);
 }
 
 }  // namespace rbee::sd::unicode_lower

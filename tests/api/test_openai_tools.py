@@ -1,6 +1,6 @@
 """Tool calling end to end through the openai client, on the tiny Llama model of tests/data with real chat
-templates that carry tools (--chat-template): Qwen2.5's (Hermes <tool_call> blocks), Llama 3.1's (JSON with
-"parameters") and Mistral-Nemo's ([TOOL_CALLS]). The tiny model's weights are random, so what it says is noise:
+templates that carry tools (--chat-template): Qwen2.5's and Hermes 3's (<tool_call> blocks), Llama 3.1's (JSON
+with "parameters") and Mistral-Nemo's ([TOOL_CALLS]). The tiny model's weights are random, so what it says is noise:
 forced choices (required, a named function) are constrained by a grammar and must parse and match the tool's
 schema; "auto" is steered into each family's format by a grammar (rbee's extension field) to check that the
 model's own format is parsed into tool_calls, streamed and not. The default model's template has no tools: 400."""
@@ -123,6 +123,8 @@ def literal(text):
 FAMILIES = [
     ("Qwen-Qwen2.5-7B-Instruct.jinja",
      '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}\n</tool_call>'),
+    ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+     '<tool_call>\n{"arguments": {"city": "Oslo", "unit": "celsius"}, "name": "get_weather"}\n</tool_call>'),
     ("meta-llama-Llama-3.1-8B-Instruct.jinja",
      '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}}'),
     ("mistralai-Mistral-Nemo-Instruct-2407.jinja",
@@ -130,7 +132,7 @@ FAMILIES = [
 ]
 
 
-@pytest.mark.parametrize("template,output", FAMILIES, ids=["qwen2.5", "llama3.1", "mistral-nemo"])
+@pytest.mark.parametrize("template,output", FAMILIES, ids=["qwen2.5", "hermes3", "llama3.1", "mistral-nemo"])
 def test_auto_parses_the_model_format(template, output):
     w = tiny_worker(template)
     try:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -288,6 +289,94 @@ TEST(Grammar, SampledOutputAlwaysParses) {
     ASSERT_NO_THROW(parsed = nlohmann::json::parse(text)) << text;
     EXPECT_TRUE(parsed.is_object()) << text;
   }
+}
+
+TEST(Grammar, CacheSharesAutomataBySource) {
+  std::vector<std::string> vocab = {"</s>", "a", "b", "ab"};
+  const auto tok = std::make_shared<ToyTokenizer>(vocab);
+  ConstraintCache cache(std::make_shared<Vocabulary>(*tok), 2);
+  const auto g1 = Grammar::parse(R"(root ::= "a"+)");
+  const auto g1_again = Grammar::parse(R"(root ::= "a"+)");
+  const auto g2 = Grammar::parse(R"(root ::= "b")");
+  auto a = cache.get(g1)->clone(), b = cache.get(g1_again)->clone(), c = cache.get(g2)->clone();
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(&a->allowed(), &b->allowed()) << "the same source shares one automaton (and its masks)";
+  EXPECT_NE(&a->allowed(), &c->allowed());
+  EXPECT_EQ(a->allowed()[0], 0b0010u) << "only \"a\" may start";
+  a->accept(1);
+  EXPECT_EQ(a->allowed()[0], 0b0011u) << "then \"a\" or the end";
+  EXPECT_EQ(b->allowed()[0], 0b0010u) << "a second matcher on the shared automaton keeps its own state";
+  EXPECT_THROW(b->accept(2), Error) << "and its own refusals";
+  EXPECT_EQ(c->allowed()[0], 0b0100u);
+}
+
+TEST(Grammar, CacheDropsTheLeastRecentlyUsed) {
+  std::vector<std::string> vocab = {"</s>", "a", "b", "c"};
+  const auto tok = std::make_shared<ToyTokenizer>(vocab);
+  const auto v = std::make_shared<Vocabulary>(*tok);
+  const auto ga = Grammar::parse(R"(root ::= "a")"), gb = Grammar::parse(R"(root ::= "b")"),
+             gc = Grammar::parse(R"(root ::= "c")");
+  ConstraintCache cache(v, 2);
+  auto a1 = cache.get(ga)->clone();
+  auto b1 = cache.get(gb)->clone();
+  auto a2 = cache.get(ga)->clone();  // a is now the most recently used: c pushes b out
+  auto c1 = cache.get(gc)->clone();
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(&cache.get(ga)->clone()->allowed(), &a1->allowed()) << "a was kept";
+  auto b2 = cache.get(gb)->clone();
+  EXPECT_NE(&b2->allowed(), &b1->allowed()) << "b was dropped and built again";
+  EXPECT_EQ(b2->allowed()[0], 0b0100u);
+  EXPECT_EQ(b1->allowed()[0], 0b0100u) << "a matcher on a dropped automaton still works";
+  // A byte budget smaller than any automaton keeps only the last one asked for.
+  ConstraintCache tight(v, 8, 1);
+  tight.get(ga);
+  tight.get(gb);
+  EXPECT_EQ(tight.size(), 1u);
+  // A grammar no token can start is refused (and the cache stays usable).
+  EXPECT_THROW(cache.get(Grammar::parse(R"(root ::= "z")")), Error);
+  EXPECT_EQ(cache.get(gc)->clone()->allowed()[0], 0b1000u);
+}
+
+TEST(Grammar, CachedAutomatonServesThreadsAtOnce) {
+  // Four threads walk the same schema through one cached automaton (masks built lazily, concurrently); each
+  // thread's masks must equal those of a private automaton at the same text.
+  std::vector<std::string> vocab = {"</s>"};
+  for (int ch = 32; ch < 127; ++ch) vocab.push_back(std::string(1, (char)ch));
+  for (const char* p : {"\": ", "{\"", "\"}", "true", "false", "12", ", \""}) vocab.push_back(p);
+  const auto tok = std::make_shared<ToyTokenizer>(vocab);
+  const auto v = std::make_shared<Vocabulary>(*tok);
+  const std::string schema =
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "n": {"type": "integer"},
+          "ok": {"type": "boolean"}}, "required": ["name", "n", "ok"], "additionalProperties": false})";
+  ConstraintCache cache(v);
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const auto g = Grammar::parse(json_schema_to_gbnf(oj(schema.c_str())));  // own parse, same source
+      auto shared = cache.get(g)->clone();
+      auto own = make_constraint(g, v)->clone();
+      std::mt19937 rng((unsigned)t);
+      for (int step = 0; step < 80 && !shared->finished(); ++step) {
+        const auto mask = shared->allowed();  // (copy: compared after the other's call)
+        if (mask != own->allowed()) {
+          failures[(size_t)t] = "masks differ at step " + std::to_string(step);
+          return;
+        }
+        std::vector<TokenId> ok;
+        for (TokenId id = 1; id < (TokenId)vocab.size(); ++id) {
+          if ((mask[(size_t)id >> 6] >> (id & 63)) & 1) ok.push_back(id);
+        }
+        if (ok.empty()) break;
+        const TokenId pick = ok[rng() % ok.size()];
+        shared->accept(pick);
+        own->accept(pick);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[(size_t)t], "") << "thread " << t;
+  EXPECT_EQ(cache.size(), 1u);
 }
 
 }  // namespace

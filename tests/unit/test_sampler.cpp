@@ -1,6 +1,7 @@
 // Sampler and stop-sequence matching, checked against hand-computed distributions and a naive reference.
 #include <cmath>
 #include <map>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +114,52 @@ TEST(Sampler, SameSeedSameTokens) {
   std::vector<TokenId> tc;
   for (int i = 0; i < 50; ++i) tc.push_back(c.sample(logits, {}, {}));
   EXPECT_NE(ta, tc);
+}
+
+TEST(Sampler, MaskKeepsExactlyTheAllowedTokens) {
+  // 300 tokens = 4 full mask words and a partial one: an all-allowed word (skipped as a whole), an all-refused
+  // one, random ones, one with a single refused bit, and a last word whose bits past the vocabulary are set.
+  const int32_t n = 300;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<float> logits((size_t)n);
+  for (auto& l : logits) l = normal(rng);
+  std::vector<uint64_t> mask = {~0ull, 0ull, ((uint64_t)rng() << 32) | rng(), ~0ull & ~(1ull << 17), ~0ull};
+  auto allowed = [&](int32_t i) { return ((mask[(size_t)i >> 6] >> (i & 63)) & 1) != 0; };
+  logits[64 + 3] = 50.f;       // refused: must never win
+  logits[3 * 64 + 17] = 49.f;  // refused (the single cleared bit)
+  // Reference: log-softmax over the allowed tokens in double precision, and its argmax.
+  double mx = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) if (allowed(i)) mx = std::max(mx, (double)logits[(size_t)i]);
+  double z = 0;
+  for (int32_t i = 0; i < n; ++i) if (allowed(i)) z += std::exp((double)logits[(size_t)i] - mx);
+  TokenId best = -1;
+  for (int32_t i = 0; i < n; ++i) {
+    if (allowed(i) && (best < 0 || logits[(size_t)i] > logits[(size_t)best])) best = i;
+  }
+  SamplingParams p;
+  p.temperature = 0;
+  TokenLogprob lp;
+  SampleStep st;
+  st.allowed = &mask;
+  st.top_logprobs = 20;
+  st.logprobs = &lp;
+  EXPECT_EQ(Sampler(p).sample(logits, {}, {}, st), best);
+  ASSERT_EQ(lp.top.size(), 20u);
+  for (const auto& [id, logprob] : lp.top) {
+    EXPECT_TRUE(allowed(id)) << "token " << id << " is masked but listed";
+    EXPECT_NEAR(logprob, (double)logits[(size_t)id] - mx - std::log(z), 1e-4) << "token " << id;
+  }
+  p.temperature = 1.5f;
+  p.has_seed = true;
+  p.seed = 9;
+  Sampler s(p);
+  st = {};
+  st.allowed = &mask;
+  for (int i = 0; i < 2000; ++i) {
+    const TokenId t = s.sample(logits, {}, {}, st);
+    ASSERT_TRUE(t >= 0 && t < n && allowed(t)) << "drew masked token " << t;
+  }
 }
 
 TEST(Sampler, ValidationNamesTheField) {

@@ -9,11 +9,11 @@
 
 #include "llm/tokenizer/added_tokens.h"
 #include "llm/tokenizer/bpe.h"
-#include "llm/tokenizer/byte_level.h"
+#include "rbee/text/byte_level.h"
 #include "llm/tokenizer/normalizer.h"
 #include "llm/tokenizer/pre_tokenizer.h"
 #include "llm/tokenizer/spm.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 #include "tokenizer_goldens.h"
 
@@ -23,52 +23,52 @@ namespace {
 using Pieces = std::vector<std::string>;
 
 TEST(TokenizerUtf8, FindsTheFirstInvalidByte) {
-  EXPECT_EQ(utf8::find_invalid("plain ascii"), std::string_view::npos);
-  EXPECT_EQ(utf8::find_invalid("caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE4\xB8\xAD"), std::string_view::npos);
-  EXPECT_EQ(utf8::find_invalid("ab\xFF"), 2u);                  // never a UTF-8 byte
-  EXPECT_EQ(utf8::find_invalid("a\x80"), 1u);                   // lone continuation byte
-  EXPECT_EQ(utf8::find_invalid("a\xC3"), 1u);                   // truncated
-  EXPECT_EQ(utf8::find_invalid("\xC0\xAF"), 0u);                // overlong '/'
-  EXPECT_EQ(utf8::find_invalid("\xE0\x80\xAF"), 0u);            // overlong, 3 bytes
-  EXPECT_EQ(utf8::find_invalid("x\xED\xA0\x80"), 1u);           // surrogate U+D800
-  EXPECT_EQ(utf8::find_invalid("\xF4\x90\x80\x80"), 0u);        // above U+10FFFF
-  EXPECT_EQ(utf8::find_invalid("\xF4\x8F\xBF\xBF"), std::string_view::npos);  // U+10FFFF itself
+  EXPECT_EQ(text::utf8::find_invalid("plain ascii"), std::string_view::npos);
+  EXPECT_EQ(text::utf8::find_invalid("caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE4\xB8\xAD"), std::string_view::npos);
+  EXPECT_EQ(text::utf8::find_invalid("ab\xFF"), 2u);                  // never a UTF-8 byte
+  EXPECT_EQ(text::utf8::find_invalid("a\x80"), 1u);                   // lone continuation byte
+  EXPECT_EQ(text::utf8::find_invalid("a\xC3"), 1u);                   // truncated
+  EXPECT_EQ(text::utf8::find_invalid("\xC0\xAF"), 0u);                // overlong '/'
+  EXPECT_EQ(text::utf8::find_invalid("\xE0\x80\xAF"), 0u);            // overlong, 3 bytes
+  EXPECT_EQ(text::utf8::find_invalid("x\xED\xA0\x80"), 1u);           // surrogate U+D800
+  EXPECT_EQ(text::utf8::find_invalid("\xF4\x90\x80\x80"), 0u);        // above U+10FFFF
+  EXPECT_EQ(text::utf8::find_invalid("\xF4\x8F\xBF\xBF"), std::string_view::npos);  // U+10FFFF itself
 }
 
 TEST(TokenizerUtf8, CompletePrefixHoldsBackOnlyAnUnfinishedCharacter) {
-  EXPECT_EQ(utf8::complete_prefix("abc"), 3u);
-  EXPECT_EQ(utf8::complete_prefix("ab\xF0\x9F"), 2u);
-  EXPECT_EQ(utf8::complete_prefix("ab\xF0\x9F\xA6"), 2u);
-  EXPECT_EQ(utf8::complete_prefix("ab\xF0\x9F\xA6\x99"), 6u);
-  EXPECT_EQ(utf8::complete_prefix("\xE4"), 0u);
-  EXPECT_EQ(utf8::complete_prefix("a\xFF"), 2u);      // invalid: not worth waiting for
-  EXPECT_EQ(utf8::complete_prefix("a\xE0\x80"), 3u);  // E0 80 can never become valid
+  EXPECT_EQ(text::utf8::complete_prefix("abc"), 3u);
+  EXPECT_EQ(text::utf8::complete_prefix("ab\xF0\x9F"), 2u);
+  EXPECT_EQ(text::utf8::complete_prefix("ab\xF0\x9F\xA6"), 2u);
+  EXPECT_EQ(text::utf8::complete_prefix("ab\xF0\x9F\xA6\x99"), 6u);
+  EXPECT_EQ(text::utf8::complete_prefix("\xE4"), 0u);
+  EXPECT_EQ(text::utf8::complete_prefix("a\xFF"), 2u);      // invalid: not worth waiting for
+  EXPECT_EQ(text::utf8::complete_prefix("a\xE0\x80"), 3u);  // E0 80 can never become valid
 }
 
 TEST(TokenizerUtf8, SanitizeReplacesMaximalInvalidSubparts) {
-  EXPECT_EQ(utf8::sanitize("ok"), "ok");
-  EXPECT_EQ(utf8::sanitize("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(utf8::sanitize("\xF0\x9F\xA6"), "\xEF\xBF\xBD");                 // one U+FFFD for a truncated char
-  EXPECT_EQ(utf8::sanitize("\xF0\x9F\xA6" "a"), "\xEF\xBF\xBD" "a");
-  EXPECT_EQ(utf8::sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: 3 bytes, 3 marks
+  EXPECT_EQ(text::utf8::sanitize("ok"), "ok");
+  EXPECT_EQ(text::utf8::sanitize("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(text::utf8::sanitize("\xF0\x9F\xA6"), "\xEF\xBF\xBD");                 // one U+FFFD for a truncated char
+  EXPECT_EQ(text::utf8::sanitize("\xF0\x9F\xA6" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(text::utf8::sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: 3 bytes, 3 marks
 }
 
 TEST(TokenizerByteLevel, IsGpt2sBijection) {
-  EXPECT_EQ(byte_level::byte_to_codepoint(' '), 0x120u);   // "Ġ"
-  EXPECT_EQ(byte_level::byte_to_codepoint('\n'), 0x10Au);  // "Ċ"
-  EXPECT_EQ(byte_level::byte_to_codepoint('A'), 'A');
-  EXPECT_EQ(byte_level::byte_to_codepoint(0xAD), 0x143u);  // soft hyphen: the last remapped byte
+  EXPECT_EQ(text::byte_level::byte_to_codepoint(' '), 0x120u);   // "Ġ"
+  EXPECT_EQ(text::byte_level::byte_to_codepoint('\n'), 0x10Au);  // "Ċ"
+  EXPECT_EQ(text::byte_level::byte_to_codepoint('A'), 'A');
+  EXPECT_EQ(text::byte_level::byte_to_codepoint(0xAD), 0x143u);  // soft hyphen: the last remapped byte
   std::set<uint32_t> seen;
   for (int b = 0; b < 256; ++b) {
-    const uint32_t cp = byte_level::byte_to_codepoint(static_cast<uint8_t>(b));
+    const uint32_t cp = text::byte_level::byte_to_codepoint(static_cast<uint8_t>(b));
     EXPECT_TRUE(seen.insert(cp).second);
-    EXPECT_EQ(byte_level::codepoint_to_byte(cp), b);
+    EXPECT_EQ(text::byte_level::codepoint_to_byte(cp), b);
   }
-  EXPECT_EQ(byte_level::codepoint_to_byte(0x144), -1);
+  EXPECT_EQ(text::byte_level::codepoint_to_byte(0x144), -1);
   std::string all;
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
-  EXPECT_EQ(byte_level::decode(byte_level::encode(all)), all);
-  EXPECT_EQ(byte_level::encode(" the"), "\xC4\xA0the");
+  EXPECT_EQ(text::byte_level::decode(text::byte_level::encode(all)), all);
+  EXPECT_EQ(text::byte_level::encode(" the"), "\xC4\xA0the");
 }
 
 TEST(TokenizerNormalizer, UnicodeFormsMatchPython) {
@@ -82,12 +82,12 @@ TEST(TokenizerNormalizer, UnicodeFormsMatchPython) {
   for (const auto& c : j["cases"]) {
     const std::string text = c["text"];
     for (const auto& [name, form] : forms) {
-      EXPECT_EQ(unicode_normalize(text, form), c[name].get<std::string>()) << name << " of " << test::escaped(text);
+      EXPECT_EQ(text::unicode_normalize(text, form), c[name].get<std::string>()) << name << " of " << test::escaped(text);
     }
   }
-  EXPECT_EQ(unicode_normalize("e\xCC\x81", UnicodeForm::NFC), "\xC3\xA9");         // e + U+0301 -> é
-  EXPECT_EQ(unicode_normalize("\xEA\xB0\x81", UnicodeForm::NFD), "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");  // 각
-  EXPECT_EQ(unicode_normalize("\xEF\xAC\x81", UnicodeForm::NFKC), "fi");           // ﬁ ligature
+  EXPECT_EQ(text::unicode_normalize("e\xCC\x81", UnicodeForm::NFC), "\xC3\xA9");         // e + U+0301 -> é
+  EXPECT_EQ(text::unicode_normalize("\xEA\xB0\x81", UnicodeForm::NFD), "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");  // 각
+  EXPECT_EQ(text::unicode_normalize("\xEF\xAC\x81", UnicodeForm::NFKC), "fi");           // ﬁ ligature
 }
 
 TEST(TokenizerNormalizer, PrependReplaceStrip) {

@@ -65,8 +65,9 @@ def json_array(text):
 def start_llama_build(src, build, jobs, logfile):
     """Configures and builds llama.cpp in a new process session; returns the Popen."""
     script = (
-        f"cmake -S {src} -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON "
-        f"-DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF "
+        f"cmake -S {src} -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release "
+        + ("-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 " if BACKEND == "cuda" else "-DGGML_CUDA=OFF ")
+        + f"-DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF "
         f"-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "
         f"&& cmake --build {build} -j {jobs} --target llama-bench llama-batched-bench"
     )
@@ -85,8 +86,11 @@ def write_model(rbee, preset, wtype, path):
     os.replace(tmp, path)
 
 
+BACKEND = "cuda"  # --backend: the rbee backend and llama.cpp's build (cuda, or cpu to try the script without a GPU)
+
+
 def rbee_single(rbee, model, reps, env):
-    entries = json_array(run([rbee, "bench", "-m", model, "--backend", "cuda", "-p", "512", "-n", "128", "-r",
+    entries = json_array(run([rbee, "bench", "-m", model, "--backend", BACKEND, "-p", "512", "-n", "128", "-r",
                               str(reps), "--json"], env=env))
     return {e["test"]: e for e in entries}
 
@@ -102,7 +106,7 @@ def llama_single(bench, model, reps):
 
 
 def rbee_batched(rbee, model, env):
-    entries = json_array(run([rbee, "bench", "-m", model, "--backend", "cuda", "--batch",
+    entries = json_array(run([rbee, "bench", "-m", model, "--backend", BACKEND, "--batch",
                               ",".join(map(str, BATCH_SIZES)), "-p", "128", "-n", "128", "-r", "1", "--json"], env=env))
     return {e["pl"]: e for e in entries}
 
@@ -140,9 +144,15 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8)
     ap.add_argument("--only-rbee", action="store_true")
     ap.add_argument("--only-llama", action="store_true")
+    ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"],
+                    help="cpu: both engines on the CPU (a check of this script on a machine without a GPU)")
+    ap.add_argument("--preset", help="one random-model preset for every row instead of the real shapes "
+                    "(e.g. tiny-llama: a quick check of this script)")
     ap.add_argument("--json-out")
     ap.add_argument("--md-out")
     args = ap.parse_args()
+    global BACKEND
+    BACKEND = args.backend
 
     rbee = os.path.join(os.path.abspath(args.rbee), "rbee")
     env = dict(os.environ)
@@ -165,6 +175,10 @@ def main():
         build_proc = start_llama_build(os.path.abspath(args.llama_src), args.llama_build, args.jobs,
                                        os.path.join(args.models, "llama-build.log"))
 
+    if args.preset:
+        single = [(n, args.preset, w) for n, _, w in single]
+        batched = [(n, args.preset, w) for n, _, w in batched]
+        MODEL_LABEL.setdefault(args.preset, args.preset)
     files = {}
     for name, preset, wtype in single + batched:
         path = os.path.join(args.models, f"{preset}-{wtype}.gguf")
@@ -184,23 +198,40 @@ def main():
     except Exception as e:  # noqa: BLE001 - informational only
         results["device"] = f"unknown ({e})"
 
+    def attempt(what, fn, *fn_args):
+        """One engine's run of one row: a failure is recorded (and printed) and the other rows still run."""
+        log(what)
+        try:
+            return fn(*fn_args)
+        except Exception as e:  # noqa: BLE001 - the table shows the row as missing, results["errors"] says why
+            log(f"FAILED: {what}: {e}")
+            results.setdefault("errors", []).append(f"{what}: {e}")
+            return None
+
+    def save_partial():
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(results, f, indent=1)
+
     for name, preset, wtype in single:
         r = results["single"].setdefault(name, {"rbee": [], "llama": []})
         for _ in range(args.rounds):
             if use_rbee:
-                log(f"{name}: rbee bench")
-                r["rbee"].append(rbee_single(rbee, files[name], args.reps, env))
+                got = attempt(f"{name}: rbee bench", rbee_single, rbee, files[name], args.reps, env)
+                if got is not None:
+                    r["rbee"].append(got)
             if use_llama:
-                log(f"{name}: llama-bench")
-                r["llama"].append(llama_single(bench, files[name], args.reps))
+                got = attempt(f"{name}: llama-bench", llama_single, bench, files[name], args.reps)
+                if got is not None:
+                    r["llama"].append(got)
+            save_partial()
     for name, preset, wtype in batched:
         r = results["batched"].setdefault(name, {})
         if use_rbee:
-            log(f"{name}: rbee bench --batch")
-            r["rbee"] = rbee_batched(rbee, files[name], env)
+            r["rbee"] = attempt(f"{name}: rbee bench --batch", rbee_batched, rbee, files[name], env) or {}
         if use_llama:
-            log(f"{name}: llama-batched-bench")
-            r["llama"] = llama_batched(batched_bench, files[name])
+            r["llama"] = attempt(f"{name}: llama-batched-bench", llama_batched, batched_bench, files[name]) or {}
+        save_partial()
 
     # ---- the table ----
     def mean_of(runs, test, key):
@@ -239,6 +270,8 @@ def main():
         print(f"limits measured by rbee bench in this run: copy {min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f} GB/s "
               f"(read + write), GEMM {min(gemms) / 1e12:.0f}-{max(gemms) / 1e12:.0f} TFLOP/s ({limits[0][2]})")
     print(table)
+    for err in results.get("errors", []):
+        print(f"error: {err}")
     results["table"] = table
     if args.json_out:
         with open(args.json_out, "w") as f:

@@ -19,16 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rbee/backend/buffer.h"
+#include "rbee/core/buffer.h"
+#include "rbee/core/device.h"
 
 namespace rbee {
-
-struct AllocatorStats {
-  int64_t in_use_bytes = 0;     // handed out and not yet released
-  int64_t cached_bytes = 0;     // released and kept for reuse
-  int64_t peak_in_use_bytes = 0;
-  int64_t raw_allocations = 0;  // calls that reached the raw allocator
-};
 
 class CachingAllocator final : public BufferReleaser {
  public:

@@ -29,6 +29,9 @@ class Kernels {
 #define RBEE_OP(Kind, rule, backends, method, params) virtual void method params;
 #include "rbee/backend/op_table.def"
 
+  // dst = src through copy (same dtype) or cast: Device::copy_elements of every backend.
+  void copy_elements(const Tensor& src, Tensor& dst);
+
   const std::string& backend_name() const { return backend_name_; }
 
  protected:

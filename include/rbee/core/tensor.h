@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "rbee/backend/buffer.h"
+#include "rbee/core/buffer.h"
 #include "rbee/core/dtype.h"
 #include "rbee/core/error.h"
 #include "rbee/core/shape.h"

@@ -33,12 +33,14 @@ class Grammar {
   // recursion and syntax errors included).
   static std::shared_ptr<const Grammar> parse(std::string_view gbnf);
   const Rules& rules() const { return *rules_; }
+  const std::string& source() const { return source_; }
   ~Grammar();
 
-  explicit Grammar(std::unique_ptr<Rules> rules);
+  Grammar(std::unique_ptr<Rules> rules, std::string source);
 
  private:
   std::unique_ptr<Rules> rules_;
+  std::string source_;
 };
 
 // JSON Schema -> GBNF for the JSON texts the schema accepts (the output always validates): type (and lists of
@@ -74,14 +76,32 @@ class Vocabulary {
   std::unique_ptr<Trie> trie_;
 };
 
-// The lazily built automaton of one grammar over one vocabulary. Not thread-safe: every matcher made from it
-// must be used on one thread (the scheduler's).
+// The lazily built automaton of one grammar over one vocabulary. Thread-safe (one mutex): matchers of several
+// requests may share it, so that masks built for one request serve the next.
 class Automaton;
 
 // The initial state of a matcher, to hand to JobRequest::constraint (each sequence clones it). Throws
 // InvalidArgument when the grammar's root cannot start with any token of the vocabulary.
 std::shared_ptr<const TokenConstraint> make_constraint(std::shared_ptr<const Grammar> grammar,
                                                        std::shared_ptr<const Vocabulary> vocabulary);
+
+// Automata kept across requests, by grammar source: a schema's masks are built once for all the requests that use
+// it. Beyond `capacity` automata, or `max_bytes` held by them all (counted at each get(), as automata grow while
+// they are used), the least recently used ones are dropped; requests still running on a dropped automaton keep it
+// alive until they end. Thread-safe.
+class ConstraintCache {
+ public:
+  explicit ConstraintCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity = 32,
+                           size_t max_bytes = size_t(512) << 20);
+  ~ConstraintCache();
+  // The initial state of a matcher for `grammar` (InvalidArgument as make_constraint).
+  std::shared_ptr<const TokenConstraint> get(const std::shared_ptr<const Grammar>& grammar);
+  size_t size() const;  // automata kept now
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // For tests and benchmarks: does the grammar accept `text` as a whole?
 bool accepts(const Grammar& grammar, std::string_view text);

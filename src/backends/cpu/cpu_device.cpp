@@ -97,6 +97,7 @@ class CpuDevice final : public Device {
   void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void synchronize() override {}
   Kernels& kernels() override { return kernels_; }
+  void copy_elements(const Tensor& src, Tensor& dst) override { kernels_.copy_elements(src, dst); }
 
  private:
   std::string id_ = "cpu:0";

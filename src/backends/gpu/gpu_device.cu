@@ -208,6 +208,7 @@ void GpuDevice::release_graph(GraphId id) {
 }
 
 Kernels& GpuDevice::kernels() { return *kernels_; }
+void GpuDevice::copy_elements(const Tensor& src, Tensor& dst) { kernels_->copy_elements(src, dst); }
 
 GpuBackend::GpuBackend() {
   int n = 0;

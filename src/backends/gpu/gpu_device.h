@@ -35,6 +35,7 @@ class GpuDevice final : public Device {
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   Kernels& kernels() override;
+  void copy_elements(const Tensor& src, Tensor& dst) override;
 
   // Graphs (contract in rbee/backend/device.h) over the platform's stream capture: the device's stream is
   // captured in thread-local mode, so only the capturing thread's work on this device is recorded. Every

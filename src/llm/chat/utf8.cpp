@@ -1,71 +1,26 @@
 #include "llm/chat/utf8.h"
 
+#include "rbee/text/utf8.h"
+
 namespace rbee::llm::jinja::utf8 {
 
 namespace {
 constexpr char32_t kRawByteBase = 0x110000;  // malformed byte b decodes to kRawByteBase + b
-
-bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
 }  // namespace
 
 char32_t next(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  int len = 0;
-  char32_t cp = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-    cp = b0 & 0x1F;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-    cp = b0 & 0x0F;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-    cp = b0 & 0x07;
-  }
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return kRawByteBase + b0;
-  }
-  for (int k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if (!is_cont(b)) {
-      ++i;
-      return kRawByteBase + b0;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  // Reject overlong forms, surrogates and values past U+10FFFF so that encode(decode(s)) == s always.
-  const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return kRawByteBase + b0;
-  }
-  i += len;
+  // Well-formed characters only (no overlongs, surrogates or values past U+10FFFF), so encode(decode(s)) == s.
+  const int len = text::utf8::valid_length(s, i);
+  if (len == 0) return kRawByteBase + static_cast<unsigned char>(s[i++]);
+  uint32_t cp = 0;
+  text::utf8::decode(s, i, &cp);
+  i += (size_t)len;
   return cp;
 }
 
 void append(std::string& out, char32_t cp) {
-  if (cp >= kRawByteBase) {
-    out.push_back(static_cast<char>(cp - kRawByteBase));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  if (cp >= kRawByteBase) out.push_back(static_cast<char>(cp - kRawByteBase));
+  else text::utf8::append(out, cp);
 }
 
 std::vector<char32_t> decode(std::string_view s) {

@@ -1,4 +1,4 @@
-// UTF-8 helpers for the chat-template interpreter.
+// UTF-8 as Python's str sees it, for the chat-template interpreter (on the shared rbee/text/utf8.h).
 //
 // Jinja runs on Python str, whose lengths, indices and slices count code points and whose strip()/split()
 // know Unicode whitespace. Our strings are UTF-8 bytes, so everything that Python does per character goes

@@ -93,7 +93,36 @@ int32_t Automaton::step(int32_t state, uint8_t byte) {
   return next;
 }
 
+bool Automaton::accepting(int32_t state) const {
+  std::lock_guard lock(mutex_);
+  return states_[(size_t)state].accept;
+}
+
+bool Automaton::can_continue(int32_t state) const {
+  std::lock_guard lock(mutex_);
+  return !states_[(size_t)state].tops.empty();
+}
+
+size_t Automaton::states() const {
+  std::lock_guard lock(mutex_);
+  return states_.size();
+}
+
+size_t Automaton::masks_built() const {
+  std::lock_guard lock(mutex_);
+  return masks_built_;
+}
+
+size_t Automaton::bytes() const {
+  std::lock_guard lock(mutex_);
+  size_t total = nodes_.size() * (sizeof(Node) + 2 * sizeof(uint64_t)) + states_.size() * (sizeof(State) + 256 * 4);
+  for (const State& s : states_) total += s.tops.size() * sizeof(int32_t);
+  if (vocab_) total += masks_built_ * (((size_t)vocab_->size() + 63) / 64) * sizeof(uint64_t);
+  return total;
+}
+
 int32_t Automaton::walk(int32_t state, std::string_view bytes) {
+  std::lock_guard lock(mutex_);
   for (char c : bytes) {
     state = step(state, (uint8_t)c);
     if (state == kDead) return kDead;
@@ -103,6 +132,7 @@ int32_t Automaton::walk(int32_t state, std::string_view bytes) {
 
 const std::vector<uint64_t>& Automaton::mask(int32_t state) {
   RBEE_ASSERT(vocab_ != nullptr, "a grammar mask needs a vocabulary");
+  std::lock_guard lock(mutex_);
   if (states_[(size_t)state].mask) return *states_[(size_t)state].mask;
   const Vocabulary& v = *vocab_;
   const Vocabulary::Trie& trie = v.trie();
@@ -127,7 +157,7 @@ const std::vector<uint64_t>& Automaton::mask(int32_t state) {
       if (c.edges_begin < c.edges_end) walk_.push_back({child, next});
     }
   }
-  if (accepting(state)) {
+  if (states_[(size_t)state].accept) {
     for (TokenId id : v.end_tokens()) bits[(size_t)id >> 6] |= 1ull << (id & 63);
   }
   ++masks_built_;

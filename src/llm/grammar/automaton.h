@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -22,17 +23,20 @@ class Automaton {
   // `vocabulary` may be null (then mask() cannot be used).
   Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
 
+  // Every public method takes the automaton's lock: matchers on different threads may share one automaton.
   static constexpr int32_t kDead = 0;
   int32_t initial() const { return initial_; }
-  int32_t step(int32_t state, uint8_t byte);
   int32_t walk(int32_t state, std::string_view bytes);  // kDead as soon as a byte is refused
-  bool accepting(int32_t state) const { return states_[(size_t)state].accept; }
-  bool can_continue(int32_t state) const { return !states_[(size_t)state].tops.empty(); }
-  // Tokens allowed in `state` (a bitset over the vocabulary), computed on first use and kept.
+  bool accepting(int32_t state) const;
+  bool can_continue(int32_t state) const;
+  // Tokens allowed in `state` (a bitset over the vocabulary), computed on first use and kept: the vector lives as
+  // long as the automaton.
   const std::vector<uint64_t>& mask(int32_t state);
 
-  size_t states() const { return states_.size(); }
-  size_t masks_built() const { return masks_built_; }
+  size_t states() const;
+  size_t masks_built() const;
+  // Memory held (states, their transition tables, stack nodes, masks), in bytes: grows as states are visited.
+  size_t bytes() const;
   const Vocabulary* vocabulary() const { return vocab_.get(); }
 
  private:
@@ -46,6 +50,7 @@ class Automaton {
     std::unique_ptr<int32_t[]> next;  // 256 transitions, -1 until computed
     std::shared_ptr<const std::vector<uint64_t>> mask;
   };
+  int32_t step(int32_t state, uint8_t byte);  // caller holds mutex_
   int32_t node(int32_t pos, int32_t parent);
   void expand(int32_t pos, int32_t parent, std::vector<int32_t>& tops, bool& accept, int depth);
   int32_t intern(std::vector<int32_t> tops, bool accept);
@@ -60,6 +65,7 @@ class Automaton {
   int32_t initial_ = 0;
   size_t masks_built_ = 0;
   std::vector<std::pair<int32_t, int32_t>> walk_;  // scratch for mask(): (trie node, state)
+  mutable std::mutex mutex_;
 };
 
 }  // namespace rbee::llm::grammar

@@ -506,12 +506,12 @@ class Parser {
 
 }  // namespace
 
-Grammar::Grammar(std::unique_ptr<Rules> rules) : rules_(std::move(rules)) {}
+Grammar::Grammar(std::unique_ptr<Rules> rules, std::string source) : rules_(std::move(rules)), source_(std::move(source)) {}
 Grammar::~Grammar() = default;
 
 std::shared_ptr<const Grammar> Grammar::parse(std::string_view gbnf) {
   RBEE_CHECK(gbnf.size() <= (1u << 20), "grammar: longer than 1 MiB");
-  return std::make_shared<const Grammar>(Parser(gbnf).run());
+  return std::make_shared<const Grammar>(Parser(gbnf).run(), std::string(gbnf));
 }
 
 }  // namespace rbee::llm::grammar

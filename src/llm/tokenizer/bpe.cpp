@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
@@ -48,7 +48,7 @@ void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const
     const auto n = static_cast<int32_t>(sym.size());
     sym.push_back({id, n - 1, n + 1});
   };
-  for (std::string_view ch : utf8::split_chars(piece)) {
+  for (std::string_view ch : text::utf8::split_chars(piece)) {
     const TokenId id = vocab_.find(ch);
     if (id >= 0) {
       push(id);

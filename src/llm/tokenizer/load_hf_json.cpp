@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/tokenizer/tokenizer_impl.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
@@ -68,7 +68,7 @@ class Reader {
     object(j, where);
     if (j.contains("String")) return {string(j, "String", where), false};
     if (j.contains("Regex")) return {string(j, "Regex", where), true};
-    RBEE_THROW(ErrorCode::Io, "tokenizer ({}): {} needs a String or Regex pattern", source_, where);
+    RBEE_THROW(ErrorCode::Io, "tokenizer ({}): {} needs a String or text::Regex pattern", source_, where);
   }
   const std::string& source() const { return source_; }
 
@@ -312,7 +312,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json_text(std::string_view tokenize
   auto place = [&](TokenId id, const std::string& text, TokenKind kind, const char* where) {
     RBEE_CHECK_CODE(id >= 0 && id < (1 << 24), ErrorCode::Io, "tokenizer ({}): {} token '{}' has bad id {}",
                     r.source(), where, text, id);
-    RBEE_CHECK_CODE(utf8::find_invalid(text) == std::string::npos, ErrorCode::Io,
+    RBEE_CHECK_CODE(text::utf8::find_invalid(text) == std::string::npos, ErrorCode::Io,
                     "tokenizer ({}): {} token {} is not valid UTF-8", r.source(), where, id);
     if (static_cast<size_t>(id) >= slots.size()) {
       slots.resize(static_cast<size_t>(id) + 1, {std::string(), TokenKind::Unused});

@@ -26,7 +26,7 @@ void Normalizer::add_replace_literal(std::string from, std::string to) {
 
 void Normalizer::add_replace_regex(std::string pattern, std::string to) {
   Step s{Step::Kind::ReplaceRegex};
-  s.regex = std::make_shared<const Regex>(std::move(pattern));
+  s.regex = std::make_shared<const text::Regex>(std::move(pattern));
   s.b = std::move(to);
   steps_.push_back(std::move(s));
 }
@@ -95,7 +95,7 @@ std::string Normalizer::run(std::string_view text) const {
   for (const Step& s : steps_) {
     switch (s.kind) {
       case Step::Kind::Unicode:
-        cur = unicode_normalize(cur, s.form);
+        cur = text::unicode_normalize(cur, s.form);
         break;
       case Step::Kind::Prepend:
         if (!cur.empty()) cur.insert(0, s.a);

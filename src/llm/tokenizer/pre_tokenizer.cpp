@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "llm/tokenizer/byte_level.h"
+#include "rbee/text/byte_level.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
@@ -34,7 +34,7 @@ struct Segment {
 void PreTokenizer::add_split(std::string pattern, SplitBehavior behavior, bool invert) {
   Step s;
   s.kind = Step::Kind::Split;
-  s.regex = std::make_shared<const Regex>(std::move(pattern));
+  s.regex = std::make_shared<const text::Regex>(std::move(pattern));
   s.behavior = behavior;
   s.invert = invert;
   steps_.push_back(std::move(s));
@@ -64,7 +64,7 @@ void PreTokenizer::add_metaspace(std::string replacement, PrependScheme scheme, 
   s.replacement = std::move(replacement);
   s.scheme = scheme;
   s.split = split;
-  if (split) s.regex = std::make_shared<const Regex>(quote_literal(s.replacement));
+  if (split) s.regex = std::make_shared<const text::Regex>(quote_literal(s.replacement));
   steps_.push_back(std::move(s));
 }
 
@@ -82,7 +82,7 @@ void PreTokenizer::apply(const Step& step, const std::string& piece, bool at_tex
       out.push_back(piece.starts_with(' ') ? piece : " " + piece);
       return;
     case Step::Kind::ByteLevelMap:
-      out.push_back(byte_level::encode(piece));
+      out.push_back(text::byte_level::encode(piece));
       return;
     case Step::Kind::Metaspace: {
       std::string text;

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "llm/tokenizer/regex.h"
+#include "rbee/text/regex.h"
 
 namespace rbee::llm {
 
@@ -71,7 +71,7 @@ class PreTokenizer {
  private:
   struct Step {
     enum class Kind { Split, ByteLevelPrefix, ByteLevelMap, Metaspace } kind = Kind::Split;
-    std::shared_ptr<const Regex> regex;
+    std::shared_ptr<const text::Regex> regex;
     SplitBehavior behavior = SplitBehavior::Isolated;
     bool invert = false;
     std::string replacement;

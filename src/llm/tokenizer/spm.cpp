@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
@@ -39,7 +39,7 @@ void SpmModel::tokenize(std::string_view text, std::vector<TokenId>& out) const 
   };
   std::vector<Symbol> sym;
   sym.reserve(text.size());
-  for (std::string_view ch : utf8::split_chars(text)) {
+  for (std::string_view ch : text::utf8::split_chars(text)) {
     const auto n = static_cast<int32_t>(sym.size());
     sym.push_back({static_cast<uint32_t>(ch.data() - text.data()), static_cast<uint32_t>(ch.size()), n - 1, n + 1});
   }

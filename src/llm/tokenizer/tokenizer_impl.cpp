@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "llm/tokenizer/byte_level.h"
+#include "rbee/text/byte_level.h"
 #include "llm/tokenizer/spm.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
@@ -52,7 +52,7 @@ class TokenizerImpl final : public Tokenizer {
     RBEE_CHECK(!(spec_.add_eos && spec_.eos_id < 0), "tokenizer ({}): add_eos is set but there is no EOS token",
                spec_.source);
     for (TokenId i = 0; i < n; ++i) {
-      RBEE_CHECK(utf8::find_invalid(spec_.vocab.text[i]) == std::string_view::npos,
+      RBEE_CHECK(text::utf8::find_invalid(spec_.vocab.text[i]) == std::string_view::npos,
                  "tokenizer ({}): token {} is not valid UTF-8", spec_.source, i);
     }
 
@@ -79,7 +79,7 @@ class TokenizerImpl final : public Tokenizer {
   }
 
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const override {
-    const size_t bad = utf8::find_invalid(text);
+    const size_t bad = text::utf8::find_invalid(text);
     RBEE_CHECK(bad == std::string_view::npos, "tokenizer: input text is not valid UTF-8 (byte {} at offset {})",
                bad == std::string_view::npos ? 0 : static_cast<int>(static_cast<uint8_t>(text[bad])), bad);
     std::vector<TokenId> out;
@@ -104,7 +104,7 @@ class TokenizerImpl final : public Tokenizer {
       bytes += bytes_[ids[i]];
     }
     if (spec_.decoder.strip_leading_space && !bytes.empty() && bytes[0] == ' ') bytes.erase(0, 1);
-    return utf8::sanitize(bytes);
+    return text::utf8::sanitize(bytes);
   }
 
   std::string token_bytes(TokenId id) const override {
@@ -163,7 +163,7 @@ class TokenizerImpl final : public Tokenizer {
       const int b = parse_byte_token(t);
       if (b >= 0) return std::string(1, static_cast<char>(b));
     }
-    if (d.byte_level) return byte_level::decode(t);
+    if (d.byte_level) return text::byte_level::decode(t);
     if (d.space_marker.empty()) return t;
     std::string out;
     size_t pos = 0;

@@ -78,6 +78,13 @@ std::shared_ptr<const llm::grammar::Vocabulary> LlmService::vocabulary() {
   return vocab_;
 }
 
+llm::grammar::ConstraintCache& LlmService::grammars() {
+  auto vocab = vocabulary();
+  std::lock_guard lock(vocab_mutex_);
+  if (!grammars_) grammars_ = std::make_unique<llm::grammar::ConstraintCache>(std::move(vocab));
+  return *grammars_;
+}
+
 std::string LlmService::render_messages(const InferRequest& r) {
   try {
     return llm::render_chat(model_, chat_prompt(r, options_.chat_template));
@@ -161,7 +168,7 @@ std::shared_ptr<LlmJob> LlmService::start(const InferRequest& r) {
   base.skip_special = r.tool_choice != ToolChoice::Auto;
   if (r.grammar) {
     try {
-      base.constraint = llm::grammar::make_constraint(r.grammar, vocabulary());
+      base.constraint = grammars().get(r.grammar);
     } catch (const Error& e) {
       throw invalid_field(r.grammar_field.empty() ? "grammar" : r.grammar_field, e.message());
     }

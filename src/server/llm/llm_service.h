@@ -62,6 +62,8 @@ class LlmService {
   llm::ToolFormat tool_format() const { return tool_format_; }
   // The vocabulary as grammars see it (built on first use).
   std::shared_ptr<const llm::grammar::Vocabulary> vocabulary();
+  // Grammar automata kept across requests over that vocabulary (built on first use).
+  llm::grammar::ConstraintCache& grammars();
   llm::Scheduler& scheduler() { return scheduler_; }
   const ServiceOptions& options() const { return options_; }
   size_t jobs() const;
@@ -82,6 +84,7 @@ class LlmService {
   llm::ToolFormat tool_format_ = llm::ToolFormat::Json;
   std::mutex vocab_mutex_;
   std::shared_ptr<const llm::grammar::Vocabulary> vocab_;
+  std::unique_ptr<llm::grammar::ConstraintCache> grammars_;  // over vocab_
 };
 
 }  // namespace rbee::server::llm_api

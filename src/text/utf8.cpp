@@ -1,6 +1,6 @@
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 
-namespace rbee::llm::utf8 {
+namespace rbee::text::utf8 {
 namespace {
 
 enum class Scan { Complete, Truncated, Invalid };
@@ -60,6 +60,11 @@ size_t find_invalid(std::string_view text) {
     pos += len;
   }
   return std::string_view::npos;
+}
+
+int valid_length(std::string_view text, size_t pos) {
+  int len = 0;
+  return scan(text, pos, &len) == Scan::Complete ? len : 0;
 }
 
 int decode(std::string_view text, size_t pos, uint32_t* cp) {
@@ -139,4 +144,4 @@ std::string sanitize(std::string_view bytes) {
   return out;
 }
 
-}  // namespace rbee::llm::utf8
+}  // namespace rbee::text::utf8

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace rbee::llm::unicode_tables {
+namespace rbee::text::unicode_tables {
 
 struct CombiningRange {
   uint32_t first, last;
@@ -30,4 +30,4 @@ extern const uint32_t kDecompositionData[];
 extern const Composition kComposition[];
 extern const size_t kCompositionCount;
 
-}  // namespace rbee::llm::unicode_tables
+}  // namespace rbee::text::unicode_tables

@@ -1,5 +1,6 @@
-// UTF-8 helpers shared by the tokenizers: validation with the offending offset, code point iteration,
-// encoding, and the length of a well-formed prefix (for the streaming decoder).
+// UTF-8 helpers shared by the tokenizers, the chat-template interpreter and the CLIP tokenizer: validation with
+// the offending offset, code point iteration, encoding, and the length of a well-formed prefix (for the
+// streaming decoder).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rbee::llm::utf8 {
+namespace rbee::text::utf8 {
 
 // Length of the sequence that lead byte `b` starts (1..4), or 0 when `b` cannot start a character
 // (a continuation byte, or 0xC0, 0xC1, 0xF5..0xFF).
@@ -17,6 +18,9 @@ int sequence_length(uint8_t b);
 // Offset of the first byte that is not part of a well-formed UTF-8 character (overlongs, surrogates and
 // code points above U+10FFFF are ill-formed), or npos when the whole text is valid.
 size_t find_invalid(std::string_view text);
+
+// Length (1..4) of the well-formed character that starts at text[pos], or 0 when the bytes there are not one.
+int valid_length(std::string_view text, size_t pos);
 
 // Decodes the character at text[pos] into *cp and returns its length; text must be valid UTF-8 there.
 int decode(std::string_view text, size_t pos, uint32_t* cp);
@@ -35,4 +39,4 @@ size_t complete_prefix(std::string_view bytes);
 // Python's errors="replace" do).
 std::string sanitize(std::string_view bytes);
 
-}  // namespace rbee::llm::utf8
+}  // namespace rbee::text::utf8

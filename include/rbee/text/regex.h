@@ -9,7 +9,7 @@
 
 #include "rbee/core/function_ref.h"
 
-namespace rbee::llm {
+namespace rbee::text {
 
 class Regex {
  public:
@@ -28,4 +28,4 @@ class Regex {
   std::shared_ptr<const Code> code_;
 };
 
-}  // namespace rbee::llm
+}  // namespace rbee::text

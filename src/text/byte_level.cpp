@@ -1,10 +1,10 @@
-#include "llm/tokenizer/byte_level.h"
+#include "rbee/text/byte_level.h"
 
 #include <array>
 
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/utf8.h"
 
-namespace rbee::llm::byte_level {
+namespace rbee::text::byte_level {
 namespace {
 
 struct Tables {
@@ -61,4 +61,4 @@ std::string decode(std::string_view text) {
   return out;
 }
 
-}  // namespace rbee::llm::byte_level
+}  // namespace rbee::text::byte_level

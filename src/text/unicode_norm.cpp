@@ -3,11 +3,11 @@
 #include <cstdint>
 #include <tuple>
 
-#include "llm/tokenizer/normalizer.h"
-#include "llm/tokenizer/unicode_tables.h"
-#include "llm/tokenizer/utf8.h"
+#include "rbee/text/unicode.h"
+#include "rbee/text/utf8.h"
+#include "text/unicode_tables.h"
 
-namespace rbee::llm {
+namespace rbee::text {
 namespace {
 
 namespace ut = unicode_tables;
@@ -131,4 +131,4 @@ std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   return result;
 }
 
-}  // namespace rbee::llm
+}  // namespace rbee::text

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace rbee::llm::byte_level {
+namespace rbee::text::byte_level {
 
 // The code point byte `b` is written as.
 uint32_t byte_to_codepoint(uint8_t b);
@@ -20,4 +20,4 @@ std::string encode(std::string_view bytes);
 // (added tokens such as "<|im_end|>" are plain ASCII and map to themselves anyway). `text` must be valid UTF-8.
 std::string decode(std::string_view text);
 
-}  // namespace rbee::llm::byte_level
+}  // namespace rbee::text::byte_level

@@ -1,11 +1,11 @@
-#include "llm/tokenizer/regex.h"
+#include "rbee/text/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "rbee/core/error.h"
 
-namespace rbee::llm {
+namespace rbee::text {
 namespace {
 
 std::string pcre2_message(int code) {
@@ -83,4 +83,4 @@ void Regex::for_each_match(std::string_view text, FunctionRef<void(size_t, size_
   }
 }
 
-}  // namespace rbee::llm
+}  // namespace rbee::text
