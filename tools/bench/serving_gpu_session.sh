@@ -41,6 +41,12 @@ if [ -f "$smol" ]; then
     --rounds 2 --json-out "$out/spec_smollm2.json" > "$out/spec_smollm2.txt" 2>&1 || status=1
   sed -n '/^| round/,$p' "$out/spec_smollm2.txt" | tee -a "$out/summary.txt"
 fi
+# Greedy identity on the GPU without SmolLM2: prompt lookup on the random 7B (answers are noise and acceptance
+# says nothing, but every speculative answer must equal the plain one; the script fails when one differs).
+note "speculative decoding, greedy identity, llama2-7b q4_0 random on cuda"
+python3 tools/bench/spec_decode.py --worker "$pack/llm-worker-rbee" --model "$big" --backend cuda --tokens 4 \
+  --requests 3 --max-tokens 96 --rounds 1 --json-out "$out/spec_7b.json" > "$out/spec_7b.txt" 2>&1 || status=1
+sed -n '/^| round/,$p' "$out/spec_7b.txt" | tee -a "$out/summary.txt"
 for m in "${models[@]}"; do
   note "prefix cache TTFT, $(basename "$m") on cuda"
   python3 tools/bench/prefix_cache_ttft.py --worker "$pack/llm-worker-rbee" --model "$m" --backend cuda \
