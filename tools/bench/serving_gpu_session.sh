@@ -4,7 +4,8 @@
 #   1. the cost of verifying k drafts against one decode step on a random Llama-2-7B shape (rbee bench --verify),
 #      1 and 16 sequences;
 #   2. speculative decoding's speed-up with prompt lookup on SmolLM2 (real weights, real acceptance) on the GPU,
-#      with the greedy answers compared to plain decoding (the script fails when one differs);
+#      with the greedy answers compared to plain decoding (the script fails when one differs), and the same
+#      comparison on the random 7B shape (greedy identity only: acceptance means nothing on random weights);
 #   3. TTFT p50 with a shared 1,000-token system prompt and 32 concurrent chats, with and without the prefix
 #      cache, on SmolLM2 and on the random 7B shape (answers compared between the two modes as well).
 #
