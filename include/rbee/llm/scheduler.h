@@ -136,7 +136,7 @@ struct SchedulerOptions {
   // Speculative decoding (speculative.h): each decoding job's next token goes into the step together with up to
   // speculative.tokens drafts (prompt lookup, or `draft` for Method::DraftModel), all verified in the same forward
   // pass; the job emits the accepted drafts and one token of the target's own. Greedy output is unchanged; sampled
-  // output keeps its distribution (but not its seeded token sequence: the draws fall differently).
+  // output keeps its distribution (each emitted token takes one draw of the job's generator, in order).
   SpeculativeOptions speculative;
   DraftModel* draft = nullptr;  // must outlive the scheduler; required for Method::DraftModel
 };
