@@ -37,7 +37,7 @@ cat > "$pack/build_cuda_plugin.sh" <<'EOF'
 # once, default: every core), links it against this folder's engine. Run from anywhere.
 set -uo pipefail
 PACK=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$PACK/.." && pwd)
+ROOT=${ROOT:-$(cd "$PACK/.." && pwd)}  # the repository whose src/ is compiled
 OBJ=${OBJ:-/tmp/rbee-cuda-obj}
 CUDA_LIB=${CUDA_LIB:-$(cd "$(dirname "$(command -v nvcc)")/../lib64" 2>/dev/null && pwd || echo /usr/local/cuda/lib64)}
 mkdir -p "$OBJ/src/backends/gpu/kernels" "$OBJ/src/backends/cuda" "$OBJ/logs"

@@ -21,7 +21,9 @@
 #include "rbee/core/thread_pool.h"
 #include "rbee/llm/chat_template.h"
 #include "rbee/llm/kv_cache.h"
+#include "rbee/llm/memory_plan.h"
 #include "rbee/llm/model.h"
+#include "rbee/llm/placement.h"
 #include "rbee/llm/scheduler.h"
 #include "server/heartbeat.h"
 #include "server/http_server.h"
@@ -48,19 +50,42 @@ struct Options {
   bool no_prefix_cache = false;
   std::string spec_method = "off", draft;  // speculative decoding
   int spec_tokens = 4, spec_ngram_min = 2, spec_ngram_max = 4;
+  // Several devices and partial offload (docs/DESIGN.md section 7).
+  std::string devices, split = "layer", split_ratio, gpu_layers = "auto";
+  bool fit = true;
+  CLI::Option* ctx_option = nullptr;
 };
 
 using namespace rbee;
 using namespace rbee::server;
 
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 int run(const Options& opt) {
   Lifecycle lifecycle;
   lifecycle.install_signal_handlers();  // before any thread starts, so all inherit the signal mask
 
-  Device& device = select_worker_device(opt.w);
+  std::vector<Device*> devices;
+  if (opt.devices.empty()) {
+    devices.push_back(&select_worker_device(opt.w));
+  } else {
+    if (opt.w.threads > 0) ThreadPool::set_global_threads(opt.w.threads);
+    devices = llm::parse_device_list(opt.devices);
+    for (Device* d : devices) log::info("event=device id={} name=\"{}\" reason=\"--devices\"", d->id(), d->info().name);
+  }
 
   Metrics metrics;
-  DeviceStats device_stats(device);
+  DeviceStats device_stats(devices);
   llm_api::describe_job_metrics(metrics);
 
   HttpOptions http_opt = worker_http_options(opt.w, opt.parallel + opt.queue_size + 16);
@@ -107,26 +132,54 @@ int run(const Options& opt) {
   std::unique_ptr<llm::Model> model, draft_model;
   std::unique_ptr<llm::KvCache> cache, draft_cache;
   std::unique_ptr<llm::DraftModel> drafter;
+  llm::MemoryPlan plan;
   try {
+    // The plan first, from the model's metadata: a model that cannot fit is refused before any weight is read.
+    const llm::ModelDescription desc = llm::describe_model(opt.w.model);
+    llm::PlanRequest req;
+    req.devices = devices;
+    req.split = opt.split == "tensor" ? llm::SplitMode::Tensor : llm::SplitMode::Layer;
+    if (!opt.split_ratio.empty()) req.split_ratio = llm::parse_split_ratio(opt.split_ratio);
+    req.gpu_layers = std::min(llm::parse_gpu_layers(opt.gpu_layers), desc.config.n_layers);
+    req.ctx_size = opt.ctx_size;
+    req.ctx_given = opt.ctx_option && opt.ctx_option->count() > 0;
+    req.parallel = opt.parallel;
+    req.batch_tokens = opt.prefill_chunk + opt.parallel;
+    req.logit_rows = opt.parallel;
+    req.kv_dtype = *dtype_from_name(opt.kv_dtype);
+    req.fit = opt.fit;
+    plan = llm::plan_memory(desc, req);
+    for (const auto& line : split_lines(plan.table())) log::info("event=memory_plan {}", line);
+    llm::require_fit(plan);
+    device_stats.set_devices(plan.placement.devices);
+    ctx.memory_plan = plan.to_json();
     llm::LoadOptions load;
-    load.device = &device;
+    load.placement = plan.placement;
     load.progress = [&lifecycle](float f) { lifecycle.set_progress(f * 0.95f); };
+    const auto baseline = llm::held_bytes(plan.placement.devices);
     model = llm::Model::load(opt.w.model, load);
     const auto& cfg = model->config();
-    const int block = 16;
-    const DType kv = *dtype_from_name(opt.kv_dtype);
-    cache = std::make_unique<llm::KvCache>(device, cfg, (opt.ctx_size + block - 1) / block, block, kv);
-    log::info("event=model_loaded model=\"{}\" {} kv_positions={} kv_mib={:.1f} weights_mib={:.1f}", opt.w.model,
-              cfg.summary(), opt.ctx_size, (double)cache->bytes() / (1 << 20),
-              (double)model->weight_bytes() / (1 << 20));
+    cache = std::make_unique<llm::KvCache>(model->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
+    log::info("event=model_loaded model=\"{}\" {} kv_positions={} kv_mib={:.1f} weights_mib={:.1f} placement=\"{}\"",
+              opt.w.model, cfg.summary(), plan.ctx_size, (double)cache->bytes() / (1 << 20),
+              (double)model->weight_bytes() / (1 << 20), plan.placement.describe());
+    for (const auto& c : llm::measure_plan(plan, *model, *cache, baseline)) {
+      log::info("event=plan_check device={} weights_mib={:.1f} planned_weights_mib={:.1f} kv_mib={:.1f} "
+                "planned_kv_mib={:.1f} allocated_mib={:.1f} planned_allocated_mib={:.1f}",
+                c.id, (double)c.measured_weights / (1 << 20), (double)c.planned_weights / (1 << 20),
+                (double)c.measured_kv / (1 << 20), (double)c.planned_kv / (1 << 20),
+                (double)c.measured_allocated / (1 << 20), (double)c.planned_allocated / (1 << 20));
+    }
     if (!opt.draft.empty()) {
-      // The draft model: same device, same tokenizer (checked), a KV cache of as many positions as the model's.
+      // The draft model: on the model's (first) device, same tokenizer (checked), a KV cache of as many blocks as
+      // the model's. The memory plan above does not count it: --draft with a tight --ctx-size/--gpu-layers fit
+      // may run out of device memory here (an error at start-up, not later).
       llm::LoadOptions dload;
-      dload.device = &device;
+      dload.device = &model->device();
       draft_model = llm::Model::load(opt.draft, dload);
       llm::check_same_tokenizer(model->tokenizer(), draft_model->tokenizer());
-      draft_cache = std::make_unique<llm::KvCache>(device, draft_model->config(), (opt.ctx_size + block - 1) / block,
-                                                   block, kv);
+      draft_cache = std::make_unique<llm::KvCache>(draft_model->kv_layout(), plan.kv_blocks(), plan.block_size,
+                                                   plan.kv_dtype);
       drafter = std::make_unique<llm::DraftModel>(*draft_model, *draft_cache, !opt.no_prefix_cache);
       log::info("event=draft_loaded model=\"{}\" {} kv_mib={:.1f} weights_mib={:.1f}", opt.draft,
                 draft_model->config().summary(), (double)draft_cache->bytes() / (1 << 20),
@@ -139,8 +192,7 @@ int run(const Options& opt) {
     return 1;
   }
 
-  const int per_job = model->config().max_positions > 0 ? std::min(opt.ctx_size, model->config().max_positions)
-                                                        : opt.ctx_size;
+  const int per_job = plan.ctx_size;
   llm::SchedulerOptions sched_opt;
   sched_opt.parallel = opt.parallel;
   sched_opt.max_queue = opt.queue_size;
@@ -219,10 +271,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("llm-worker-rbee ") + RBEE_VERSION);
   auto* backend = rbee::server::add_worker_options(
       app, opt.w, "A .gguf file, or a safetensors directory with config.json and tokenizer.json");
-  app.add_option("--ctx-size", opt.ctx_size, "KV cache positions shared by all running jobs (one job may use them "
-                                             "all, up to the model's context length)")
-      ->check(CLI::Range(16, 1 << 24))
-      ->capture_default_str();
+  opt.ctx_option = app.add_option("--ctx-size", opt.ctx_size,
+                                  "KV cache positions shared by all running jobs (one job may use them all, up to the "
+                                  "model's context length); lowered to fit when not given (see --no-fit)")
+                       ->check(CLI::Range(16, 1 << 24))
+                       ->capture_default_str();
   app.add_option("--parallel", opt.parallel, "Jobs decoded together at most (continuous batching slots)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -268,6 +321,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--matryoshka", opt.matryoshka,
                "The model's embeddings may be cut to fewer dimensions (\"dimensions\" in /v1/embeddings)");
+  app.add_option("--devices", opt.devices,
+                 "Run on several devices: a list like cuda:0,cuda:1 or cuda:0,rocm:0; replaces --backend / --device");
+  app.add_option("--split", opt.split, "How --devices share the model: layer or tensor")
+      ->check(CLI::IsMember({"layer", "tensor"}))
+      ->capture_default_str();
+  app.add_option("--split-ratio", opt.split_ratio,
+                 "Shares of the devices, e.g. 3,1 (default: free memory for --split layer, equal for tensor)");
+  app.add_option("--gpu-layers,--n-gpu-layers", opt.gpu_layers,
+                 "Layers on the GPU(s), the first ones on the CPU: a number or auto (as many as fit)")
+      ->capture_default_str();
+  app.add_flag("!--no-fit", opt.fit,
+               "Refuse to start instead of lowering the context or moving layers to the CPU when the model does not "
+               "fit");
   CLI11_PARSE(app, argc, argv);
   if (!opt.draft.empty() && opt.spec_method == "off") opt.spec_method = "draft";
   if (opt.spec_method == "draft" && opt.draft.empty()) {

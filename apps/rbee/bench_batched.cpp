@@ -49,8 +49,10 @@ struct RunTimes {
 };
 
 // One run of `batch` jobs through a fresh scheduler; returns T_PP and T_TG.
-RunTimes run_once(llm::Model& model, llm::KvCache& cache, int batch, int n_prompt, int n_gen, std::mt19937_64& rng) {
+RunTimes run_once(llm::Model& model, llm::KvCache& cache, int batch, int n_prompt, int n_gen, bool host_sampling,
+                  std::mt19937_64& rng) {
   llm::SchedulerOptions options;
+  options.host_sampling = host_sampling;
   options.parallel = batch;
   options.max_queue = batch;
   options.prefill_budget = batch * n_prompt;
@@ -93,7 +95,8 @@ RunTimes run_once(llm::Model& model, llm::KvCache& cache, int batch, int n_promp
 }  // namespace
 
 std::vector<BatchedResult> bench_batched(llm::Model& model, DType kv_dtype, const std::vector<int>& batches,
-                                         int n_prompt, int n_gen, int repetitions, uint64_t seed) {
+                                         int n_prompt, int n_gen, int repetitions, uint64_t seed,
+                                         bool host_sampling) {
   RBEE_CHECK(n_prompt >= 1 && n_gen >= 1, "bench --batch: needs --n-prompt >= 1 and --n-gen >= 1 (got {} and {})",
              n_prompt, n_gen);
   for (int b : batches) RBEE_CHECK(b >= 1 && b <= 4096, "bench: --batch values must be in [1, 4096], got {}", b);
@@ -102,15 +105,15 @@ std::vector<BatchedResult> bench_batched(llm::Model& model, DType kv_dtype, cons
   const int block = 16;
   for (int b : batches) {
     const int per_seq = (n_prompt + n_gen + 1 + block - 1) / block;
-    llm::KvCache cache(model.device(), model.config(), b * per_seq, block, kv_dtype);
-    run_once(model, cache, b, n_prompt, std::min(n_gen, 8), rng);  // warm-up
+    llm::KvCache cache(model.kv_layout(), b * per_seq, block, kv_dtype);
+    run_once(model, cache, b, n_prompt, std::min(n_gen, 8), host_sampling, rng);  // warm-up
     BatchedResult r;
     r.batch = b;
     r.n_prompt = n_prompt;
     r.n_gen = n_gen;
     const uint64_t replays0 = model.decode_graph_replays();
     for (int i = 0; i < repetitions; ++i) {
-      const RunTimes rt = run_once(model, cache, b, n_prompt, n_gen, rng);
+      const RunTimes rt = run_once(model, cache, b, n_prompt, n_gen, host_sampling, rng);
       r.t_pp += rt.t_pp / repetitions;
       r.t_tg += rt.t_tg / repetitions;
     }

@@ -26,7 +26,9 @@ struct BatchedResult {
 };
 
 // Runs the measurement for each batch size; the KV cache is made per batch size (B x (PP + TG + 1) positions).
+// host_sampling: the scheduler samples from host logits (SchedulerOptions::host_sampling), for A/B runs.
 std::vector<BatchedResult> bench_batched(llm::Model& model, DType kv_dtype, const std::vector<int>& batches,
-                                         int n_prompt, int n_gen, int repetitions, uint64_t seed);
+                                         int n_prompt, int n_gen, int repetitions, uint64_t seed,
+                                         bool host_sampling = false);
 
 }  // namespace rbee::cli

@@ -18,7 +18,7 @@ std::vector<VerifyResult> bench_verify(llm::Model& model, DType kv_dtype, const 
   const int k_max = ks.empty() ? 0 : *std::max_element(ks.begin(), ks.end());
   const int bs = 16;
   const int per_seq = context + k_max + 1;
-  llm::KvCache cache(model.device(), model.config(), batch * ((per_seq + bs - 1) / bs), bs, kv_dtype);
+  llm::KvCache cache(model.kv_layout(), batch * ((per_seq + bs - 1) / bs), bs, kv_dtype);  // the model's placement
   std::vector<llm::SequenceKv> seqs((size_t)batch);
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> token(0, model.config().vocab_size - 1);

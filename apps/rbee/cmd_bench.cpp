@@ -43,6 +43,7 @@ struct BenchOptions {
   std::vector<int> batch;   // --batch: concurrent-sequence throughput through the scheduler (bench_batched.h)
   std::vector<int> verify;  // --verify: speculative verification cost of K drafts (bench_verify.h)
   int verify_batch = 1;
+  bool host_sampling = false;  // --host-sampling: the scheduler samples from host logits (A/B of device sampling)
 };
 
 struct BenchResult {
@@ -117,14 +118,21 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
 int run_batched(const BenchOptions& opt) {
   RBEE_CHECK(opt.prompt.size() == 1 && opt.gen.size() == 1,
              "bench --batch: give one --n-prompt and one --n-gen (got {} and {})", opt.prompt.size(), opt.gen.size());
-  ModelOptions mo = opt.model;
-  mo.ctx_size = 16;
-  LoadedModel loaded = load_model(mo);
-  loaded.cache.reset();
+  // Planned for the largest batch: its KV cache, its prompt step and its decode rows (the caches are made per
+  // batch size by bench_batched).
+  const int most = *std::max_element(opt.batch.begin(), opt.batch.end());
+  const int block = 16;
+  Workload work;
+  work.parallel = most;
+  work.batch_tokens = most * std::max(opt.prompt[0], 1);
+  work.logit_rows = most;
+  work.make_cache = false;
+  work.ctx_size = most * ((opt.prompt[0] + opt.gen[0] + 1 + block - 1) / block) * block;
+  LoadedModel loaded = load_model(opt.model, work);
   llm::Model& model = *loaded.model;
   const DType kv = *dtype_from_name(opt.model.kv_dtype);
   const auto results =
-      bench_batched(model, kv, opt.batch, opt.prompt[0], opt.gen[0], opt.repetitions, opt.seed);
+      bench_batched(model, kv, opt.batch, opt.prompt[0], opt.gen[0], opt.repetitions, opt.seed, opt.host_sampling);
   const DeviceInfo dev = model.device().info();
   const llm::ModelConfig& cfg = model.config();
   if (opt.json) {
@@ -137,14 +145,16 @@ int run_batched(const BenchOptions& opt) {
                      {"t_pp", r.t_pp},             {"speed_pp", r.s_pp},        {"t_tg", r.t_tg},
                      {"speed_tg", r.s_tg},         {"t", r.t_pp + r.t_tg},      {"speed", r.s_total},
                      {"repetitions", opt.repetitions}, {"decode_graphs", model.decode_graphs()},
-                     {"graph_replays", r.graph_replays}});
+                     {"graph_replays", r.graph_replays}, {"host_sampling", opt.host_sampling}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s; llama-batched-bench columns (prompt not shared)\n",
+  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s, sampling on the %s; llama-batched-bench "
+              "columns (prompt not shared)\n",
               (cfg.arch + " " + cfg.name).c_str(), dev.name.c_str(), dev.backend.c_str(),
-              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off");
+              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off",
+              opt.host_sampling ? "host" : "device");
   std::printf("| %5s | %5s | %5s | %7s | %8s | %9s | %8s | %9s | %8s | %9s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
               "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
   std::printf("|-------|-------|-------|---------|----------|-----------|----------|-----------|----------|-----------|\n");
@@ -160,10 +170,16 @@ int run_batched(const BenchOptions& opt) {
 int run_verify(const BenchOptions& opt) {
   RBEE_CHECK(opt.prompt.size() == 1, "bench --verify: give one --n-prompt (the context depth), got {}",
              opt.prompt.size());
-  ModelOptions mo = opt.model;
-  mo.ctx_size = 16;
-  LoadedModel loaded = load_model(mo);
-  loaded.cache.reset();
+  // Planned for the largest pass (bench_verify makes its own cache in the model's KV layout).
+  const int k_max = opt.verify.empty() ? 0 : *std::max_element(opt.verify.begin(), opt.verify.end());
+  const int block = 16;
+  Workload work;
+  work.parallel = std::max(1, opt.verify_batch);
+  work.batch_tokens = work.parallel * std::max(opt.prompt[0], k_max + 1);
+  work.logit_rows = work.parallel * (k_max + 1);
+  work.make_cache = false;
+  work.ctx_size = work.parallel * ((opt.prompt[0] + k_max + 1 + block - 1) / block) * block;
+  LoadedModel loaded = load_model(opt.model, work);
   llm::Model& model = *loaded.model;
   const auto results = bench_verify(model, *dtype_from_name(opt.model.kv_dtype), opt.verify, opt.verify_batch,
                                     opt.prompt[0], opt.repetitions, opt.seed);
@@ -208,9 +224,12 @@ int run_bench(const BenchOptions& opt) {
              "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
   if (!opt.verify.empty()) return run_verify(opt);
   if (!opt.batch.empty()) return run_batched(opt);
-  ModelOptions mo = opt.model;
-  mo.ctx_size = std::max(mo.ctx_size, longest);
-  LoadedModel loaded = load_model(mo);
+  Workload work;
+  // The positions the longest test needs (more when -c asks for more).
+  const bool ctx_given = opt.model.ctx_option && opt.model.ctx_option->count() > 0;
+  work.ctx_size = std::max(ctx_given ? opt.model.ctx_size : 0, longest);
+  work.batch_tokens = std::max(1, *std::max_element(opt.prompt.begin(), opt.prompt.end()));
+  LoadedModel loaded = load_model(opt.model, work);
   llm::Model& model = *loaded.model;
   const int capacity = loaded.cache->num_blocks() * loaded.cache->block_size();
   RBEE_CHECK(longest <= capacity, "bench: a test needs {} positions, the KV cache holds {} (model context {})",
@@ -340,6 +359,9 @@ Command add_bench_command(CLI::App& app) {
                   "decoding's verification) against one decode step, at a context of --n-prompt positions")
       ->delimiter(',');
   sub->add_option("--verify-batch", opt->verify_batch, "Sequences in each --verify pass")->capture_default_str();
+  sub->add_flag("--host-sampling", opt->host_sampling,
+                "With --batch: sample every row from logits copied to the host (the path before sampling ran on the "
+                "device), to compare against the default device sampling");
   return [opt] { return run_bench(*opt); };
 }
 

@@ -138,6 +138,9 @@ int run_compare(const CompareOptions& opt) {
   ModelOptions ref_opt = opt.model;
   ref_opt.backend = opt.reference;
   ref_opt.device = 0;
+  ref_opt.devices.clear();  // the reference runs whole on one device
+  ref_opt.gpu_layers = "auto";
+  ref_opt.split_ratio.clear();
   Side ref{load_model(ref_opt), opt.reference};
   std::printf("compare: %s on %s (%s) against %s (%s)\n", opt.model.model.c_str(),
               test.m.model->device().id().c_str(), test.m.model->device().info().name.c_str(),

@@ -53,8 +53,8 @@ Command add_quantize_command(CLI::App& app) {
 Command add_random_model_command(CLI::App& app) {
   auto opt = std::make_shared<RandomOptions>();
   CLI::App* sub = app.add_subcommand(
-      "random-model", "Write a random-weight GGUF at a real model's shape (llama2-7b, llama3-8b, llama3.2-1b, "
-                      "qwen2.5-1.5b, tiny-llama, tiny-qwen2, tiny-gemma3) for benchmarks");
+      "random-model", "Write a random-weight GGUF at a real model's shape (llama2-7b, llama2-70b, llama3-8b, "
+                      "llama3.2-1b, qwen2.5-1.5b, tiny-llama, tiny-qwen2, tiny-gemma3) for benchmarks");
   sub->add_option("--preset", opt->preset, "Shape preset")->required();
   sub->add_option("-o,--output", opt->output, "Output .gguf")->required();
   sub->add_option("--type", opt->type, "Weight type (norms stay f32)")->capture_default_str();

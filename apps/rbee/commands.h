@@ -17,6 +17,7 @@ Command add_quantize_command(CLI::App& app);
 Command add_random_model_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 Command add_sd_command(CLI::App& app);
 
 }  // namespace rbee::cli

@@ -1,4 +1,4 @@
-// rbee: the command-line tool (run, chat, bench, devices, quantize, sd).
+// rbee: the command-line tool (run, chat, bench, plan, devices, quantize, sd).
 #include <cstdio>
 #include <map>
 
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(rbee::cli::add_random_model_command(app));
   add(rbee::cli::add_compare_command(app));
   add(rbee::cli::add_bench_command(app));
+  add(rbee::cli::add_plan_command(app));
   add(rbee::cli::add_sd_command(app));
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,11 +1,13 @@
 #include "model_options.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "progress_bar.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/core/thread_pool.h"
+#include "rbee/llm/placement.h"
 
 namespace rbee::cli {
 
@@ -21,15 +23,31 @@ void add_model_options(CLI::App& app, ModelOptions& opt) {
       ->capture_default_str();
   app.add_option("-t,--threads", opt.threads, "CPU threads (default: RBEE_THREADS or every CPU)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("-c,--ctx-size", opt.ctx_size, "KV cache positions (capped at the model's context length)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  opt.ctx_option = app.add_option("-c,--ctx-size", opt.ctx_size,
+                                  "KV cache positions (capped at the model's context length; lowered to fit when "
+                                  "not given, see --no-fit)")
+                       ->check(CLI::PositiveNumber)
+                       ->capture_default_str();
   app.add_option("--kv-dtype", opt.kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   app.add_flag("-q,--quiet", opt.quiet, "No loading progress bar");
   app.add_flag("!--no-graph", opt.graphs,
                "Run decode steps eagerly instead of replaying them as CUDA/HIP graphs (also RBEE_NO_GRAPH=1)");
+  app.add_option("--devices", opt.devices,
+                 "Run on several devices: a list like cuda:0,cuda:1 or cuda:0,rocm:0 (cpu:1-7 are test instances of "
+                 "the host); replaces --backend / --device");
+  app.add_option("--split", opt.split, "How --devices share the model: layer (contiguous layer ranges) or tensor "
+                                       "(every layer's heads and MLP columns cut over the devices)")
+      ->check(CLI::IsMember({"layer", "tensor"}))
+      ->capture_default_str();
+  app.add_option("--split-ratio", opt.split_ratio,
+                 "Shares of the devices, e.g. 3,1 (default: free memory for --split layer, equal for tensor)");
+  app.add_option("--gpu-layers,--n-gpu-layers", opt.gpu_layers,
+                 "Layers on the GPU(s), the first ones on the CPU: a number or auto (as many as fit)")
+      ->capture_default_str();
+  app.add_flag("!--no-fit", opt.fit,
+               "Refuse instead of lowering the context or moving layers to the CPU when the model does not fit");
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& opt) {
@@ -76,22 +94,64 @@ Device& select_device(const std::string& backend, int device_index, int threads)
   return device;
 }
 
-LoadedModel load_model(const ModelOptions& opt) {
-  Device& device = select_device(opt.backend, opt.device, opt.threads);
+std::vector<Device*> select_devices(const ModelOptions& opt) {
+  if (opt.devices.empty()) return {&select_device(opt.backend, opt.device, opt.threads)};
+  if (opt.threads > 0) ThreadPool::set_global_threads(opt.threads);
+  std::vector<Device*> devices = llm::parse_device_list(opt.devices);
+  std::string ids;
+  for (Device* d : devices) ids += (ids.empty() ? "" : ", ") + d->id() + " (" + d->info().name + ")";
+  log::info("devices: {}", ids);
+  return devices;
+}
+
+llm::PlanRequest plan_request(const ModelOptions& opt, const std::vector<Device*>& devices, const Workload& work) {
+  llm::PlanRequest req;
+  req.devices = devices;
+  req.split = opt.split == "tensor" ? llm::SplitMode::Tensor : llm::SplitMode::Layer;
+  if (!opt.split_ratio.empty()) req.split_ratio = llm::parse_split_ratio(opt.split_ratio);
+  req.gpu_layers = llm::parse_gpu_layers(opt.gpu_layers);
+  req.ctx_size = work.ctx_size > 0 ? work.ctx_size : opt.ctx_size;
+  req.ctx_given = work.ctx_size > 0 || (opt.ctx_option && opt.ctx_option->count() > 0);
+  req.parallel = work.parallel;
+  req.batch_tokens = work.batch_tokens;
+  req.logit_rows = work.logit_rows;
+  req.kv_dtype = *dtype_from_name(opt.kv_dtype);
+  req.decode_graphs = opt.graphs;
+  req.fit = opt.fit;
+  return req;
+}
+
+LoadedModel load_model(const ModelOptions& opt, const Workload& work) {
+  const std::vector<Device*> devices = select_devices(opt);
+  LoadedModel out;
+  {
+    const llm::ModelDescription desc = llm::describe_model(opt.model);
+    llm::PlanRequest req = plan_request(opt, devices, work);
+    req.gpu_layers = std::min(req.gpu_layers, desc.config.n_layers);  // "-g 999": all of them
+    out.plan = llm::plan_memory(desc, req);
+  }
+  std::fprintf(stderr, "%s", out.plan.table().c_str());
+  llm::require_fit(out.plan);
+  const auto baseline = llm::held_bytes(out.plan.placement.devices);
   ProgressBar bar(!opt.quiet, "loading");
   llm::LoadOptions load;
-  load.device = &device;
+  load.placement = out.plan.placement;
   load.progress = [&](float f) { bar.update(f); };
   load.decode_graphs = opt.graphs;
-  LoadedModel out;
   out.model = llm::Model::load(opt.model, load);
-  const auto& cfg = out.model->config();
-  const int ctx = std::min(opt.ctx_size, cfg.max_positions > 0 ? cfg.max_positions : opt.ctx_size);
-  const int block = 16;
-  const DType kv = *dtype_from_name(opt.kv_dtype);
-  out.cache = std::make_unique<llm::KvCache>(device, cfg, (ctx + block - 1) / block, block, kv);
-  log::info("kv cache: {} positions, {} ({:.1f} MiB); weights {:.1f} MiB", ctx, opt.kv_dtype,
-            (double)out.cache->bytes() / (1 << 20), (double)out.model->weight_bytes() / (1 << 20));
+  if (!work.make_cache) return out;
+  out.cache = std::make_unique<llm::KvCache>(out.model->kv_layout(), out.plan.kv_blocks(), out.plan.block_size,
+                                             out.plan.kv_dtype);
+  log::info("kv cache: {} positions, {} ({:.1f} MiB); weights {:.1f} MiB", out.plan.ctx_size,
+            dtype_name(out.plan.kv_dtype), (double)out.cache->bytes() / (1 << 20),
+            (double)out.model->weight_bytes() / (1 << 20));
+  for (const auto& c : llm::measure_plan(out.plan, *out.model, *out.cache, baseline)) {
+    log::info("plan check {}: weights {:.1f} MiB (planned {:.1f}), KV cache {:.1f} MiB (planned {:.1f}); allocated "
+              "{:.1f} MiB before the first step (planned {:.1f} with the steps' activations)",
+              c.id, (double)c.measured_weights / (1 << 20), (double)c.planned_weights / (1 << 20),
+              (double)c.measured_kv / (1 << 20), (double)c.planned_kv / (1 << 20),
+              (double)c.measured_allocated / (1 << 20), (double)c.planned_allocated / (1 << 20));
+  }
   return out;
 }
 

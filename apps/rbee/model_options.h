@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "rbee/llm/kv_cache.h"
+#include "rbee/llm/memory_plan.h"
 #include "rbee/llm/model.h"
 #include "rbee/llm/sampler.h"
 
@@ -27,6 +28,22 @@ struct ModelOptions {
   std::string kv_dtype = "f16";
   bool quiet = false;    // no progress bar
   bool graphs = true;    // decode steps replayed as device graphs where the device has them
+  // Several devices and partial offload (docs/DESIGN.md section 7).
+  std::string devices;            // --devices cuda:0,cuda:1 (empty: the --backend / --device pick)
+  std::string split = "layer";    // --split layer|tensor
+  std::string split_ratio;        // --split-ratio 3,1 (empty: free memory for layers, equal for tensor)
+  std::string gpu_layers = "auto";
+  bool fit = true;                // lower the context / move layers to the CPU so that the model fits
+  CLI::Option* ctx_option = nullptr;  // set by add_model_options: whether -c was given
+};
+
+// The work the model will be loaded for: sizes the memory plan's activations and graphs.
+struct Workload {
+  int parallel = 1;         // sequences decoded together
+  int batch_tokens = 512;   // tokens of the largest forward step
+  int logit_rows = 1;       // logit rows of that step
+  bool make_cache = true;   // false: the caller makes its own caches (bench --batch)
+  int ctx_size = 0;         // > 0: KV positions to plan (and make) instead of --ctx-size, not lowered by fitting
 };
 
 struct SamplingOptions {
@@ -50,10 +67,17 @@ llm::SamplingParams to_sampling_params(const SamplingOptions& opt);
 struct LoadedModel {
   std::unique_ptr<llm::Model> model;
   std::unique_ptr<llm::KvCache> cache;
+  llm::MemoryPlan plan;
 };
 // Sets the CPU thread count (threads > 0), loads the GPU plug-ins and picks the device, logging why.
 Device& select_device(const std::string& backend, int device, int threads);
-// Selects the device, loads the model with a progress bar on a terminal, and sizes the KV cache.
-LoadedModel load_model(const ModelOptions& opt);
+// The devices the options name: --devices, else the --backend / --device pick.
+std::vector<Device*> select_devices(const ModelOptions& opt);
+// The memory plan request the options and the workload make.
+llm::PlanRequest plan_request(const ModelOptions& opt, const std::vector<Device*>& devices, const Workload& work);
+// Plans the model's memory from its metadata (printed on stderr), refuses it when it cannot fit (Error
+// OutOfMemory naming the numbers, before any weight is read), loads it over the plan's placement with a progress
+// bar on a terminal, makes the KV cache of the planned size and logs the plan against what was allocated.
+LoadedModel load_model(const ModelOptions& opt, const Workload& work = {});
 
 }  // namespace rbee::cli

@@ -1,11 +1,14 @@
-// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention decode, block-type qmatmul on int8
+// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention (decode and prefill, tensor-core
+// kernel and scalar kernel side by side), block-type qmatmul on int8
 // tensor cores (MMQ: batched decode and prompt rows) and prompt qmatmul, each next to the limits measured in the
 // same run: the device-to-device copy bandwidth and an f16 GEMM's rate.
 //
 //   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R] [--only SECTIONS] [--mmq-rows LIST]
+//                      [--types TYPES]
 //
 // SECTIONS: comma-separated of matvec, attention, mmq, prompt (default all; copy and the f16 GEMM always run).
 // LIST: the M values of the mmq section (default 16,64,128,512).
+// TYPES: comma-separated weight types (e.g. q4_0,q4_k) the mmq and prompt sections keep (default: all of theirs).
 //
 // Timing: each case is run once (warm-up: its temporaries land in the caching allocator), then captured
 // `per_graph` times into one graph, and the graph is replayed R times; time = wall time / (R * per_graph).
@@ -15,7 +18,10 @@
 // Bandwidths:
 //   copy:        bytes read + written by copy_on_device (2 x buffer size)
 //   matvec:      weight bytes (packed) / time; activations are ~0.1% of the traffic
-//   attention:   K + V bytes of the context read / time
+//   attention decode:  K + V bytes of the contexts read / time, vs copy
+//   attention prefill: 4 d Hq sum_i (keys query i sees) / time (TFLOP/s of the causal work; QK^T and PV), vs
+//                      the f16 GEMM's rate. Rows "scalar" are the same cases on the scalar kernel
+//                      (RBEE_PAGED_FLASH=0).
 //   gemm:        2 M N K / time of an f16 GEMM (ops::matmul on the vendor BLAS), M = N = K = 8192
 //   mmq:         2 M N K / time (TOPS, int8 products counted as operations) against the f16 GEMM's rate, and the
 //                packed weight bytes / time against the copy bandwidth (what bounds batched decode)
@@ -24,9 +30,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -63,6 +71,7 @@ struct Options {
   int reps = 20;
   std::string only;  // empty: every section
   std::vector<int64_t> mmq_rows = {16, 64, 128, 512};
+  std::vector<DType> types;  // empty: every type of the mmq / prompt sections
   bool runs(std::string_view section) const {
     if (only.empty()) return true;
     for (size_t p = 0; p <= only.size();) {
@@ -72,6 +81,7 @@ struct Options {
     }
     return false;
   }
+  bool keeps(DType t) const { return types.empty() || std::find(types.begin(), types.end(), t) != types.end(); }
 };
 
 // Seconds per call of `enqueue(i)` (call i of a graph: issues one op on `device` and may drop its result),
@@ -185,42 +195,90 @@ int run(const Options& opt) {
     }
   }
 
-  // ---- paged attention decode: 32 query heads x 128, GQA 32/8, f16 cache, block size 16 ----
-  const int hq = 32, hkv = 8, d = 128, block_size = 16;
-  for (const int batch : {1, 8}) {
-    if (!opt.runs("attention")) break;
-    for (const int ctx : {512, 4096}) {
-      const int blocks_per_seq = ctx / block_size;
-      const int num_blocks = batch * blocks_per_seq;
-      std::vector<Tensor> k_caches{ops::cast(random_tensor({num_blocks, block_size, hkv, d}, device, 21), DType::F16)};
-      std::vector<Tensor> v_caches{ops::cast(random_tensor({num_blocks, block_size, hkv, d}, device, 22), DType::F16)};
-      const double bytes = 2.0 * batch * ctx * hkv * d * 2;
-      while ((int)k_caches.size() < cold_copies(bytes)) {
-        k_caches.push_back(clone(k_caches[0]));
-        v_caches.push_back(clone(v_caches[0]));
+  // ---- paged attention: f16 caches, block size 16, head size 128 ----
+  // Llama-2-7B (32 query / 32 kv heads) and Llama-3-8B (32 / 8). Each row also on the scalar kernel.
+  struct Heads {
+    const char* name;
+    int hq, hkv;
+  };
+  const Heads kHeads[] = {{"32/32x128", 32, 32}, {"32/8x128", 32, 8}};
+  const int d = 128, block_size = 16;
+  // Rows on the tensor-core kernel, then the same on the scalar one.
+  auto both_kernels = [&](const std::function<void(const char*)>& run_case) {
+    unsetenv("RBEE_PAGED_FLASH");
+    run_case("");
+    setenv("RBEE_PAGED_FLASH", "0", 1);
+    run_case(" scalar");
+    unsetenv("RBEE_PAGED_FLASH");
+  };
+  if (opt.runs("attention")) {
+    // Prefill: one fresh prompt of n tokens (q_len = ctx = n), causal.
+    for (const Heads& hd : kHeads) {
+      for (const int n : {512, 4096}) {
+        const int blocks = n / block_size;
+        const Tensor kc = ops::cast(random_tensor({blocks, block_size, hd.hkv, d}, device, 41), DType::F16);
+        const Tensor vc = ops::cast(random_tensor({blocks, block_size, hd.hkv, d}, device, 42), DType::F16);
+        const Tensor q = random_tensor({n, hd.hq, d}, device, 43);
+        std::vector<int32_t> table(blocks);
+        for (int j = 0; j < blocks; ++j) table[j] = j;
+        const Tensor seq_info = Tensor::from_vector(std::vector<int32_t>{0, n, n}, {1, 3}, device);
+        const Tensor block_tables = Tensor::from_vector(table, {1, blocks}, device);
+        AttentionParams params;
+        params.scale = 1.f / std::sqrt((float)d);
+        params.causal = true;
+        const double flops = 4.0 * d * hd.hq * ((double)n * (n + 1) / 2);
+        both_kernels([&](const char* tag) {
+          const double s = time_per_call(
+              device, [&](int) { (void)ops::paged_attention(q, kc, vc, seq_info, block_tables, params); }, 5,
+              opt.reps);
+          const double tflops = flops / s / 1e12;
+          print_row("paged_attention", fmt::format("prefill {} {} f16{}", n, hd.name, tag), s * 1e6,
+                    fmt::format("{:.1f} TFLOP/s", tflops), fmt::format("{:.2f}", tflops / gemm_tflops));
+        });
       }
-      const int per_graph = calls_per_graph((int)k_caches.size());
-      const Tensor q = random_tensor({batch, hq, d}, device, 23);
-      std::vector<int32_t> info, tables;
-      for (int b = 0; b < batch; ++b) {
-        info.insert(info.end(), {b, 1, ctx});
-        for (int j = 0; j < blocks_per_seq; ++j) tables.push_back(b * blocks_per_seq + j);
+    }
+
+    // Decode: `batch` sequences of one new token at context ctx.
+    for (const Heads& hd : kHeads) {
+      for (const int batch : {1, 16, 64}) {
+        for (const int ctx : {512, 4096}) {
+          const int blocks_per_seq = ctx / block_size;
+          const int num_blocks = batch * blocks_per_seq;
+          std::vector<Tensor> k_caches{
+              ops::cast(random_tensor({num_blocks, block_size, hd.hkv, d}, device, 21), DType::F16)};
+          std::vector<Tensor> v_caches{
+              ops::cast(random_tensor({num_blocks, block_size, hd.hkv, d}, device, 22), DType::F16)};
+          const double bytes = 2.0 * batch * ctx * hd.hkv * d * 2;
+          while ((int)k_caches.size() < cold_copies(bytes)) {
+            k_caches.push_back(clone(k_caches[0]));
+            v_caches.push_back(clone(v_caches[0]));
+          }
+          const int per_graph = calls_per_graph((int)k_caches.size());
+          const Tensor q = random_tensor({batch, hd.hq, d}, device, 23);
+          std::vector<int32_t> info, tables;
+          for (int b = 0; b < batch; ++b) {
+            info.insert(info.end(), {b, 1, ctx});
+            for (int j = 0; j < blocks_per_seq; ++j) tables.push_back(b * blocks_per_seq + j);
+          }
+          const Tensor seq_info = Tensor::from_vector(info, {batch, 3}, device);
+          const Tensor block_tables = Tensor::from_vector(tables, {batch, blocks_per_seq}, device);
+          AttentionParams params;
+          params.scale = 1.f / std::sqrt((float)d);
+          params.causal = true;
+          both_kernels([&](const char* tag) {
+            const double s = time_per_call(
+                device,
+                [&](int i) {
+                  const size_t c = (size_t)i % k_caches.size();
+                  (void)ops::paged_attention(q, k_caches[c], v_caches[c], seq_info, block_tables, params);
+                },
+                per_graph, opt.reps);
+            const double gbs = bytes / s / 1e9;
+            print_row("paged_attention", fmt::format("decode B={} ctx={} {} f16{}", batch, ctx, hd.name, tag),
+                      s * 1e6, fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
+          });
+        }
       }
-      const Tensor seq_info = Tensor::from_vector(info, {batch, 3}, device);
-      const Tensor block_tables = Tensor::from_vector(tables, {batch, blocks_per_seq}, device);
-      AttentionParams params;
-      params.scale = 1.f / std::sqrt((float)d);
-      params.causal = true;
-      const double s = time_per_call(
-          device,
-          [&](int i) {
-            const size_t c = (size_t)i % k_caches.size();
-            (void)ops::paged_attention(q, k_caches[c], v_caches[c], seq_info, block_tables, params);
-          },
-          per_graph, opt.reps);
-      const double gbs = bytes / s / 1e9;
-      print_row("paged_attention", fmt::format("decode B={} ctx={} f16 32/8x128", batch, ctx), s * 1e6,
-                fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
     }
   }
 
@@ -230,6 +288,7 @@ int run(const Options& opt) {
                                DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
   for (const DType type : kBlockTypes) {
     if (!opt.runs("mmq")) break;
+    if (!opt.keeps(type)) continue;
     for (const auto& [n, k] : kShapes) {
       const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
       std::vector<Tensor> ws{make_weights(type, n, k, device)};
@@ -255,6 +314,7 @@ int run(const Options& opt) {
   const double kPerModel[] = {32 * 4, 32 * 2, 32, 1};
   for (const DType type : kTypes) {
     if (!opt.runs("prompt")) break;
+    if (!opt.keeps(type)) continue;
     double model_s = 0;
     for (size_t si = 0; si < std::size(kPromptShapes); ++si) {
       const auto [n, k] = kPromptShapes[si];
@@ -297,10 +357,23 @@ int main(int argc, char** argv) {
         opt.mmq_rows.push_back(std::max<int64_t>(1, std::atoll(list.substr(p, q - p).c_str())));
         p = q + 1;
       }
+    } else if (a == "--types") {
+      const std::string list = value();
+      for (size_t p = 0; p < list.size();) {
+        const size_t q = std::min(list.find(',', p), list.size());
+        const std::string name = list.substr(p, q - p);
+        const std::optional<DType> t = dtype_from_name(name);
+        if (!t) {
+          std::fprintf(stderr, "--types: unknown dtype '%s'\n", name.c_str());
+          return 2;
+        }
+        opt.types.push_back(*t);
+        p = q + 1;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R] [--only matvec,attention,mmq,prompt]"
-                   " [--mmq-rows 16,64,128,512]\n",
+                   " [--mmq-rows 16,64,128,512] [--types q4_0,q4_k,...]\n",
                    argv[0]);
       return 2;
     }

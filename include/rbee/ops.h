@@ -122,4 +122,12 @@ void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, const
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
                        const Tensor& block_tables, const AttentionParams& params);
 
+
+// ---- token sampling (LLM decoding; contract in rbee/backend/op_table.def) ----
+// logits [B, V] F32; params F32 [B, kSampleParams], control I64 [B, kSampleControls] (op_kinds.h, sample_col);
+// tokens I32 [B, H, 2] (id, count) and bias F32 [B, H] for the tokens with a bias or penalty (H may be 0).
+// Returns the chosen ids, I32 [B] (-1 for a row without any candidate).
+Tensor sample(const Tensor& logits, const Tensor& params, const Tensor& control, const Tensor& tokens,
+              const Tensor& bias);
+
 }  // namespace rbee::ops

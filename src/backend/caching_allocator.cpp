@@ -13,6 +13,7 @@ namespace rbee {
 
 CachingAllocator::CachingAllocator(std::string device_name, RawAlloc raw_alloc, RawFree raw_free)
     : device_name_(std::move(device_name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {
+  exact_releaser_.owner = this;
   const char* only = std::getenv("RBEE_FAULT_ALLOC_DEVICE");
   if (only && *only && device_name_.find(only) == std::string::npos) return;
   if (const char* limit = std::getenv("RBEE_FAULT_ALLOC_LIMIT"); limit && *limit) {
@@ -55,6 +56,17 @@ void* CachingAllocator::allocate(size_t bytes, size_t* rounded_bytes) {
     stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
     return p;
   }
+  void* p = raw_with_retry(size);
+  RBEE_CHECK_CODE(p != nullptr, ErrorCode::OutOfMemory,
+                  "out of memory on {}: could not allocate {} bytes ({} bytes already in use)", device_name_, size,
+                  stats_.in_use_bytes);
+  ++stats_.raw_allocations;
+  stats_.in_use_bytes += (int64_t)size;
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+  return p;
+}
+
+void* CachingAllocator::raw_with_retry(size_t size) {
   // The injected limit counts what the raw allocator holds (in use + cached), as a real device would.
   auto raw = [&]() -> void* {
     if (fault_limit_ >= 0 && stats_.in_use_bytes + stats_.cached_bytes + (int64_t)size > fault_limit_) return nullptr;
@@ -69,13 +81,33 @@ void* CachingAllocator::allocate(size_t bytes, size_t* rounded_bytes) {
     stats_.cached_bytes = 0;
     p = raw();
   }
+  return p;
+}
+
+void* CachingAllocator::allocate_exact(size_t bytes, size_t* rounded_bytes) {
+  const size_t size = exact_size(bytes);
+  *rounded_bytes = size;
+  RBEE_CHECK_CODE(fault_switch_.empty() || ::access(fault_switch_.c_str(), F_OK) != 0, ErrorCode::OutOfMemory,
+                  "out of memory on {}: could not allocate {} bytes (injected: {} exists)", device_name_, size,
+                  fault_switch_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* p = raw_with_retry(size);
   RBEE_CHECK_CODE(p != nullptr, ErrorCode::OutOfMemory,
                   "out of memory on {}: could not allocate {} bytes ({} bytes already in use)", device_name_, size,
                   stats_.in_use_bytes);
   ++stats_.raw_allocations;
   stats_.in_use_bytes += (int64_t)size;
+  stats_.exact_bytes += (int64_t)size;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   return p;
+}
+
+void CachingAllocator::ExactReleaser::release(void* ptr, size_t bytes) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(owner->mutex_);
+  owner->raw_free_(ptr);
+  owner->stats_.in_use_bytes -= (int64_t)bytes;
+  owner->stats_.exact_bytes -= (int64_t)bytes;
 }
 
 void CachingAllocator::release(void* ptr, size_t bytes) {
@@ -97,7 +129,9 @@ void CachingAllocator::empty_cache() {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  AllocatorStats s = stats_;
+  s.limit_bytes = fault_limit_;
+  return s;
 }
 
 }  // namespace rbee

@@ -49,6 +49,8 @@ bool qmatmul(std::span<const DType> d) {
 bool kv_cache_write(std::span<const DType> d) { return is_matmul_float(d[0]) && is_cache_type(at(d, 1, DType::F16)); }
 // (q, cache): q F32 over an F16 / F32 / BF16 cache.
 bool paged_attention(std::span<const DType> d) { return d[0] == DType::F32 && is_cache_type(at(d, 1, DType::F16)); }
+// (logits, ...): F32 logits; the settings, token lists and ids have fixed dtypes (op_table.def, Sample).
+bool sample(std::span<const DType> d) { return d[0] == DType::F32; }
 // (x, ids, ...): x plain, ids I64 / I32 / U32.
 bool index(std::span<const DType> d) { return is_plain(d[0]) && is_index_type(at(d, 1, DType::I64)); }
 }  // namespace dtype_rules

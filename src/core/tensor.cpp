@@ -13,6 +13,14 @@ Device& Tensor::device() const {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
+  return empty_exact_or_cached(shape, dtype, device, false);
+}
+
+Tensor Tensor::empty_exact(const Shape& shape, DType dtype, Device& device) {
+  return empty_exact_or_cached(shape, dtype, device, true);
+}
+
+Tensor Tensor::empty_exact_or_cached(const Shape& shape, DType dtype, Device& device, bool exact) {
   for (int64_t d : shape) RBEE_CHECK(d >= 0, "negative dimension in shape {}", shape.to_string());
   if (is_quantized(dtype)) {
     RBEE_CHECK(shape.rank() >= 1, "a {} tensor needs at least one dimension", dtype_name(dtype));
@@ -24,7 +32,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   const int64_t bytes = is_quantized(dtype) ? dtype_row_bytes(dtype, shape[shape.rank() - 1]) *
                                                   (shape.numel() / std::max<int64_t>(shape[shape.rank() - 1], 1))
                                             : shape.numel() * dtype_type_size(dtype);
-  t.buffer_ = device.allocate((size_t)std::max<int64_t>(bytes, 1));
+  const size_t n = (size_t)std::max<int64_t>(bytes, 1);
+  t.buffer_ = exact ? device.allocate_exact(n) : device.allocate(n);
   return t;
 }
 

@@ -24,8 +24,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Logits row r of a [rows, vocab] device tensor, on the host.
-std::vector<float> host_row(const Tensor& logits, int64_t r) { return logits.narrow(0, r, 1).to_vector<float>(); }
+// The next token from row 0 of logits [rows, vocab], sampled on the logits' device (only the id comes back).
+TokenId next_token(Sampler& sampler, const Tensor& logits, std::span<const TokenId> prompt,
+                   std::span<const TokenId> generated) {
+  SampleBatch batch;
+  batch.add(sampler, prompt, generated);
+  const TokenId id = batch.run(logits.narrow(0, 0, 1))[0];
+  RBEE_CHECK(id >= 0, "sample: every token is banned by logit_bias");
+  return id;
+}
 }  // namespace
 
 GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& req,
@@ -62,10 +69,15 @@ GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& req
     logits = model.forward(batch, cache);
     seq.length = (int)(start + len);
   }
-  std::vector<float> row = host_row(logits, 0);
+  Sampler sampler(req.sampling);
+  TokenId next = -1;
+  if (req.max_tokens > 0) {
+    next = next_token(sampler, logits, req.prompt, result.tokens);  // waits for the prompt pass
+  } else {
+    model.device().synchronize();
+  }
   result.prompt_seconds = seconds_since(t0);
 
-  Sampler sampler(req.sampling);
   StopMatcher stops(req.stop);
   StreamingDecoder decoder(tok, true);
   const auto eos = tok.eos_ids();
@@ -82,7 +94,7 @@ GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& req
   };
   result.reason = StopReason::MaxTokens;
   for (int i = 0; i < req.max_tokens; ++i) {
-    const TokenId next = sampler.sample(row, req.prompt, result.tokens);
+    if (i > 0) next = next_token(sampler, logits, req.prompt, result.tokens);
     result.tokens.push_back(next);
     if (!req.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) {
       result.reason = StopReason::Eos;
@@ -103,7 +115,6 @@ GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& req
     batch.seqs.push_back({&seq, 1, seq.length + 1, false});
     logits = model.forward(batch, cache);
     seq.length += 1;
-    row = host_row(logits, 0);
   }
   if (result.reason != StopReason::StopSequence && result.reason != StopReason::Cancelled) {
     emit(stops.feed(decoder.flush()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "rbee/backend/caching_allocator.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/model_config.h"
@@ -9,16 +10,52 @@
 
 namespace rbee::llm {
 
+KvLayout KvLayout::single(Device& device, const ModelConfig& config) {
+  KvLayout layout;
+  layout.head_dim = config.head_dim;
+  layout.layers.assign((size_t)config.n_layers, {Part{&device, config.n_kv_heads}});
+  return layout;
+}
+
+bool KvLayout::operator==(const KvLayout& other) const {
+  if (head_dim != other.head_dim || layers.size() != other.layers.size()) return false;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].size() != other.layers[l].size()) return false;
+    for (size_t p = 0; p < layers[l].size(); ++p) {
+      if (layers[l][p].device != other.layers[l][p].device || layers[l][p].kv_heads != other.layers[l][p].kv_heads) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 KvCache::KvCache(Device& device, const ModelConfig& config, int num_blocks, int block_size, DType dtype)
-    : num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
+    : KvCache(KvLayout::single(device, config), num_blocks, block_size, dtype) {}
+
+KvCache::KvCache(const KvLayout& layout, int num_blocks, int block_size, DType dtype)
+    : layout_(layout), num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
   RBEE_CHECK(num_blocks > 0 && block_size > 0, "kv cache: {} blocks of {} positions", num_blocks, block_size);
   RBEE_CHECK(dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32,
              "kv cache: dtype must be f16, bf16 or f32, got {}", dtype_name(dtype));
-  const Shape shape{num_blocks, block_size, config.n_kv_heads, config.head_dim};
-  for (int l = 0; l < config.n_layers; ++l) {
-    // Zeroed so that a bug reading unwritten slots shows up as zeros rather than garbage.
-    k_.push_back(ops::zeros(shape, dtype, device));
-    v_.push_back(ops::zeros(shape, dtype, device));
+  RBEE_CHECK(layout.head_dim > 0 && !layout.layers.empty(), "kv cache: empty layout (head_dim {}, {} layers)",
+             layout.head_dim, layout.layers.size());
+  for (const auto& parts : layout.layers) {
+    RBEE_CHECK(!parts.empty(), "kv cache: a layer without parts");
+    std::vector<Tensor> ks, vs;
+    for (const auto& part : parts) {
+      RBEE_CHECK(part.device != nullptr && part.kv_heads > 0, "kv cache: a part needs a device and kv heads");
+      const Shape shape{num_blocks, block_size, part.kv_heads, layout.head_dim};
+      // Exact-size memory (long-lived), zeroed so that a bug reading unwritten slots shows up as zeros rather
+      // than garbage.
+      for (auto* list : {&ks, &vs}) {
+        Tensor t = Tensor::empty_exact(shape, dtype, *part.device);
+        part.device->kernels().fill(t, 0.0);
+        list->push_back(std::move(t));
+      }
+    }
+    k_.push_back(std::move(ks));
+    v_.push_back(std::move(vs));
   }
   free_.reserve((size_t)num_blocks);
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
@@ -32,7 +69,31 @@ KvCache::KvCache(Device& device, const ModelConfig& config, int num_blocks, int 
 
 int64_t KvCache::bytes() const {
   int64_t total = 0;
-  for (const auto& t : k_) total += 2 * t.nbytes();
+  for (const auto& parts : k_) {
+    for (const auto& t : parts) total += 2 * t.nbytes();
+  }
+  return total;
+}
+
+int64_t KvCache::bytes_on(const Device& device) const {
+  int64_t total = 0;
+  for (const auto& parts : k_) {
+    for (const auto& t : parts) {
+      if (&t.device() == &device) total += 2 * t.nbytes();
+    }
+  }
+  return total;
+}
+
+int64_t KvCache::bytes_for(const KvLayout& layout, const Device& device, int num_blocks, int block_size, DType dtype) {
+  int64_t total = 0;
+  for (const auto& parts : layout.layers) {
+    for (const auto& part : parts) {
+      if (part.device != &device) continue;
+      const int64_t bytes = (int64_t)num_blocks * block_size * part.kv_heads * layout.head_dim * dtype_type_size(dtype);
+      total += 2 * (int64_t)CachingAllocator::exact_size((size_t)bytes);
+    }
+  }
   return total;
 }
 
@@ -98,8 +159,10 @@ void KvCache::copy_block(int32_t dst, int32_t src) {
   RBEE_ASSERT(dst >= 0 && dst < num_blocks_ && src >= 0 && src < num_blocks_, "copying block {} to {} of {}", src,
               dst, num_blocks_);
   for (size_t l = 0; l < k_.size(); ++l) {
-    ops::copy(k_[l].narrow(0, dst, 1), k_[l].narrow(0, src, 1));
-    ops::copy(v_[l].narrow(0, dst, 1), v_[l].narrow(0, src, 1));
+    for (size_t p = 0; p < k_[l].size(); ++p) {
+      ops::copy(k_[l][p].narrow(0, dst, 1), k_[l][p].narrow(0, src, 1));
+      ops::copy(v_[l][p].narrow(0, dst, 1), v_[l][p].narrow(0, src, 1));
+    }
   }
 }
 

@@ -1,8 +1,10 @@
-// ModelConfig from GGUF metadata (llama.cpp's key names) and from Hugging Face config.json.
+// ModelConfig from GGUF metadata (llama.cpp's key names) and from Hugging Face config.json: the keys every
+// architecture shares. What differs per architecture comes from its registry entry (llm/models/architecture.h).
 #include "rbee/llm/model_config.h"
 
 #include <cmath>
 
+#include "llm/models/architecture.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/gguf.h"
 
@@ -10,15 +12,11 @@ namespace rbee::llm {
 
 namespace {
 
-// Which layers use the sliding window, per architecture.
-std::vector<bool> local_layer_pattern(const std::string& arch, int n_layers, int sliding_window, int pattern) {
+// Which layers use the sliding window: the architecture's pattern (default: every layer).
+std::vector<bool> local_layer_pattern(const Architecture& arch, int n_layers, int sliding_window, int pattern) {
   std::vector<bool> local((size_t)n_layers, false);
   if (sliding_window <= 0) return local;
-  for (int i = 0; i < n_layers; ++i) {
-    if (arch == "gemma2") local[(size_t)i] = i % 2 == 0;                          // even layers are local
-    else if (arch == "gemma3") local[(size_t)i] = (i + 1) % std::max(pattern, 1) != 0;  // every pattern-th is global
-    else local[(size_t)i] = true;                                                 // Mistral, Phi-3, Qwen2
-  }
+  for (int i = 0; i < n_layers; ++i) local[(size_t)i] = arch.layer_slides ? arch.layer_slides(i, pattern) : true;
   return local;
 }
 
@@ -42,20 +40,9 @@ std::vector<bool> gguf_layer_pattern(const gguf::Value& v, int n_layers, const s
   return local;
 }
 
-void apply_arch_defaults(ModelConfig& c) {
-  if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
-    c.activation = Activation::GeluTanh;
-    c.embedding_scale = std::sqrt((float)c.hidden_size);
-    c.tie_embeddings = true;
-    c.rope_mode = RopeMode::Neox;
-  }
-  if (c.arch == "gemma2" || c.arch == "gemma3") c.post_norms = true;
-  if (c.arch == "gemma3") c.qk_norm = true;
-  if (c.arch == "qwen2") c.qkv_bias = true;
-  if (c.arch == "phi3") {
-    c.fused_qkv = true;
-    c.fused_gate_up = true;
-  }
+// The architecture's fixed traits, then the defaults that follow from the sizes.
+void apply_arch_defaults(const Architecture& arch, ModelConfig& c) {
+  if (arch.traits) arch.traits(c);
   if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
   if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);
 }
@@ -94,10 +81,9 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   const auto arch = f.get_string("general.architecture");
   RBEE_CHECK_CODE(arch.has_value(), ErrorCode::Io, "{}: general.architecture is missing", f.path());
   c.arch = *arch;
-  RBEE_CHECK_CODE(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "phi3" ||
-                      c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3",
-                  ErrorCode::Unsupported, "{}: architecture '{}' is not supported (llama, mistral, qwen2, phi3, "
-                  "gemma, gemma2, gemma3)", f.path(), c.arch);
+  const Architecture* entry = find_architecture(c.arch);
+  RBEE_CHECK_CODE(entry != nullptr, ErrorCode::Unsupported, "{}: architecture '{}' is not supported ({})", f.path(),
+                  c.arch, architecture_names());
   c.name = f.get_string("general.name").value_or(c.arch);
   const std::string a = c.arch + ".";
   auto need_int = [&](const std::string& key) {
@@ -115,9 +101,9 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.norm_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5);
   c.rope_theta = (float)f.get_float(a + "rope.freq_base").value_or(10000.0);
   c.rotary_dim = (int)f.get_int(a + "rope.dimension_count").value_or(c.head_dim);
-  // llama.cpp permutes Llama/Mistral q and k weights so that rotation pairs are adjacent ("normal" mode);
-  // the other families keep the Hugging Face (neox) layout.
-  c.rope_mode = (c.arch == "llama" || c.arch == "mistral") ? RopeMode::Normal : RopeMode::Neox;
+  // llama.cpp permutes some families' q and k weights so that rotation pairs are adjacent ("normal" mode);
+  // the others keep the Hugging Face (neox) layout.
+  c.rope_mode = entry->gguf_rope_mode;
   if (const auto type = f.get_string(a + "rope.scaling.type")) {
     const float factor = (float)f.get_float(a + "rope.scaling.factor").value_or(1.0);
     if (*type == "linear") {
@@ -136,8 +122,7 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.sliding_window = (int)f.get_int(a + "attention.sliding_window").value_or(0);
   c.attn_softcap = (float)f.get_float(a + "attn_logit_softcapping").value_or(0.0);
   c.final_softcap = (float)f.get_float(a + "final_logit_softcapping").value_or(0.0);
-  // Gemma 3's local layers rotate with their own base (llama.cpp's default when the key is absent: 10000).
-  if (c.arch == "gemma3") c.rope_theta_local = (float)f.get_float(a + "rope.freq_base_swa").value_or(10000.0);
+  if (entry->read_gguf) entry->read_gguf(f, a, c);
   // Vocabulary: the metadata value, else the token list, else the embedding's rows.
   if (const auto v = f.get_int(a + "vocab_size")) c.vocab_size = (int)*v;
   else if (const auto* tok = f.find("tokenizer.ggml.tokens")) c.vocab_size = (int)tok->array_size();
@@ -145,11 +130,9 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.tie_embeddings = f.find_tensor("output.weight") == nullptr;
   c.chat_template = f.get_string("tokenizer.chat_template").value_or("");
   c.pooling_type = (int)f.get_int(a + "pooling_type").value_or(-1);
-  apply_arch_defaults(c);
-  if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
-    c.norm_weight_plus_one = false;  // llama.cpp's converter already stored 1 + w
-  }
-  c.layer_is_local = local_layer_pattern(c.arch, c.n_layers, c.sliding_window, 6);
+  apply_arch_defaults(*entry, c);
+  // norm_weight_plus_one stays false: where a family's norms multiply by (1 + w), llama.cpp's converter stored 1 + w.
+  c.layer_is_local = local_layer_pattern(*entry, c.n_layers, c.sliding_window, 6);
   if (const gguf::Value* pattern = f.find(a + "attention.sliding_window_pattern"); pattern && c.sliding_window > 0) {
     c.layer_is_local = gguf_layer_pattern(*pattern, c.n_layers, f.path());
   }
@@ -158,32 +141,23 @@ ModelConfig config_from_gguf(const gguf::File& f) {
 }
 
 ModelConfig config_from_hf(const nlohmann::json& j) {
-  auto get_int = [&](const char* key, int fallback) {
-    const auto it = j.find(key);
-    return it == j.end() || it->is_null() ? fallback : it->get<int>();
-  };
-  auto get_float = [&](const char* key, double fallback) {
-    const auto it = j.find(key);
-    return it == j.end() || it->is_null() ? fallback : it->get<double>();
-  };
+  auto get_int = [&](const char* key, int fallback) { return hf_int(j, key, fallback); };
+  auto get_float = [&](const char* key, double fallback) { return hf_float(j, key, fallback); };
   ModelConfig c;
   try {
     RBEE_CHECK(j.contains("model_type"), "config.json: model_type is missing");
     const std::string type = j.at("model_type").get<std::string>();
-    if (type == "llama") c.arch = "llama";
-    else if (type == "mistral") c.arch = "mistral";
-    else if (type == "qwen2") c.arch = "qwen2";
-    else if (type == "phi3") c.arch = "phi3";
-    else if (type == "gemma") c.arch = "gemma";
-    else if (type == "gemma2") c.arch = "gemma2";
-    else if (type == "gemma3_text" || type == "gemma3") c.arch = "gemma3";
-    else RBEE_THROW(ErrorCode::Unsupported, "config.json: model_type '{}' is not supported", type);
-    const nlohmann::json& t = (type == "gemma3" && j.contains("text_config")) ? j.at("text_config") : j;
-    if (&t != &j) return config_from_hf([&] {
-        nlohmann::json merged = t;
-        merged["model_type"] = "gemma3_text";
-        return merged;
-      }());
+    const Architecture* entry = find_hf_architecture(type);
+    RBEE_CHECK_CODE(entry != nullptr, ErrorCode::Unsupported, "config.json: model_type '{}' is not supported ({})",
+                    type, hf_model_type_names());
+    c.arch = entry->name;
+    // A multimodal config holding the text model's config: read that one, as the text model type.
+    const std::string& text_type = entry->hf_model_types.front();
+    if (entry->hf_nested_text_config && type != text_type && j.contains("text_config")) {
+      nlohmann::json text = j.at("text_config");
+      text["model_type"] = text_type;
+      return config_from_hf(text);
+    }
     c.name = j.value("_name_or_path", c.arch);
     c.vocab_size = get_int("vocab_size", 0);
     c.hidden_size = get_int("hidden_size", 0);
@@ -198,11 +172,7 @@ ModelConfig config_from_hf(const nlohmann::json& j) {
     c.rope_mode = RopeMode::Neox;  // Hugging Face layout
     c.rotary_dim = (int)std::lround(c.head_dim * get_float("partial_rotary_factor", 1.0));
     c.rotary_dim -= c.rotary_dim % 2;
-    c.tie_embeddings = j.value("tie_word_embeddings", c.arch.rfind("gemma", 0) == 0);
-    if (c.arch == "mistral" || c.arch == "phi3" || (c.arch == "qwen2" && j.value("use_sliding_window", false)) ||
-        c.arch == "gemma2" || c.arch == "gemma3") {
-      c.sliding_window = get_int("sliding_window", 0);
-    }
+    c.tie_embeddings = j.value("tie_word_embeddings", false);  // families that always tie say so in their traits
     c.attn_softcap = (float)get_float("attn_logit_softcapping", 0.0);
     c.final_softcap = (float)get_float("final_logit_softcapping", 0.0);
     if (j.contains("query_pre_attn_scalar") && !j["query_pre_attn_scalar"].is_null()) {
@@ -225,11 +195,6 @@ ModelConfig config_from_hf(const nlohmann::json& j) {
     if (rope_global && rope_global->contains("partial_rotary_factor")) {
       c.rotary_dim = (int)std::lround(c.head_dim * rope_global->at("partial_rotary_factor").get<double>());
       c.rotary_dim -= c.rotary_dim % 2;
-    }
-    if (c.arch == "gemma3") {
-      c.rope_theta_local = rope_local && rope_local->contains("rope_theta")
-                               ? rope_local->at("rope_theta").get<float>()
-                               : (float)get_float("rope_local_base_freq", 10000.0);
     }
     const nlohmann::json* scaling = nullptr;
     if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) scaling = &j["rope_scaling"];
@@ -260,11 +225,13 @@ ModelConfig config_from_hf(const nlohmann::json& j) {
         RBEE_THROW(ErrorCode::Unsupported, "config.json: rope_scaling type '{}' is not supported", kind);
       }
     }
-    apply_arch_defaults(c);
-    if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") c.norm_weight_plus_one = true;
+    // The architecture's own keys (sliding window, local rope base), then its traits.
+    if (entry->read_hf) entry->read_hf(HfConfig{j, rope_local}, c);
+    apply_arch_defaults(*entry, c);
+    c.norm_weight_plus_one = entry->hf_norm_weight_plus_one;
     if (j.contains("attention_bias")) c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
     const int pattern = get_int("sliding_window_pattern", 6);
-    c.layer_is_local = local_layer_pattern(c.arch, c.n_layers, c.sliding_window, pattern);
+    c.layer_is_local = local_layer_pattern(*entry, c.n_layers, c.sliding_window, pattern);
     if (j.contains("layer_types") && j["layer_types"].is_array() && (int)j["layer_types"].size() == c.n_layers) {
       for (int i = 0; i < c.n_layers; ++i) {
         c.layer_is_local[(size_t)i] = c.sliding_window > 0 && j["layer_types"][i] == "sliding_attention";

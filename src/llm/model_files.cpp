@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "llm/models/architecture.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/half.h"
 #include "rbee/core/log.h"
+#include "rbee/core/thread_pool.h"
 #include "rbee/formats/gguf.h"
 #include "rbee/formats/gguf_writer.h"
 #include "rbee/ops.h"
@@ -14,17 +16,17 @@
 namespace rbee::llm {
 
 const std::vector<ShapePreset>& shape_presets() {
-  static const std::vector<ShapePreset> presets = {
-      // name, arch, vocab, hidden, layers, heads, kv, ffn, ctx, head_dim, theta, tied, window
-      {"llama2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 0, 10000.0f, false, 0},
-      {"llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, 0, 500000.0f, false, 0},
-      {"llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 8192, 64, 500000.0f, true, 0},
-      {"qwen2.5-1.5b", "qwen2", 151936, 1536, 28, 12, 2, 8960, 32768, 0, 1000000.0f, true, 0},
-      // Small shapes for GPU-versus-CPU checks of each family's code path.
-      {"tiny-llama", "llama", 1024, 256, 4, 8, 2, 768, 2048, 0, 10000.0f, false, 0},
-      {"tiny-qwen2", "qwen2", 1024, 256, 4, 8, 2, 768, 2048, 0, 1000000.0f, true, 0},
-      {"tiny-gemma3", "gemma3", 1024, 256, 6, 4, 1, 768, 2048, 64, 1000000.0f, true, 16},
-  };
+  // Each architecture lists its own (llm/models/<arch>.cpp).
+  static const std::vector<ShapePreset> presets = [] {
+    std::vector<ShapePreset> all;
+    for (const Architecture* arch : architectures()) {
+      for (const ShapePreset& p : arch->shape_presets) {
+        RBEE_ASSERT(p.arch == arch->name, "shape preset {} of architecture {} names {}", p.name, arch->name, p.arch);
+        all.push_back(p);
+      }
+    }
+    return all;
+  }();
   return presets;
 }
 
@@ -69,6 +71,7 @@ void encode_rows(const std::vector<float>& values, int64_t rows, int64_t cols, D
 void write_random_model(const std::string& preset_name, DType weight_dtype, const std::string& out_path, uint64_t seed,
                         const std::function<void(float)>& progress) {
   const ShapePreset& p = shape_preset(preset_name);
+  const Architecture& arch = architecture(p.arch);
   const int head_dim = p.head_dim ? p.head_dim : p.hidden / p.heads;
   const int bs = dtype_block_size(weight_dtype);
   RBEE_CHECK(p.hidden % bs == 0 && p.ffn % bs == 0 && (p.heads * head_dim) % bs == 0,
@@ -118,14 +121,17 @@ void write_random_model(const std::string& preset_name, DType weight_dtype, cons
       const int64_t chunk_rows = std::max<int64_t>(1, (1 << 22) / cols);
       const size_t row_bytes = (size_t)dtype_row_bytes(dtype, cols);
       const float a = std::sqrt(3.0f / (float)cols);
-      std::vector<float> values;
-      for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+      // Chunks on the thread pool (each seeded by its first row, so the bytes do not depend on the threads; the
+      // quantizer runs serially inside a task): a 70B model is written in seconds, not minutes.
+      const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+      ThreadPool::global().run(chunks, [&](int64_t c) {
+        const int64_t r0 = c * chunk_rows;
         const int64_t n = std::min(chunk_rows, rows - r0);
-        values.resize((size_t)(n * cols));
+        std::vector<float> values((size_t)(n * cols));
         Random rng{s ^ (uint64_t)r0 * 0x2545f4914f6cdd1dull};
         for (auto& v : values) v = rng.uniform(a);
         encode_rows(values, n, cols, dtype, out.subspan((size_t)r0 * row_bytes, (size_t)n * row_bytes));
-      }
+      });
     });
   };
   auto norm = [&](const std::string& name, int64_t n) {
@@ -144,16 +150,12 @@ void write_random_model(const std::string& preset_name, DType weight_dtype, cons
     weight(b + "attn_q.weight", q_dim, p.hidden, weight_dtype);
     weight(b + "attn_k.weight", kv_dim, p.hidden, weight_dtype);
     weight(b + "attn_v.weight", kv_dim, p.hidden, weight_dtype);
-    if (p.arch == "qwen2") {
-      for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
-        norm(b + bias, std::string(bias) == "attn_q.bias" ? q_dim : kv_dim);
-      }
-    }
-    if (p.arch == "gemma3") {
-      norm(b + "attn_q_norm.weight", head_dim);
-      norm(b + "attn_k_norm.weight", head_dim);
-      norm(b + "post_attention_norm.weight", p.hidden);
-      norm(b + "post_ffw_norm.weight", p.hidden);
+    for (const LayerVector& v : arch.random_layer_vectors) {
+      const int64_t n = v.size == LayerVector::Size::QDim    ? q_dim
+                        : v.size == LayerVector::Size::KvDim ? kv_dim
+                        : v.size == LayerVector::Size::HeadDim ? (int64_t)head_dim
+                                                               : (int64_t)p.hidden;
+      norm(b + v.name, n);
     }
     weight(b + "attn_output.weight", p.hidden, q_dim, weight_dtype);
     norm(b + "ffn_norm.weight", p.hidden);

@@ -1,23 +1,14 @@
 #include "rbee/llm/prompt.h"
 
+#include "llm/models/architecture.h"
 #include "rbee/core/error.h"
 
 namespace rbee::llm {
 
 std::string chat_family(const ModelConfig& config, const Tokenizer& tokenizer) {
-  const std::string& a = config.arch;
-  if (a == "qwen2") return "chatml";
-  if (a == "phi3") return "phi3";
-  if (a == "mistral") return "mistral";
-  if (a.rfind("gemma", 0) == 0) return "gemma";
-  // Llama family: Llama 3 has header tokens, SmolLM uses ChatML, Llama 2 neither.
-  for (TokenId id = 0; id < tokenizer.vocab_size(); ++id) {
-    if (!tokenizer.is_special(id)) continue;
-    const std::string& t = tokenizer.token_text(id);
-    if (t == "<|start_header_id|>") return "llama3";
-    if (t == "<|im_start|>") return "chatml";
-  }
-  return "llama2";
+  const Architecture& arch = architecture(config.arch);
+  RBEE_ASSERT(arch.chat_family != nullptr, "architecture {} has no chat family", arch.name);
+  return arch.chat_family(tokenizer);
 }
 
 std::string render_chat(const Model& model, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {

@@ -12,11 +12,22 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
   metrics.describe_gauge("rbee_vram_used_bytes", "Device memory in use: on a GPU total - free (from the backend), on the CPU backend this process's resident set.");
   metrics.describe_gauge("rbee_vram_total_bytes", "Device memory in total.");
   metrics.describe_gauge("rbee_ready", "1 once the model is loaded and the worker accepts jobs.");
+  metrics.describe_gauge("rbee_device_memory_used_bytes",
+                         "Per device the model uses: memory in use (GPU: total - free; CPU: this process's resident set).");
+  metrics.describe_gauge("rbee_device_memory_total_bytes", "Per device the model uses: memory in total.");
+  metrics.describe_gauge("rbee_device_allocator_bytes",
+                         "Per device the model uses: bytes rbee's caching allocator holds (in use + cached).");
   metrics.add_collector([device, &lifecycle](Metrics& m) {
     if (device) {
       const DeviceSnapshot s = device->snapshot();
       m.set("rbee_vram_used_bytes", (double)s.vram_used);
       m.set("rbee_vram_total_bytes", (double)s.vram_total);
+      for (const DeviceSnapshot& d : device->devices()) {
+        const Labels labels = {{"device", d.id}, {"name", d.name}};
+        m.set("rbee_device_memory_used_bytes", (double)d.vram_used, labels);
+        m.set("rbee_device_memory_total_bytes", (double)d.vram_total, labels);
+        m.set("rbee_device_allocator_bytes", (double)d.allocator_in_use, labels);
+      }
     }
     m.set("rbee_ready", lifecycle.ready() ? 1.0 : 0.0);
   });
@@ -37,7 +48,13 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
 
 nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& status, DeviceStats* device) {
   DeviceSnapshot s;
-  if (device) s = device->snapshot();
+  nlohmann::json devices = nlohmann::json::array();
+  if (device) {
+    s = device->snapshot();
+    for (const DeviceSnapshot& d : device->devices()) {
+      devices.push_back({{"id", d.id}, {"name", d.name}, {"vram_used", d.vram_used}, {"vram_total", d.vram_total}});
+    }
+  }
   return {{"worker",
            {{"id", id.worker_id},
             {"model_id", id.model_id},
@@ -47,7 +64,8 @@ nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& statu
             {"implementation", "rbee"},
             {"version", id.version},
             {"vram_used", s.vram_used},
-            {"vram_total", s.vram_total}}},
+            {"vram_total", s.vram_total},
+            {"devices", devices}}},
           {"timestamp", iso8601_now()}};
 }
 

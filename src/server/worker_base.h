@@ -28,7 +28,9 @@ struct WorkerIdentity {
 void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics, DeviceStats* device);
 
 // {"worker":{"id","model_id","device","port","status","implementation":"rbee","version","vram_used",
-//  "vram_total"},"timestamp"}. device may be null while no device is chosen (then "" and zeros).
+//  "vram_total","devices":[{"id","name","vram_used","vram_total"}, ...]},"timestamp"}: "device" and the vram
+// figures cover every device the model uses (ids joined with ',', memory summed), "devices" each one. device may
+// be null while no device is chosen (then "", zeros and []).
 nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& status, DeviceStats* device);
 
 // What a job route answers before the model is ready: ApiError 503 "loading" with Retry-After, or 503

@@ -554,6 +554,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulHalfRoundsActivations,
                                   "_m" + std::to_string(std::get<2>(info.param)) + "_k" +
                                   std::to_string(std::get<3>(info.param));
                          });
+RBEE_CONFORMANCE_SUITE(QMatmul, QMatmulHalfRoundsActivations);
 
 // ---------------------------------------------------------------------------------------- (e) bad input
 // The call must throw rbee::Error with category InvalidArgument and a message containing `needle`.

@@ -173,6 +173,32 @@ TEST_F(SchedulerChoices, LogprobsFollowTheBiasedDistribution) {
   EXPECT_GT(banned.logprob, plain.top[1].second) << "with the favourite banned the runner-up gains mass";
 }
 
+TEST_F(SchedulerChoices, LogprobsAndPenaltiesDoNotChangeSeededTokens) {
+  // Rows without log-probabilities are sampled on the model's device (only ids come back), rows with them from
+  // their logits on the host: the same seed must give the same tokens either way, with n choices, penalties
+  // and min_tokens bans too.
+  JobRequest req;
+  req.prompt = text_tokens(*model_, "Bees make honey because");
+  req.sampling.temperature = 1.1f;
+  req.sampling.top_k = 50;
+  req.sampling.top_p = 0.9f;
+  req.sampling.presence_penalty = 0.5f;
+  req.sampling.repetition_penalty = 1.2f;
+  req.sampling.has_seed = true;
+  req.sampling.seed = 4242;
+  req.max_tokens = 20;
+  req.min_tokens = 20;
+  req.n = 3;
+  const auto device_rows = run(*model_, req);
+  req.top_logprobs = 1;
+  const auto host_rows = run(*model_, req);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(device_rows[(size_t)i]->summary.tokens_out, 20);
+    EXPECT_EQ(device_rows[(size_t)i]->text, host_rows[(size_t)i]->text) << "choice " << i;
+    EXPECT_EQ(host_rows[(size_t)i]->logprobs.size(), 20u);
+  }
+}
+
 TEST_F(SchedulerChoices, GreedyChoicesShareOnePromptEvaluation) {
   for (const char* text : {"Once upon a time, a small bee", "abc abc abc abc abc abc abc abc abc abc abc abc ab"}) {
     JobRequest req;

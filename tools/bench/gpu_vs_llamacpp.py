@@ -20,6 +20,11 @@ Only the Python standard library is used (the GPU machine has no network).
 
 --rows picks subsets: all, single (tg128 + pp512 of the six models), batched, or a comma list of row names such
 as 7b-q4_0,1b-f16,batched-7b-f16. --only-rbee / --only-llama run one engine (the table then shows one side).
+
+--multi-gpu N runs the multi-device table instead (issue 14) on N GPUs: Llama-2-7B F16 tg128 / pp512 on one GPU,
+with rbee's --split tensor and --split layer over N GPUs and llama.cpp's -sm none / -sm row / -sm layer, the same
+with 64 batched streams (S_TG), and a Llama-2-70B-shape Q8_0 model (too large for one card) with both splits.
+--multi-rows picks from 7b, batched, 70b (default all three).
 """
 import argparse
 import json
@@ -89,15 +94,17 @@ def write_model(rbee, preset, wtype, path):
 BACKEND = "cuda"  # --backend: the rbee backend and llama.cpp's build (cuda, or cpu to try the script without a GPU)
 
 
-def rbee_single(rbee, model, reps, env):
-    entries = json_array(run([rbee, "bench", "-m", model, "--backend", BACKEND, "-p", "512", "-n", "128", "-r",
+def rbee_single(rbee, model, reps, env, devices=None, tests=("512", "128")):
+    """rbee bench on the --backend device, or with `devices` (e.g. --devices cuda:0,cuda:1 --split tensor)."""
+    where = devices if devices else ["--backend", BACKEND]
+    entries = json_array(run([rbee, "bench", "-m", model, *where, "-p", tests[0], "-n", tests[1], "-r",
                               str(reps), "--json"], env=env))
     return {e["test"]: e for e in entries}
 
 
-def llama_single(bench, model, reps):
-    entries = json_array(run([bench, "-m", model, "-ngl", "99", "-p", "512", "-n", "128", "-r", str(reps), "-o",
-                              "json"]))
+def llama_single(bench, model, reps, extra=None, tests=("512", "128")):
+    entries = json_array(run([bench, "-m", model, "-ngl", "99", *(extra or []), "-p", tests[0], "-n", tests[1], "-r",
+                              str(reps), "-o", "json"]))
     out = {}
     for e in entries:
         test = f"pp{e['n_prompt']}" if e["n_prompt"] > 0 else f"tg{e['n_gen']}"
@@ -105,16 +112,19 @@ def llama_single(bench, model, reps):
     return out
 
 
-def rbee_batched(rbee, model, env):
-    entries = json_array(run([rbee, "bench", "-m", model, "--backend", BACKEND, "--batch",
-                              ",".join(map(str, BATCH_SIZES)), "-p", "128", "-n", "128", "-r", "1", "--json"], env=env))
+def rbee_batched(rbee, model, env, devices=None, sizes=None):
+    sizes = sizes or BATCH_SIZES
+    where = devices if devices else ["--backend", BACKEND]
+    entries = json_array(run([rbee, "bench", "-m", model, *where, "--batch", ",".join(map(str, sizes)), "-p", "128",
+                              "-n", "128", "-r", "1", "--json"], env=env))
     return {e["pl"]: e for e in entries}
 
 
-def llama_batched(batched_bench, model):
-    n_kv = max(BATCH_SIZES) * (128 + 128) + 256
-    text = run([batched_bench, "-m", model, "-ngl", "99", "-c", str(n_kv), "-npp", "128", "-ntg", "128", "-npl",
-                ",".join(map(str, BATCH_SIZES)), "--output-format", "jsonl"])
+def llama_batched(batched_bench, model, extra=None, sizes=None):
+    sizes = sizes or BATCH_SIZES
+    n_kv = max(sizes) * (128 + 128) + 256
+    text = run([batched_bench, "-m", model, "-ngl", "99", *(extra or []), "-c", str(n_kv), "-npp", "128", "-ntg",
+                "128", "-npl", ",".join(map(str, sizes)), "--output-format", "jsonl"])
     out = {}
     for line in text.splitlines():
         line = line.strip()
@@ -130,6 +140,100 @@ def fmt(v, digits=1):
 
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
+
+
+def multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama):
+    """The multi-device table (see --multi-gpu). Writes results as it goes (a run cut short keeps what it had)."""
+    n = args.multi_gpu
+    devices = ",".join(f"cuda:{i}" for i in range(n))
+    modes = [("1 GPU", None, ["-sm", "none", "-mg", "0"]),
+             (f"tensor x{n}", ["--devices", devices, "--split", "tensor"], ["-sm", "row"]),
+             (f"layer x{n}", ["--devices", devices, "--split", "layer"], ["-sm", "layer"])]
+    want = args.multi_rows.split(",")
+    m7 = os.path.join(args.models, "llama2-7b-f16.gguf")
+    m70 = os.path.join(args.models, "llama2-70b-q8_0.gguf")
+    results = {"multi": [], "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    try:
+        results["device"] = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).strip()
+    except Exception as e:  # noqa: BLE001 - informational only
+        results["device"] = f"unknown ({e})"
+
+    def save():
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(results, f, indent=1)
+
+    def attempt(label, fn):
+        log(label)
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - one failed run must not lose the others
+            log(f"{label}: FAILED {e}")
+            return {"error": str(e)[-800:]}
+
+    rows = []
+    if "7b" in want:
+        for mode, rb_args, ll_args in modes:
+            r = {"model": "Llama-2-7B F16", "mode": mode, "kind": "single"}
+            if use_rbee:
+                r["rbee"] = attempt(f"7b {mode}: rbee bench", lambda: rbee_single(rbee, m7, args.reps, env, rb_args))
+            if use_llama:
+                r["llama"] = attempt(f"7b {mode}: llama-bench {' '.join(ll_args)}",
+                                     lambda: llama_single(bench, m7, args.reps, ll_args))
+            results["multi"].append(r)
+            save()
+    if "batched" in want:
+        for mode, rb_args, ll_args in modes:
+            r = {"model": "Llama-2-7B F16", "mode": mode, "kind": "batched"}
+            if use_rbee:
+                r["rbee"] = attempt(f"batched {mode}: rbee bench --batch 64",
+                                    lambda: rbee_batched(rbee, m7, env, rb_args, [64]))
+            if use_llama:
+                r["llama"] = attempt(f"batched {mode}: llama-batched-bench",
+                                     lambda: llama_batched(batched_bench, m7, ll_args, [64]))
+            results["multi"].append(r)
+            save()
+    if "70b" in want:
+        for mode, rb_args, ll_args in modes[1:]:
+            r = {"model": "Llama-2-70B shape Q8_0", "mode": mode, "kind": "single"}
+            if use_rbee:
+                r["rbee"] = attempt(f"70b {mode}: rbee bench",
+                                    lambda: rbee_single(rbee, m70, 1, env, rb_args, ("512", "64")))
+            if use_llama:
+                r["llama"] = attempt(f"70b {mode}: llama-bench {' '.join(ll_args)}",
+                                     lambda: llama_single(bench, m70, 1, ll_args, ("512", "64")))
+            results["multi"].append(r)
+            save()
+
+    def value(side, test, key):
+        return side.get(test, {}).get(key) if isinstance(side, dict) else None
+
+    base = {}
+    lines = ["| model (random weights) | test | mode | rbee t/s | llama.cpp t/s | rbee / llama.cpp | rbee / rbee 1 GPU |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results["multi"]:
+        tests = ["tg128", "pp512"] if r["kind"] == "single" else [64]
+        if r["model"].startswith("Llama-2-70B"):
+            tests = ["tg64", "pp512"]
+        for test in tests:
+            key = "avg_ts" if r["kind"] == "single" else "speed_tg"
+            rb = value(r.get("rbee", {}), test, key)
+            ll = value(r.get("llama", {}), test, key)
+            if r["mode"] == "1 GPU":
+                base[(r["model"], r["kind"], test)] = rb
+            b = base.get((r["model"], r["kind"], test))
+            name = test if r["kind"] == "single" else "S_TG, 64 streams (pp128 tg128)"
+            lines.append(f"| {r['model']} | {name} | {r['mode']} | {fmt(rb)} | {fmt(ll)} | {fmt(ratio(rb, ll), 2)} | "
+                         f"{fmt(ratio(rb, b), 2)} |")
+    table = "\n".join(lines)
+    print()
+    print(f"devices: {results['device']}; started {results['started']}")
+    print(table)
+    results["table"] = table
+    save()
+    if args.md_out:
+        with open(args.md_out, "w") as f:
+            f.write(table + "\n")
 
 
 def main():
@@ -148,8 +252,12 @@ def main():
                     help="cpu: both engines on the CPU (a check of this script on a machine without a GPU)")
     ap.add_argument("--preset", help="one random-model preset for every row instead of the real shapes "
                     "(e.g. tiny-llama: a quick check of this script)")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="build llama.cpp and write the models, then stop (a first device call; the rows run in the next)")
     ap.add_argument("--json-out")
     ap.add_argument("--md-out")
+    ap.add_argument("--multi-gpu", type=int, default=0, help="run the multi-device table over this many GPUs")
+    ap.add_argument("--multi-rows", default="7b,batched,70b")
     args = ap.parse_args()
     global BACKEND
     BACKEND = args.backend
@@ -175,6 +283,20 @@ def main():
         build_proc = start_llama_build(os.path.abspath(args.llama_src), args.llama_build, args.jobs,
                                        os.path.join(args.models, "llama-build.log"))
 
+    if args.multi_gpu:
+        want_multi = args.multi_rows.split(",")
+        if "7b" in want_multi or "batched" in want_multi:
+            write_model(rbee, "llama2-7b", "f16", os.path.join(args.models, "llama2-7b-f16.gguf"))
+        if "70b" in want_multi:
+            write_model(rbee, "llama2-70b", "q8_0", os.path.join(args.models, "llama2-70b-q8_0.gguf"))
+        if build_proc is not None:
+            log("waiting for the llama.cpp build")
+            if build_proc.wait() != 0:
+                sys.stderr.write(open(os.path.join(args.models, "llama-build.log")).read()[-4000:])
+                sys.exit("gpu_vs_llamacpp: llama.cpp build failed")
+        multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama)
+        return
+
     if args.preset:
         single = [(n, args.preset, w) for n, _, w in single]
         batched = [(n, args.preset, w) for n, _, w in batched]
@@ -191,6 +313,9 @@ def main():
             sys.stderr.write(open(os.path.join(args.models, "llama-build.log")).read()[-4000:])
             sys.exit("gpu_vs_llamacpp: llama.cpp build failed")
         log("llama.cpp built")
+    if args.prepare_only:
+        log("prepared: llama.cpp built, models written")
+        return
 
     results = {"single": {}, "batched": {}, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     try:

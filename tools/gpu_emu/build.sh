@@ -8,7 +8,8 @@
 #
 #   RBEE_BACKEND_PATH=BUILD_DIR/gpu_emu BUILD_DIR/tests/rbee_conformance --gtest_filter='*cuda*'
 #
-# WARP_SIZE (32 or 64, default 32) is the emulated RBEE_DEVICE_WARP_SIZE.
+# WARP_SIZE (32 or 64, default 32) is the emulated RBEE_DEVICE_WARP_SIZE. CXX picks the compiler (e.g. "ccache g++"),
+# RBEE_EMU_OPT its optimization flags (default "-O1 -g"; "-O1" alone compiles faster on a busy machine).
 set -eu
 build=$(cd "$1" && pwd)
 warp=${2:-32}
@@ -21,7 +22,7 @@ python3 "$here/rewrite.py" "$root/src/backends/gpu" "$out/src/backends/gpu"
 mkdir -p "$out/src/backends" && rm -rf "$out/src/backends/common" && cp -a "$root/src/backends/common" "$out/src/backends/common"  # -a: mtimes kept, objects stay current
 
 cxx=${CXX:-g++}
-flags="-std=c++20 -O1 -g -fPIC -Wall -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unknown-pragmas -Wno-sign-compare
+flags="-std=c++20 ${RBEE_EMU_OPT:--O1 -g} -fPIC -Wall -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unknown-pragmas -Wno-sign-compare
   -DRBEE_DEVICE_WARP_SIZE=$warp -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED
   -I$here -I$here/include -I$out/src -I$root/include"
 objs=""

@@ -3,8 +3,10 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -14,7 +16,6 @@ namespace {
 
 constexpr size_t kStackBytes = 128 << 10;
 constexpr size_t kMaxThreads = 1024;
-constexpr size_t kMaxDynamicSmem = 48 << 10;
 constexpr size_t kGuardBytes = 4096;
 constexpr unsigned char kGuard = 0xA5;
 
@@ -34,11 +35,14 @@ struct State {
   Dim3 grid, block, block_idx;
   std::vector<unsigned char> smem;
   std::vector<unsigned long long> slots;
+  std::map<const void*, size_t> smem_allowed;  // kernels granted more than kDefaultDynamicSmem
   int error = 0;
 };
 
+// One scheduler per OS thread: launches from different threads (the ranks of a tensor split over emulated
+// devices) run side by side.
 State& state() {
-  static State s;
+  static thread_local State s;
   return s;
 }
 
@@ -71,12 +75,21 @@ void sync_threads() {
   swapcontext(&s.current->ctx, &s.scheduler);
 }
 
-void launch_impl(Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body) {
+int allow_dynamic_smem(const void* fn, size_t bytes) {
+  if (bytes > kMaxDynamicSmemOptin) return kTooMuchSmem;
+  state().smem_allowed[fn] = bytes;
+  return kOk;
+}
+
+void launch_impl(const void* fn, Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body) {
   State& s = state();
   if (s.current) return set_error(kNested);
   const size_t nthreads = (size_t)block.x * block.y * block.z;
   if (nthreads == 0 || nthreads > kMaxThreads || block.z > 64) return set_error(kTooManyThreads);
-  if (smem > kMaxDynamicSmem) return set_error(kTooMuchSmem);
+  const auto granted = s.smem_allowed.find(fn);
+  if (smem > (granted == s.smem_allowed.end() ? kDefaultDynamicSmem : std::max(kDefaultDynamicSmem, granted->second))) {
+    return set_error(kTooMuchSmem);
+  }
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) return set_error(kGridTooLarge);
   s.grid = grid;
   s.block = block;
@@ -149,13 +162,15 @@ const char* error_string(int code) {
   switch (code) {
     case kOk: return "no error";
     case kTooManyThreads: return "emulated launch: invalid block size";
-    case kTooMuchSmem: return "emulated launch: dynamic shared memory above 48 KiB";
+    case kTooMuchSmem:
+      return "emulated launch: more dynamic shared memory than the kernel was allowed (48 KiB unless raised)";
     case kGridTooLarge: return "emulated launch: grid dimension out of range";
     case kBrokenBarrier: return "emulated launch: __syncthreads reached after some threads returned";
     case kSmemOverflow: return "emulated launch: dynamic shared memory overflow";
     case kNested: return "emulated launch: launch from inside a kernel";
     case kMmaMisaligned: return "emulated mma_i8: tile address or row stride not a multiple of 16 bytes";
     case kMmaTileChanged: return "emulated mma_i8: shared-memory tile changed between fragment load and mma";
+    case kAsyncCopyMisaligned: return "emulated copy_async_16: source or destination not 16-byte aligned";
   }
   return "emulated launch: unknown error";
 }

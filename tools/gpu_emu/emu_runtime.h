@@ -30,23 +30,29 @@ unsigned char* dynamic_smem();
 // The calling coroutine's linear thread index within its block.
 int linear_thread();
 
-// Runs body once per thread of every block. Launch errors (too many threads, too much shared memory, a grid
-// dimension out of range, broken barriers, a corrupted guard) become the sticky error read by last_error().
-void launch_impl(Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body);
+// Runs body once per thread of every block of kernel `fn`. Launch errors (too many threads, more dynamic shared
+// memory than fn was allowed, a grid dimension out of range, broken barriers, a corrupted guard) become the sticky
+// error read by last_error().
+void launch_impl(const void* fn, Dim3 grid, Dim3 block, size_t smem, const std::function<void()>& body);
 template <class F, class G, class B, class S = int>
-void launch(F body, G grid, B block, size_t smem = 0, S = S{}) {
+void launch_kernel(const void* fn, F body, G grid, B block, size_t smem = 0, S = S{}) {
   auto dim = [](auto v) {
     if constexpr (std::is_same_v<decltype(v), Dim3>) return v;
     else return Dim3((unsigned)v);
   };
-  launch_impl(dim(grid), dim(block), smem, std::function<void()>(body));
+  launch_impl(fn, dim(grid), dim(block), smem, std::function<void()>(body));
 }
+// Dynamic shared memory a kernel may take: 48 KiB, or what allow_dynamic_smem granted it (the emulated
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize)), at most kMaxDynamicSmemOptin.
+inline constexpr size_t kDefaultDynamicSmem = 48 << 10;
+inline constexpr size_t kMaxDynamicSmemOptin = 227 << 10;  // H100's
+int allow_dynamic_smem(const void* fn, size_t bytes);
 // 0: no error; otherwise an error number whose text is error_string(). Reading clears it.
 int last_error();
 const char* error_string(int code);
 // Errors that device-side emulations (platform wrappers) report from inside a kernel; the first one of a launch
 // becomes its sticky error, like the scheduler's own.
-enum KernelError { kMmaMisaligned = 100, kMmaTileChanged = 101 };
+enum KernelError { kMmaMisaligned = 100, kMmaTileChanged = 101, kAsyncCopyMisaligned = 102 };
 void fail(int code);
 
 // Per-thread slots of the block's exchanges.

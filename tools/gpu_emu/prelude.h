@@ -9,14 +9,18 @@
 
 #include "emu_runtime.h"
 
+// Marks a translation unit compiled as kernel source (the .cu files), for headers that hold device code only.
+#define RBEE_GPU_EMU_KERNELS 1
+
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
-// A block's threads run one block at a time on one OS thread: a static local is the block's shared array.
-#define __shared__ static
+// A block's threads run one block at a time on one OS thread: a static local is the block's shared array
+// (thread_local: launches from several OS threads, e.g. tensor-parallel ranks, run at the same time).
+#define __shared__ static thread_local
 
 #define threadIdx (::emu::thread_index())
 #define blockIdx (::emu::block_index())

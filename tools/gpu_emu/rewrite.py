@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Copies the GPU kernel source tree for the CPU emulator, rewriting the three constructs C++ cannot express:
 
-  kernel<T><<<grid, block, smem, stream>>>(args);  ->  ::emu::launch([&] { kernel<T>(args); }, grid, block, smem, stream);
+  kernel<T><<<grid, block, smem, stream>>>(args);  ->  ::emu::launch_kernel(&kernel<T>, [&] { kernel<T>(args); },
+                                                                         grid, block, smem, stream);
   extern __shared__ ... name[];                     ->  unsigned char* name = ::emu::dynamic_smem();
   #if defined(__CUDACC__) || defined(__HIPCC__)     ->  #if 1
 
@@ -49,7 +50,8 @@ def rewrite_launches(text, name):
         args_close = matching(text, args_open, "(", ")")
         args = text[args_open + 1:args_close - 1]
         out.append(text[pos:line_start])
-        out.append(f"{head[:m.start()]}::emu::launch([&] {{ {kernel}({args}); }}, {config})")
+        out.append(f"{head[:m.start()]}::emu::launch_kernel(reinterpret_cast<const void*>(&{kernel}), "
+                   f"[&] {{ {kernel}({args}); }}, {config})")
         pos = args_close
 
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -35,13 +36,28 @@ class CachingAllocator final : public BufferReleaser {
   // Returns a block of at least `bytes` bytes (bytes may be 0). Throws OutOfMemory.
   void* allocate(size_t bytes, size_t* rounded_bytes);
   void release(void* ptr, size_t bytes) override;
+  // A block of exactly `bytes` bytes (rounded up to 256) straight from the raw allocator, for long-lived memory
+  // (weights, KV cache) where the size buckets would waste up to a quarter; its Buffer must be released through
+  // exact_releaser(), which hands it back to the raw allocator at once (never into the cache). Counted in
+  // in_use_bytes and exact_bytes; the fault limit applies. Throws OutOfMemory.
+  void* allocate_exact(size_t bytes, size_t* rounded_bytes);
+  BufferReleaser* exact_releaser() { return &exact_releaser_; }
   // Returns every cached block to the raw allocator.
   void empty_cache();
   AllocatorStats stats() const;
 
   static size_t round_size(size_t bytes);
+  // Size allocate_exact() takes for `bytes`.
+  static size_t exact_size(size_t bytes) { return (std::max<size_t>(bytes, 1) + 255) / 256 * 256; }
 
  private:
+  struct ExactReleaser final : BufferReleaser {
+    CachingAllocator* owner = nullptr;
+    void release(void* ptr, size_t bytes) override;
+  };
+  // Raw allocation of `size` bytes under the fault limit, emptying the cache and retrying once on failure.
+  // Caller holds mutex_. Returns nullptr when that fails too.
+  void* raw_with_retry(size_t size);
   std::string device_name_;
   RawAlloc raw_alloc_;
   RawFree raw_free_;
@@ -50,6 +66,7 @@ class CachingAllocator final : public BufferReleaser {
   AllocatorStats stats_;
   int64_t fault_limit_ = -1;  // RBEE_FAULT_ALLOC_LIMIT, -1: none
   std::string fault_switch_;  // RBEE_FAULT_ALLOC_SWITCH, "": none
+  ExactReleaser exact_releaser_;
 };
 
 }  // namespace rbee

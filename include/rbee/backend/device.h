@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rbee/backend/caching_allocator.h"
+#include "rbee/backend/communicator.h"
 #include "rbee/backend/kernels.h"
 #include "rbee/core/device.h"
 #include "rbee/core/error.h"
@@ -24,6 +25,13 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual int device_count() const = 0;
   virtual Device& device(int index) = 0;
+  // Collectives over `devices` (distinct devices of this backend, rank = position), or nullptr with `why` set when
+  // this backend has none to offer for them (the caller then uses make_host_communicator).
+  virtual std::unique_ptr<Communicator> make_communicator(std::span<Device* const> devices, std::string* why) {
+    (void)devices;
+    if (why) *why = fmt::format("the {} backend has no device collectives", name());
+    return nullptr;
+  }
 };
 
 class Registry {
@@ -48,6 +56,8 @@ class Registry {
   std::string load_plugin(const std::string& path);
 
   // "auto" prefers cuda, then rocm, then cpu. Throws NotFound for an unknown or absent backend or device.
+  // The cpu backend also answers indexes 1-7: further instances of the host CPU, each with its own allocator and
+  // id ("cpu:1"), so that splitting a model over devices can be run and tested without GPUs.
   // `reason` receives a sentence saying why this device was picked.
   Device& select(std::string_view backend, int device_index, std::string* reason = nullptr);
 

@@ -75,6 +75,22 @@ struct AttentionParams {
   float softcap = 0.f;  // > 0: scores become softcap * tanh(scores / softcap) before the softmax (Gemma 2)
 };
 
+// Columns of the sample op's per-row settings (op_table.def, Sample): `params` F32 [B, kSampleParams] and
+// `control` I64 [B, kSampleControls].
+namespace sample_col {
+inline constexpr int kTemperature = 0;  // 0: greedy
+inline constexpr int kTopP = 1;         // (0, 1]; 1: off
+inline constexpr int kMinP = 2;         // [0, 1]; 0: off
+inline constexpr int kRepetition = 3;   // > 0; 1: off
+inline constexpr int kPresence = 4;     // 0: off
+inline constexpr int kFrequency = 5;    // 0: off
+inline constexpr int kTopK = 0;         // >= 0; 0: off
+inline constexpr int kSeed = 1;         // the random stream's seed (its 64 bits)
+inline constexpr int kDraw = 2;         // >= 0: which number of that stream this row uses
+}  // namespace sample_col
+inline constexpr int kSampleParams = 6;
+inline constexpr int kSampleControls = 3;
+
 struct RopeParams {
   RopeMode mode = RopeMode::Neox;
   int rotary_dim = 0;     // leading dims of each head that rotate (<= head_dim, even); the rest pass through

@@ -15,7 +15,7 @@
 namespace rbee {
 
 // Bump when a type a plug-in compiles against changes outside the op table (see above).
-inline constexpr uint32_t kPluginInterfaceRevision = 2;
+inline constexpr uint32_t kPluginInterfaceRevision = 3;
 
 namespace plugin_abi_detail {
 // FNV-1a over the bytes of s.

@@ -26,6 +26,8 @@ struct AllocatorStats {
   int64_t cached_bytes = 0;     // released and kept for reuse
   int64_t peak_in_use_bytes = 0;
   int64_t raw_allocations = 0;  // calls that reached the raw allocator
+  int64_t exact_bytes = 0;      // of in_use_bytes: exact-size blocks (allocate_exact), never cached
+  int64_t limit_bytes = -1;     // RBEE_FAULT_ALLOC_LIMIT on this device (-1: none): the raw allocator's ceiling
 };
 
 // Real facts about a device, as `rbee devices` prints them.
@@ -55,6 +57,10 @@ class Device {
 
   // Uninitialized memory from the caching allocator. Throws OutOfMemory.
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
+  // Uninitialized memory of exactly `bytes` (rounded up to 256), returned to the device, not its cache, when the
+  // Buffer dies: for long-lived tensors (weights, KV cache), whose size buckets would waste up to a quarter
+  // (CachingAllocator::allocate_exact). Throws OutOfMemory.
+  virtual std::shared_ptr<Buffer> allocate_exact(size_t bytes) { return allocate(bytes); }
   virtual AllocatorStats memory_stats() const = 0;
   virtual void empty_cache() = 0;
 

@@ -29,6 +29,9 @@ class Tensor {
 
   // Uninitialized contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype, Device& device);
+  // Same, in memory of exactly its size that goes back to the device (not its cache) when freed
+  // (Device::allocate_exact): for long-lived tensors such as weights and the KV cache.
+  static Tensor empty_exact(const Shape& shape, DType dtype, Device& device);
   // Contiguous tensor holding a copy of `bytes` host bytes (must equal the tensor's size in bytes).
   static Tensor from_host(const void* data, size_t bytes, const Shape& shape, DType dtype, Device& device);
   template <class T>
@@ -106,6 +109,7 @@ class Tensor {
   std::string to_string() const;
 
  private:
+  static Tensor empty_exact_or_cached(const Shape& shape, DType dtype, Device& device, bool exact);
   Tensor make_view(const Shape& shape, const Strides& strides, int64_t offset) const;
   void check_quantized_view(const Strides& strides, int64_t offset, const Shape& shape) const;
 

@@ -1,7 +1,11 @@
-// Paged KV cache: per layer, K and V tensors [num_blocks, block_size, n_kv_heads, head_dim] on the model's
-// device, handed out to sequences one block at a time. A sequence's block table maps its positions to blocks,
-// so sequences grow and finish independently (continuous batching) without moving memory. A block may be held by
-// several sequences (forks of one prompt share its full blocks); it is free again when its last holder lets go.
+// Paged KV cache: per layer, K and V tensors [num_blocks, block_size, n_kv_heads, head_dim], handed out to
+// sequences one block at a time. A sequence's block table maps its positions to blocks, so sequences grow and
+// finish independently (continuous batching) without moving memory. A block may be held by several sequences
+// (forks of one prompt share its full blocks); it is free again when its last holder lets go.
+//
+// Where the tensors live follows the model's placement (KvLayout): every layer on the model's device, each layer
+// on the device that runs it (layer split, partial offload), or each layer cut by kv heads into one part per
+// tensor-parallel shard. Block ids are shared by every layer and part, so one block table serves them all.
 //
 // Automatic prefix caching: a full block whose keys and values are final can be published under the chained hash
 // of its token prefix (block_hash.h). When its last holder lets go it is not wiped but parked, still findable, in
@@ -10,7 +14,8 @@
 // first and evicts the least recently parked cached block only when none is left, so parked blocks count as free.
 // A block is in exactly one state: held (holders > 0; maybe published), parked (holders == 0, published, in the
 // LRU list) or free (holders == 0, not published). Nothing here touches the device except copy_block(), so prefix
-// caching is the same on every backend, and block tables only change which block ids a step reads.
+// caching is the same on every backend and every KV layout, and block tables only change which block ids a step
+// reads.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +34,31 @@ namespace rbee::llm {
 
 struct ModelConfig;
 
+// Where each layer's keys and values live.
+struct KvLayout {
+  struct Part {
+    Device* device = nullptr;
+    int kv_heads = 0;  // heads of this part (a tensor-parallel shard keeps its heads only)
+  };
+  int head_dim = 0;
+  std::vector<std::vector<Part>> layers;  // per layer, one part per tensor-parallel shard (one without)
+
+  // Every layer whole on one device.
+  static KvLayout single(Device& device, const ModelConfig& config);
+  bool operator==(const KvLayout& other) const;
+};
+
 class KvCache {
  public:
-  // dtype: F16 (default), BF16 or F32. Throws OutOfMemory when the device cannot hold it.
+  // dtype: F16 (default), BF16 or F32. Throws OutOfMemory when a device cannot hold its part.
+  KvCache(const KvLayout& layout, int num_blocks, int block_size = 16, DType dtype = DType::F16);
+  // The whole cache on one device.
   KvCache(Device& device, const ModelConfig& config, int num_blocks, int block_size = 16, DType dtype = DType::F16);
 
-  const Tensor& k(int layer) const { return k_[(size_t)layer]; }
-  const Tensor& v(int layer) const { return v_[(size_t)layer]; }
+  // Layer `layer`'s keys / values of tensor-parallel part `part`: [num_blocks, block_size, part kv heads, head_dim].
+  const Tensor& k(int layer, int part = 0) const { return k_[(size_t)layer][(size_t)part]; }
+  const Tensor& v(int layer, int part = 0) const { return v_[(size_t)layer][(size_t)part]; }
+  const KvLayout& layout() const { return layout_; }
   int block_size() const { return block_size_; }
   int num_blocks() const { return num_blocks_; }
   // Blocks allocate_block() can hand out now: free ones plus parked cached ones.
@@ -44,6 +67,10 @@ class KvCache {
   int used_blocks() const { return num_blocks_ - free_blocks(); }
   DType dtype() const { return dtype_; }
   int64_t bytes() const;
+  // Bytes of the parts that live on `device`.
+  int64_t bytes_on(const Device& device) const;
+  // Bytes a cache of this layout and size takes on `device` (what the constructor will allocate there).
+  static int64_t bytes_for(const KvLayout& layout, const Device& device, int num_blocks, int block_size, DType dtype);
 
   // Returns a block id held once (a free block, else the least recently parked cached block, which leaves the
   // prefix index), or -1 when every block is held.
@@ -76,9 +103,10 @@ class KvCache {
   void unpark(int32_t block);
   void unpublish(int32_t block);
 
+  KvLayout layout_;
   int num_blocks_, block_size_;
   DType dtype_;
-  std::vector<Tensor> k_, v_;
+  std::vector<std::vector<Tensor>> k_, v_;
   std::vector<int32_t> free_;     // never-published free blocks (a stack)
   std::vector<int32_t> holders_;  // per block
   std::vector<Entry> entries_;    // per block; meaningful while published_[b]

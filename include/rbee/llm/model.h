@@ -1,5 +1,5 @@
-// Model: a loaded decoder-only transformer (weights on one device, its tokenizer and chat template) that runs
-// batches of sequences of different lengths through a paged KV cache.
+// Model: a loaded decoder-only transformer (weights on one device or spread over several, its tokenizer and chat
+// template) that runs batches of sequences of different lengths through a paged KV cache.
 #pragma once
 
 #include <functional>
@@ -10,6 +10,7 @@
 #include "rbee/core/tensor.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model_config.h"
+#include "rbee/llm/placement.h"
 #include "rbee/llm/tokenizer.h"
 
 namespace rbee {
@@ -20,6 +21,8 @@ namespace rbee::llm {
 
 struct LoadOptions {
   Device* device = nullptr;                     // where weights live and kernels run (nullptr: the CPU)
+  // Several devices (llm/placement.h; e.g. from plan_memory): used instead of `device` when it names any.
+  Placement placement;
   std::function<void(float)> progress;          // called with 0..1 while tensors load
   // Replay decode steps as device graphs where the device supports them (also off with RBEE_NO_GRAPH=1).
   bool decode_graphs = true;
@@ -48,12 +51,18 @@ class Model {
 
   virtual const ModelConfig& config() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
+  // The device the logits come out on (the last stage's of a layer split, rank 0's of a tensor split).
   virtual Device& device() const = 0;
-  // Bytes of weights held on the device.
+  // Where the parts of the model live (one device: a one-stage layer placement).
+  virtual const Placement& placement() const = 0;
+  // Bytes of weights the model holds, in all and on one device (mapped file pages included).
   virtual int64_t weight_bytes() const = 0;
+  virtual int64_t weight_bytes_on(const Device& device) const = 0;
+  // Where a KV cache for this model must put each layer: make caches with KvCache(model.kv_layout(), ...).
+  virtual KvLayout kv_layout() const = 0;
 
-  // Runs the batch: writes the new tokens' keys and values into `cache` and returns logits F32
-  // [rows, vocab] on the model's device, rows in sequence order: each sequence's last new token, or all of
+  // Runs the batch: writes the new tokens' keys and values into `cache` (whose layout must be kv_layout()) and
+  // returns logits F32 [rows, vocab] on device(), rows in sequence order: each sequence's last new token, or all of
   // its new tokens when all_logits is set. With hidden_states: F32 [rows, hidden_size] instead (embeddings).
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
 

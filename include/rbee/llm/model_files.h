@@ -13,7 +13,7 @@ namespace rbee::llm {
 
 // The shape of a real model, enough to write a random-weight GGUF of the same size and cost.
 struct ShapePreset {
-  std::string name;   // "llama2-7b", "llama3-8b", "llama3.2-1b", "qwen2.5-1.5b", and small "tiny-*" ones
+  std::string name;   // "llama2-7b", "llama2-70b", "llama3-8b", "llama3.2-1b", "qwen2.5-1.5b", and small "tiny-*" ones
   std::string arch;   // GGUF general.architecture
   int vocab, hidden, layers, heads, kv_heads, ffn, context;
   int head_dim;       // 0: hidden / heads

@@ -1,20 +1,24 @@
-// Sampler: turns one row of logits into the next token id.
+// Sampler: turns one row of logits into the next token id, through the `sample` op (rbee/ops.h; its definition
+// is in rbee/backend/op_table.def), so a row of logits on a GPU is sampled there and only the token id comes back.
 //
 // Order of operations (the order llama.cpp and vLLM apply them in): logit bias -> repetition, presence and
 // frequency penalties over the tokens generated so far (and the prompt, for the repetition penalty) ->
 // greedy pick if temperature == 0 -> temperature -> top-k -> softmax -> top-p -> min-p -> renormalize ->
-// draw with the seeded generator. The same seed and the same logits give the same tokens.
+// draw. Probabilities are 40-bit fixed-point weights (exp(c - c_max) * 2^40, tokens below 2^-40 of the top
+// one are never drawn); draw number i of a sampler uses the i-th word of a counter-based random stream of its
+// seed (backends/common/sampling.h). The same seed and the same logits give the same tokens on every backend.
 // A step may also restrict the tokens (a grammar's mask, tokens banned for now) before the logit bias, and ask
 // for log-probabilities (see SampleStep).
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "rbee/backend/op_kinds.h"
+#include "rbee/core/tensor.h"
 #include "rbee/llm/tokenizer.h"
 
 namespace rbee::llm {
@@ -65,7 +69,8 @@ class Sampler {
  public:
   explicit Sampler(SamplingParams params);
 
-  // Picks the next token from logits [vocab]. `prompt` and `generated` feed the penalties.
+  // Picks the next token from host logits [vocab] (the CPU's sample op). `prompt` and `generated` feed the
+  // penalties. Throws InvalidArgument when no token is left (every one banned by logit_bias).
   TokenId sample(std::span<const float> logits, std::span<const TokenId> prompt,
                  std::span<const TokenId> generated);
   // The same with a step's mask, bans and log-probabilities. Throws InvalidArgument when no token is left.
@@ -73,14 +78,45 @@ class Sampler {
                  const SampleStep& step);
 
   const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }
+  // Tokens drawn so far (the next draw uses this index of the random stream).
+  uint64_t draws() const { return draws_; }
 
  private:
-  TokenId draw(std::span<const float> logits, std::span<const TokenId> prompt, std::span<const TokenId> generated,
-               const SampleStep& step);
+  friend class SampleBatch;
+  std::vector<float> work_;  // scratch: logits after the mask, the bans and the adjustments (host steps)
   SamplingParams params_;
-  std::mt19937_64 rng_;
-  std::vector<float> work_;               // scratch: adjusted logits
-  std::vector<std::pair<float, TokenId>> candidates_;
+  uint64_t seed_ = 0;
+  uint64_t draws_ = 0;
+};
+
+// The rows of one run of the sample op: row i takes the next draw of the i-th sampler added, with the penalties
+// of its prompt and output. Runs on the device the logits live on; only the ids cross to the host.
+class SampleBatch {
+ public:
+  // A row drawn by `sampler` (advances its draw count); `banned` tokens may not be drawn at this step.
+  void add(Sampler& sampler, std::span<const TokenId> prompt, std::span<const TokenId> generated,
+           std::span<const TokenId> banned = {});
+  // A row whose token is not used (a prompt chunk that is not the last): greedy, no penalties.
+  void add_unused();
+  size_t size() const { return rows_.size(); }
+
+  // logits [size(), vocab] F32 on any device. Returns one id per row, -1 where no token is left.
+  std::vector<TokenId> run(const Tensor& logits) const;
+
+ private:
+  friend class Sampler;
+  // Applies row i's bias, bans and penalties to host `logits` [vocab] with the op's arithmetic and drops them
+  // from the row (the op then adjusts nothing): for a step whose adjusted logits the host needs.
+  void fold_adjustments(size_t i, std::span<float> logits);
+
+  struct Row {
+    float params[kSampleParams] = {};
+    int64_t control[kSampleControls] = {};
+    std::vector<std::pair<TokenId, int32_t>> tokens;  // (id, count), as the op's tokens rows
+    std::vector<float> bias;
+  };
+  std::vector<Row> rows_;
 };
 
 // Incremental stop-sequence matching on generated text. Text that could still turn into a stop sequence is

@@ -7,8 +7,10 @@
 //   3. builds one ForwardBatch: the next token of every decoding job, then prompt chunks of prefilling jobs in
 //      admission order up to `prefill_budget` tokens (chunked prefill: a long prompt is spread over steps, so it
 //      never stalls the other streams for more than one step's worth of prompt),
-//   4. runs forward once, samples each job's row with the job's own Sampler (own seed), feeds the stop
-//      matcher and the streaming decoder, and reports text to the job's sink,
+//   4. runs forward once, samples every job's row with the job's own settings, penalties and seed: the plain
+//      rows in one run of the sample op on the model's device (the logits stay there, only the ids come back),
+//      rows with a grammar or log-probabilities from their logits copied to the host; feeds the stop matcher
+//      and the streaming decoder, and reports text to the job's sink,
 //   5. finishes jobs (EOS, stop sequence, max_tokens, deadline) and frees their blocks at once.
 // The steps are those of generate() (generate.h) for one sequence: greedy output does not depend on what else
 // is in the batch, because the kernels compute each row on its own.
@@ -136,9 +138,15 @@ struct SchedulerOptions {
   // Speculative decoding (speculative.h): each decoding job's next token goes into the step together with up to
   // speculative.tokens drafts (prompt lookup, or `draft` for Method::DraftModel), all verified in the same forward
   // pass; the job emits the accepted drafts and one token of the target's own. Greedy output is unchanged; sampled
-  // output keeps its distribution (each emitted token takes one draw of the job's generator, in order).
+  // output keeps its distribution (each emitted token takes one draw of the job's generator, in order). A job's
+  // step with drafts samples its rows on the host (acceptance is sequential); a step without drafts samples on the
+  // model's device like any other.
   SpeculativeOptions speculative;
   DraftModel* draft = nullptr;  // must outlive the scheduler; required for Method::DraftModel
+  // Every row sampled from its logits copied to the host (all rows in one copy, the CPU's sample op per row):
+  // the path before the sample op ran on the device, kept for A/B measurements (`rbee bench --host-sampling`).
+  // The tokens are the same either way.
+  bool host_sampling = false;
 };
 
 struct SchedulerStats {
@@ -200,8 +208,23 @@ class Scheduler {
   void update_cache_stats();  // free, cached and evicted block counts for stats() (scheduler thread)
   // Blocks a group needs at admission: the first sequence's prompt + max_tokens, each fork's own part.
   int blocks_needed(const JobRequest& request) const;
-  // Samples the next token of `a` from `row`, reports it and ends the sequence when it is done.
+  // A sequence that takes its next token this step, from row `row` of the step's logits.
+  struct Draw {
+    Active* job;
+    int row;
+  };
+  // The tokens `a` may not draw now: EOS and the stop token ids while it has fewer than min_tokens.
+  std::vector<TokenId> banned_now(const Active& a) const;
+  // Whether a's tokens are sampled from host logits: a grammar's mask or log-probabilities need them (or
+  // options_.host_sampling).
+  bool samples_on_host(const Active& a) const;
+  // Samples every draw from logits [rows, vocab] (on the model's device): the plain ones in one run of the
+  // sample op there (only ids come back), the others from their row copied to the host; then take()s them.
+  void sample_and_take(const Tensor& logits, std::span<const Draw> draws);
+  // Samples the next token of `a` from host `row` (mask, bans, log-probabilities), then take()s it.
   void advance(Active& a, std::span<const float> row);
+  // Reports token t of `a` (with its log-probabilities when asked for) and ends the sequence when it is done.
+  void take(Active& a, TokenId t, const TokenLogprob* lp);
   // The first sequence of a group finished its prompt: the others fork its cache and start decoding.
   void fork_group(Active& leader);
   // Speculative decoding: fills each decoding job's drafts (empty when it has none this step).

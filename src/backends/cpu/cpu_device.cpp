@@ -1,7 +1,10 @@
 // The CPU device: host memory through a caching allocator, synchronous "streams", facts from /proc.
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -51,9 +54,11 @@ std::string vendor_of(const std::string& model) {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice()
-      : allocator_(
-            "cpu:0",
+  explicit CpuDevice(int index)
+      : index_(index),
+        id_(fmt::format("cpu:{}", index)),
+        allocator_(
+            id_,
             [](size_t bytes) -> void* {
               return std::aligned_alloc(kHostAlignment, (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
             },
@@ -63,7 +68,7 @@ class CpuDevice final : public Device {
   DeviceInfo info() const override {
     DeviceInfo d;
     d.backend = "cpu";
-    d.index = 0;
+    d.index = index_;
     d.name = model_;
     d.vendor = vendor_of(model_);
 #if defined(__x86_64__)
@@ -89,6 +94,11 @@ class CpuDevice final : public Device {
     void* p = allocator_.allocate(bytes, &rounded);
     return std::make_shared<Buffer>(*this, p, rounded, &allocator_);
   }
+  std::shared_ptr<Buffer> allocate_exact(size_t bytes) override {
+    size_t rounded = 0;
+    void* p = allocator_.allocate_exact(bytes, &rounded);
+    return std::make_shared<Buffer>(*this, p, rounded, allocator_.exact_releaser());
+  }
   AllocatorStats memory_stats() const override { return allocator_.stats(); }
   void empty_cache() override { allocator_.empty_cache(); }
 
@@ -100,23 +110,37 @@ class CpuDevice final : public Device {
   void copy_elements(const Tensor& src, Tensor& dst) override { kernels_.copy_elements(src, dst); }
 
  private:
-  std::string id_ = "cpu:0";
+  int index_;
+  std::string id_;
   CachingAllocator allocator_;
   std::string model_;
   CpuKernels kernels_;
 };
 
+// One device, the host (cpu:0), listed by device_count(); device(i) for i in 1..kCpuInstances-1 are further
+// instances of the same host, made on first use, each with its own caching allocator and id (so
+// RBEE_FAULT_ALLOC_DEVICE=cpu:1 can give one of them a small budget): they let a model be split over "devices"
+// (layers, tensor shards) and checked against the one-device run on machines without GPUs.
+constexpr int kCpuInstances = 8;
+
 class CpuBackend final : public Backend {
  public:
+  CpuBackend() { devices_[0] = std::make_unique<CpuDevice>(0); }
   std::string_view name() const override { return "cpu"; }
   int device_count() const override { return 1; }
   Device& device(int index) override {
-    RBEE_CHECK_CODE(index == 0, ErrorCode::NotFound, "the cpu backend has one device (0), not {}", index);
-    return device_;
+    RBEE_CHECK_CODE(index >= 0 && index < kCpuInstances, ErrorCode::NotFound,
+                    "the cpu backend has device 0 (the host) and instances 1-{} of it, not {}", kCpuInstances - 1,
+                    index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& d = devices_[(size_t)index];
+    if (!d) d = std::make_unique<CpuDevice>(index);
+    return *d;
   }
 
  private:
-  CpuDevice device_;
+  std::mutex mutex_;
+  std::array<std::unique_ptr<CpuDevice>, kCpuInstances> devices_;
 };
 
 }  // namespace

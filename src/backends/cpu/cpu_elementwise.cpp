@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/common/scalar_ops.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 
@@ -11,90 +12,22 @@ namespace rbee::cpu {
 
 namespace {
 
+// f(x) by the shared formula (backends/common/scalar_ops.h); for integers only the functions defined on them.
 template <class C>
 inline C apply_unary(UnaryOp op, C x, double param) {
   if constexpr (std::is_integral_v<C>) {
-    switch (op) {
-      case UnaryOp::Neg: return (C)-x;
-      case UnaryOp::Abs: return x < 0 ? (C)-x : x;
-      case UnaryOp::Sqr: return (C)(x * x);
-      case UnaryOp::Sign: return (C)((x > 0) - (x < 0));
-      case UnaryOp::Relu: return x > 0 ? x : C(0);
-      default: RBEE_THROW(ErrorCode::Unsupported, "unary {} is not defined for integers", unary_op_name(op));
+    if (!scalar::unary_defined_for_integers(op)) {
+      RBEE_THROW(ErrorCode::Unsupported, "unary {} is not defined for integers", unary_op_name(op));
     }
+    return scalar::unary_value<C>(op, x, C(0));
   } else {
-    constexpr C kHalf = C(0.5), kOne = C(1);
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Recip: return kOne / x;
-      case UnaryOp::Exp: return std::exp(x);
-      case UnaryOp::Log: return std::log(x);
-      case UnaryOp::Sin: return std::sin(x);
-      case UnaryOp::Cos: return std::cos(x);
-      case UnaryOp::Tanh: return std::tanh(x);
-      case UnaryOp::Erf: return std::erf(x);
-      case UnaryOp::Ceil: return std::ceil(x);
-      case UnaryOp::Floor: return std::floor(x);
-      case UnaryOp::Round: return std::round(x);
-      case UnaryOp::Abs: return std::fabs(x);
-      case UnaryOp::Sqr: return x * x;
-      case UnaryOp::Sqrt: return std::sqrt(x);
-      case UnaryOp::GeluTanh: {
-        const C k = C(0.7978845608028654);  // sqrt(2/pi)
-        return kHalf * x * (kOne + std::tanh(k * (x + C(0.044715) * x * x * x)));
-      }
-      case UnaryOp::GeluErf: return kHalf * x * (kOne + std::erf(x * C(0.7071067811865476)));
-      case UnaryOp::Relu: return x > C(0) ? x : C(0);
-      case UnaryOp::Elu: return x > C(0) ? x : C(param) * (std::exp(x) - kOne);
-      case UnaryOp::Silu: return x / (kOne + std::exp(-x));
-      case UnaryOp::Sigmoid: return kOne / (kOne + std::exp(-x));
-      case UnaryOp::Sign: return C((x > C(0)) - (x < C(0)));
-      case UnaryOp::Powf: return std::pow(x, C(param));
-      case UnaryOp::NormCdf: return kHalf * std::erfc(-x * C(0.7071067811865476));
-    }
-    return x;
+    return scalar::unary_value<C>(op, x, C(param));
   }
 }
 
-template <class C>
-inline C apply_binary(BinaryOp op, C a, C b) {
-  switch (op) {
-    case BinaryOp::Add: return (C)(a + b);
-    case BinaryOp::Sub: return (C)(a - b);
-    case BinaryOp::Mul: return (C)(a * b);
-    case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) {
-        if (b == 0) return C(0);
-        if constexpr (std::is_signed_v<C>) {
-          if (b == C(-1)) return (C)(C(0) - a);  // avoids INT_MIN / -1 overflow trap
-        }
-      }
-      return (C)(a / b);
-    case BinaryOp::Min: return b < a ? b : a;
-    case BinaryOp::Max: return b > a ? b : a;
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
-  }
-  return a;
-}
-
-// Saturating, NaN-safe conversion from a wide value to an integer type.
-template <class To, class From>
-inline To convert_value(From v) {
-  if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    const double d = (double)v;
-    if (std::isnan(d)) return To(0);
-    if (d <= (double)std::numeric_limits<To>::min()) return std::numeric_limits<To>::min();
-    if (d >= (double)std::numeric_limits<To>::max()) return std::numeric_limits<To>::max();
-    return (To)d;
-  } else {
-    return (To)v;
-  }
-}
+// Binary ops and conversions: one definition with the GPU kernels (backends/common/scalar_ops.h).
+using scalar::binary_value;
+using scalar::convert_value;
 
 }  // namespace
 
@@ -136,7 +69,7 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
         const T* y = pb + base[1];
         O* d = po + base[2];
         auto value = [&](int64_t i) {
-          const C r = apply_binary<C>(op, load(x[i * inner[0]]), load(y[i * inner[1]]));
+          const C r = binary_value<C>(op, load(x[i * inner[0]]), load(y[i * inner[1]]));
           if constexpr (std::is_same_v<O, uint8_t> && !std::is_same_v<T, uint8_t>) return (O)(r != C(0));
           else return store<O>(r);
         };

@@ -1,6 +1,6 @@
 // CpuKernels: the CPU implementation of every op. Each op family lives in its own file
 // (cpu_elementwise.cpp, cpu_reduce.cpp, cpu_nn.cpp, cpu_matmul.cpp, cpu_quant.cpp, cpu_conv.cpp,
-// cpu_index.cpp); this class only ties them together. Preconditions are those of the op table (rbee/backend/op_table.def).
+// cpu_index.cpp, cpu_paged_attention.cpp, cpu_sample.cpp); this class only ties them together. Preconditions are those of the op table (rbee/backend/op_table.def).
 #pragma once
 
 #include "rbee/backend/kernels.h"

@@ -1,6 +1,8 @@
-// CPU paged KV cache: kv_cache_write and paged_attention (flash-style online softmax over cache blocks).
-// The per-key inner products and accumulations run through Highway with run-time dispatch, reading the
-// cache in its own dtype (f16/bf16 promoted to f32 in registers).
+// CPU paged KV cache: kv_cache_write and paged_attention (flash-style online softmax over cache blocks). The per-key
+// inner products and accumulations run through Highway with run-time dispatch, reading the cache in its own dtype
+// (f16/bf16 promoted to f32 in registers). 16-bit caches follow the op contract's tensor-core semantics (PagedAttention
+// in rbee/backend/op_table.def): q rounded to the cache's type, each probability rounded to it before it weights V (the
+// running sum takes the f32 value).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_paged_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -75,6 +77,14 @@ void ScaleAddV(float* HWY_RESTRICT acc, float scale, float p, const V* HWY_RESTR
   for (; i < d; ++i) acc[i] = acc[i] * scale + p * ElementToF32(v[i]);
 }
 
+// x rounded to the cache element type K (f16 / bf16); unchanged for f32.
+template <class K>
+inline float RoundToCache(float x) {
+  if constexpr (std::is_same_v<K, hwy::bfloat16_t>) return rbee::bf16_bits_to_f32(rbee::f32_to_bf16_bits(x));
+  else if constexpr (std::is_same_v<K, hwy::float16_t>) return rbee::f16_bits_to_f32(rbee::f32_to_f16_bits(x));
+  else return x;
+}
+
 template <class C>
 void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                          const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
@@ -105,6 +115,11 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
     const int64_t pos = ctx - q_len + (t - q_start);
     const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
     const float* qv = qp + t * q_s0 + h * q_s1;
+    if constexpr (!std::is_same_v<C, float>) {
+      float* qr = rbee::cpu::scratch<float>(0, (size_t)d);
+      for (int64_t i = 0; i < d; ++i) qr[i] = RoundToCache<C>(qv[i]);
+      qv = qr;
+    }
     float* acc = op + (t * hq + h) * d;
     for (int64_t i = 0; i < d; ++i) acc[i] = 0.0f;
     float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
@@ -119,7 +134,7 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
       const float p = std::exp(s - new_max);
       running_sum = running_sum * correction + p;
       running_max = new_max;
-      ScaleAddV(acc, correction, p, vc + slot * row_stride + g * d, d);
+      ScaleAddV(acc, correction, RoundToCache<C>(p), vc + slot * row_stride + g * d, d);
     }
     const float inv = running_sum > 0 ? 1.0f / running_sum : 0.0f;
     for (int64_t i = 0; i < d; ++i) acc[i] *= inv;

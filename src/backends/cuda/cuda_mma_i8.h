@@ -9,6 +9,9 @@
 //   mma_i8_k32(c, a, b):        C[i][j] = sum_{k < 32} A[i][k] * B[j][k]                      (exact, int32)
 //   mma_i8_k16x2(c0, c1, a, b): C0 over k in [0, 16), C1 over k in [16, 32) (two scales per 32 elements)
 //   mma_i8_k32_acc(c, a, b):    C[i][j] += sum_{k < 32} A[i][k] * B[j][k]   (integer sums over several tiles)
+//   mma_i8_k32_bias(c, a, b, z): C[i][j] = z + sum_{k < 32} A[i][k] * B[j][k]   (z the same for every element: the
+//                               caller keeps the sum from overflowing; MMQ adds the bits of 1.5 * 2^23 so that
+//                               sums below 2^22 in magnitude read as floats without a conversion instruction)
 //   Lane `lane` holds kMmaI8Rows * kMmaI8Cols elements of C: element r * kMmaI8Cols + c (r < kMmaI8Rows,
 //   c < kMmaI8Cols) is C[mma_i8_row(lane, r)][mma_i8_col(lane, c)]; over the warp every (i, j) appears once.
 //
@@ -59,12 +62,13 @@ __device__ __forceinline__ void mma_i8_load_b(MmaI8B& f, const int8_t* b, int ld
   ldmatrix_x4(f.r, b + ((lane & 7) + ((lane >> 4) << 3)) * ldb + ((lane >> 3) & 1) * 16);
 }
 
+// d = z + a . b with the same z for the four accumulators (one register, no copies).
 __device__ __forceinline__ void mma_m16n8k32(int32_t (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                             uint32_t b0, uint32_t b1) {
+                                             uint32_t b0, uint32_t b1, int32_t z = 0) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%10, %10, %10, %10};\n"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(z));
 }
 // d += a . b (accumulating form of the above).
 __device__ __forceinline__ void mma_m16n8k32_acc(int32_t& d0, int32_t& d1, int32_t& d2, int32_t& d3, uint32_t a0,
@@ -96,6 +100,12 @@ __device__ __forceinline__ void mma_i8_k32(MmaI8Acc& c, const MmaI8A& a, const M
   int32_t d0[4], d1[4];
   mma_m16n8k32(d0, a.r[0], a.r[1], a.r[2], a.r[3], b.r[0], b.r[1]);
   mma_m16n8k32(d1, a.r[0], a.r[1], a.r[2], a.r[3], b.r[2], b.r[3]);
+  mma_i8_gather(c, d0, d1);
+}
+__device__ __forceinline__ void mma_i8_k32_bias(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b, int32_t z) {
+  int32_t d0[4], d1[4];
+  mma_m16n8k32(d0, a.r[0], a.r[1], a.r[2], a.r[3], b.r[0], b.r[1], z);
+  mma_m16n8k32(d1, a.r[0], a.r[1], a.r[2], a.r[3], b.r[2], b.r[3], z);
   mma_i8_gather(c, d0, d1);
 }
 __device__ __forceinline__ void mma_i8_k32_acc(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b) {

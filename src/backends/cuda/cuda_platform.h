@@ -8,6 +8,9 @@
 
 #define RBEE_GPU_VENDOR "NVIDIA"
 #define RBEE_GPU_BACKEND_NAME "cuda"
+// The collective library opened at run time for tensor parallelism (backends/gpu/collective.cu).
+#define RBEE_GPU_COLLECTIVE_NAME "nccl"
+#define RBEE_GPU_COLLECTIVE_LIBS {"libnccl.so.2", "libnccl.so"}
 // Warp width of the code being compiled (device passes) and of every NVIDIA GPU.
 #define RBEE_DEVICE_WARP_SIZE 32
 
@@ -29,6 +32,19 @@ inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) { return cud
 inline Status device_malloc(void** p, size_t n) { return cudaMalloc(p, n); }
 inline Status device_free(void* p) { return cudaFree(p); }
 inline Status host_malloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
+// Device memory that kernels on other GPUs read and write while a kernel here runs (peer flags and staging):
+// ordinary device memory on CUDA.
+inline Status device_malloc_coherent(void** p, size_t n) { return cudaMalloc(p, n); }
+inline Status can_access_peer(int* can, int device, int peer) { return cudaDeviceCanAccessPeer(can, device, peer); }
+// Lets the current device's kernels use `peer`'s memory; enabling it twice is not an error.
+inline Status enable_peer_access(int peer) {
+  const Status s = cudaDeviceEnablePeerAccess(peer, 0);
+  if (s == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return cudaSuccess;
+  }
+  return s;
+}
 inline Status host_free_pinned(void* p) { return cudaFreeHost(p); }
 inline Status memcpy_async(void* dst, const void* src, size_t n, Stream s) {
   return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
@@ -57,6 +73,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;  // the most a kernel may use after func_set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -69,8 +86,15 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->shared_mem_per_block_optin = p.sharedMemPerBlockOptin;
   out->total_memory = p.totalGlobalMem;
   return s;
+}
+
+// Lets `kernel` (a __global__ function) take up to `bytes` of dynamic shared memory (above the default 48 KiB, up
+// to DeviceProps::shared_mem_per_block_optin) on the current device.
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace rbee::gpu
@@ -101,9 +125,38 @@ __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long*
   return atomicMin(addr, v);
 }
 
+// *addr += v atomically; returns the old value.
+__device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
+// Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
+// Orders this thread's memory writes before its later ones for every device and the host (peer signalling).
+__device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
+
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+// ---- warps (tensor-core kernels) ----
+// This thread's lane in its warp.
+__device__ __forceinline__ int lane_id() {
+  int l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+// Orders the shared-memory accesses of the calling warp's lanes (all lanes call it).
+__device__ __forceinline__ void warp_sync() { __syncwarp(); }
 }  // namespace rbee::gpu
 #endif

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "backends/gpu/collective.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "rbee/backend/plugin_abi.h"
 #include "rbee/core/tensor.h"
@@ -93,6 +94,13 @@ std::shared_ptr<Buffer> GpuDevice::allocate(size_t bytes) {
   }
   void* p = allocator_->allocate(bytes, &rounded);
   return std::make_shared<Buffer>(*this, p, rounded, allocator_.get());
+}
+
+std::shared_ptr<Buffer> GpuDevice::allocate_exact(size_t bytes) {
+  check_not_capturing("allocate_exact");
+  size_t rounded = 0;
+  void* p = allocator_->allocate_exact(bytes, &rounded);
+  return std::make_shared<Buffer>(*this, p, rounded, allocator_->exact_releaser());
 }
 
 void GpuDevice::copy_from_host(void* dst, const void* host_src, size_t bytes) {
@@ -223,6 +231,27 @@ Device& GpuBackend::device(int index) {
   RBEE_CHECK_CODE(index >= 0 && index < (int)devices_.size(), ErrorCode::NotFound,
                   "the {} backend has {} device(s), not {}", RBEE_GPU_BACKEND_NAME, devices_.size(), index);
   return *devices_[(size_t)index];
+}
+
+std::unique_ptr<Communicator> GpuBackend::make_communicator(std::span<Device* const> devices, std::string* why) {
+  std::vector<GpuDevice*> gpus;
+  for (Device* d : devices) {
+    GpuDevice* g = nullptr;
+    for (auto& own : devices_) {
+      if (own.get() == d) g = own.get();
+    }
+    if (!g) {
+      if (why) *why = fmt::format("{} is not a device of the {} backend", d ? d->id() : "null", RBEE_GPU_BACKEND_NAME);
+      return nullptr;
+    }
+    gpus.push_back(g);
+  }
+  try {
+    return std::make_unique<GpuCommunicator>(std::move(gpus), why);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return nullptr;
+  }
 }
 
 GpuDevice& gpu_device_of(const Tensor& t) { return static_cast<GpuDevice&>(t.device()); }

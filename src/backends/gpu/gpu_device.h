@@ -28,6 +28,7 @@ class GpuDevice final : public Device {
   const std::string& id() const override { return id_; }
   bool host_accessible() const override { return false; }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
+  std::shared_ptr<Buffer> allocate_exact(size_t bytes) override;
   AllocatorStats memory_stats() const override { return allocator_->stats(); }
   void empty_cache() override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
@@ -92,6 +93,8 @@ class GpuBackend final : public Backend {
   std::string_view name() const override { return RBEE_GPU_BACKEND_NAME; }
   int device_count() const override { return (int)devices_.size(); }
   Device& device(int index) override;
+  // NCCL / RCCL and the peer-to-peer one-shot kernel (backends/gpu/collective.h).
+  std::unique_ptr<Communicator> make_communicator(std::span<Device* const> devices, std::string* why) override;
 
  private:
   std::vector<std::unique_ptr<GpuDevice>> devices_;

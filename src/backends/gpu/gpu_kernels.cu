@@ -8,7 +8,7 @@ GpuKernels::GpuKernels(GpuDevice& device) : Kernels(RBEE_GPU_BACKEND_NAME), devi
 
 // The ops of the op table marked ALL, for every dtype combination op_dtypes_valid accepts (Quantize /
 // Dequantize: all 12 block types; QMatmul: x F32, w any block type or F32 / F16 / BF16; PagedAttention: caches
-// F32 / F16 / BF16, head size up to 512, checked by the front-end).
+// F32 / F16 / BF16, head size up to 512, checked by the front-end; Sample: F32 logits, the CPU's ids).
 bool GpuKernels::supports(OpKind op, std::span<const DType> dtypes) const {
   static constexpr bool kOnGpu[kOpKindCount] = {
 #define RBEE_ON_GPU_ALL true

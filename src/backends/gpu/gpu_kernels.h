@@ -17,7 +17,8 @@ class GpuKernels final : public Kernels {
 
   // Every op of the op table (op_table.def) marked ALL, each defined in kernels/<family>.cu: elementwise.cu,
   // reduce.cu, sort.cu, index.cu, matmul.cu (over gemm.cu and the vendor Blas), norm.cu, rms_norm.cu, swiglu.cu,
-  // rope.cu, attention.cu, conv.cu, pool.cu, quant_*.cu, paged.cu. Ops marked CPU keep Kernels' default.
+  // rope.cu, attention.cu, conv.cu, pool.cu, quant_*.cu, paged.cu, sample.cu. Ops marked CPU keep Kernels'
+  // default.
 #define RBEE_GPU_OVERRIDE_ALL(method, params) void method params override;
 #define RBEE_GPU_OVERRIDE_CPU(method, params)
 #define RBEE_OP(Kind, rule, backends, method, params) RBEE_GPU_OVERRIDE_##backends(method, params)

@@ -63,6 +63,12 @@ __device__ __forceinline__ void mma_i8_k32(MmaI8Acc& c, const MmaI8A& a, const M
   d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.r[1], b.r[1], d, 0, 0, 0);
   for (int i = 0; i < 4; ++i) c.v[i] = d[i];
 }
+__device__ __forceinline__ void mma_i8_k32_bias(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b, int32_t z) {
+  rbee_v4i32 d = {z, z, z, z};
+  d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.r[0], b.r[0], d, 0, 0, 0);
+  d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.r[1], b.r[1], d, 0, 0, 0);
+  for (int i = 0; i < 4; ++i) c.v[i] = d[i];
+}
 __device__ __forceinline__ void mma_i8_k32_acc(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b) {
   rbee_v4i32 d = {c.v[0], c.v[1], c.v[2], c.v[3]};
   d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.r[0], b.r[0], d, 0, 0, 0);
@@ -109,6 +115,9 @@ __device__ __forceinline__ int mma_i8_dot16(const MmaI8A& a, const MmaI8B& b, in
 }
 __device__ __forceinline__ void mma_i8_k32(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b) {
   for (int r = 0; r < kMmaI8Rows; ++r) c.v[r] = mma_i8_dot16(a, b, r, 0) + mma_i8_dot16(a, b, r, 1);
+}
+__device__ __forceinline__ void mma_i8_k32_bias(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b, int32_t z) {
+  for (int r = 0; r < kMmaI8Rows; ++r) c.v[r] = z + mma_i8_dot16(a, b, r, 0) + mma_i8_dot16(a, b, r, 1);
 }
 __device__ __forceinline__ void mma_i8_k32_acc(MmaI8Acc& c, const MmaI8A& a, const MmaI8B& b) {
   for (int r = 0; r < kMmaI8Rows; ++r) c.v[r] += mma_i8_dot16(a, b, r, 0) + mma_i8_dot16(a, b, r, 1);

@@ -9,6 +9,9 @@
 
 #define RBEE_GPU_VENDOR "AMD"
 #define RBEE_GPU_BACKEND_NAME "rocm"
+// The collective library opened at run time for tensor parallelism (backends/gpu/collective.cu).
+#define RBEE_GPU_COLLECTIVE_NAME "rccl"
+#define RBEE_GPU_COLLECTIVE_LIBS {"librccl.so.1", "librccl.so"}
 // Wavefront width of the target being compiled: 64 on CDNA/GCN (gfx908, gfx90a, gfx942), 32 on RDNA
 // (gfx1030, gfx1100). Only meaningful in device passes; host code reads DeviceProps::warp_size.
 #if defined(__AMDGCN_WAVEFRONT_SIZE)
@@ -35,6 +38,21 @@ inline Status mem_get_info(size_t* free_bytes, size_t* total_bytes) { return hip
 inline Status device_malloc(void** p, size_t n) { return hipMalloc(p, n); }
 inline Status device_free(void* p) { return hipFree(p); }
 inline Status host_malloc_pinned(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
+// Device memory that kernels on other GPUs read and write while a kernel here runs (peer flags and staging):
+// fine-grained on AMD, whose ordinary (coarse-grained) memory is only coherent at kernel boundaries.
+inline Status device_malloc_coherent(void** p, size_t n) {
+  return hipExtMallocWithFlags(p, n, hipDeviceMallocFinegrained);
+}
+inline Status can_access_peer(int* can, int device, int peer) { return hipDeviceCanAccessPeer(can, device, peer); }
+// Lets the current device's kernels use `peer`'s memory; enabling it twice is not an error.
+inline Status enable_peer_access(int peer) {
+  const Status s = hipDeviceEnablePeerAccess(peer, 0);
+  if (s == hipErrorPeerAccessAlreadyEnabled) {
+    hipGetLastError();
+    return hipSuccess;
+  }
+  return s;
+}
 inline Status host_free_pinned(void* p) { return hipHostFree(p); }
 inline Status memcpy_async(void* dst, const void* src, size_t n, Stream s) {
   return hipMemcpyAsync(dst, src, n, hipMemcpyDefault, s);
@@ -62,6 +80,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;  // the most a kernel may use after func_set_max_dynamic_smem
   size_t total_memory;
 };
 inline Status device_props(int d, DeviceProps* out) {
@@ -77,8 +96,14 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->max_threads_per_block = p.maxThreadsPerBlock;
   out->shared_mem_per_block = p.sharedMemPerBlock;
+  out->shared_mem_per_block_optin = p.sharedMemPerBlock;  // the LDS of a workgroup: no opt-in above it
   out->total_memory = p.totalGlobalMem;
   return s;
+}
+
+// Lets `kernel` take up to `bytes` of dynamic shared memory (at most DeviceProps::shared_mem_per_block_optin).
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace rbee::gpu
@@ -116,6 +141,28 @@ __device__ __forceinline__ double shfl_xor(double v, int mask, int width = RBEE_
 __device__ __forceinline__ unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
   return atomicMin(addr, v);
 }
+// *addr += v atomically; returns the old value.
+__device__ __forceinline__ int atomic_add_i32(int* addr, int v) { return atomicAdd(addr, v); }
+// Orders this thread's global-memory writes before its later ones as seen by every thread of the device.
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+
+// ---- used by the sample kernel ----
+__device__ __forceinline__ unsigned long long shfl_xor(unsigned long long v, int mask,
+                                                       int width = RBEE_DEVICE_WARP_SIZE) {
+  return __shfl_xor(v, mask, width);
+}
+// *addr += v / *addr = max(*addr, v) atomically (shared or global memory); return the old value.
+__device__ __forceinline__ unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+__device__ __forceinline__ unsigned atomic_add_u32(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+__device__ __forceinline__ unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
+
+// Orders this thread's memory writes before its later ones for every device and the host (peer signalling).
+__device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
+
 // One float multiply / add, rounded once and never fused into an FMA: reference formulas (dequantization,
 // the round-to-nearest quantizers) must give the CPU's bits. HIP contracts a * b + c by default; the pragma
 // keeps these operations out of it.
@@ -126,6 +173,16 @@ __device__ __forceinline__ float mul_rn(float a, float b) {
 __device__ __forceinline__ float add_rn(float a, float b) {
 #pragma clang fp contract(off)
   return a + b;
+}
+// ---- warps (tensor-core kernels) ----
+// This thread's lane in its wavefront.
+__device__ __forceinline__ int lane_id() { return (int)__lane_id(); }
+// Orders the LDS accesses of the calling wavefront's lanes (all lanes call it). A wavefront executes in
+// lockstep; the fences keep the compiler from moving LDS accesses across the point.
+__device__ __forceinline__ void warp_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
 }  // namespace rbee::gpu
 #endif

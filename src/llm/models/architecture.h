@@ -1,18 +1,30 @@
-// What distinguishes one transformer architecture from another: how its Hugging Face tensor names map onto
-// the canonical (GGUF) names, and which decoder-layer wiring it uses. Each architecture is described in its
-// own file (llama.cpp, mistral.cpp, qwen2.cpp, phi3.cpp, gemma.cpp, gemma2.cpp, gemma3.cpp); the shared
-// blocks (attention, MLP) live in blocks.h.
+// Everything rbee knows about one transformer architecture, in that architecture's own file (llama.cpp,
+// mistral.cpp, qwen2.cpp, phi3.cpp, gemma.cpp, gemma2.cpp, gemma3.cpp): how its GGUF and Hugging Face configs
+// read and which traits it fixes, which layers slide, how its Hugging Face tensor names map onto the canonical
+// (GGUF) names, its decoder-layer wiring, its built-in chat template family and its random-model shapes. The
+// registry (architecture.cpp) lists them once; no other file names an architecture. The shared blocks
+// (attention, MLP) live in blocks.h.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "rbee/backend/communicator.h"
 #include "rbee/core/tensor.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model_config.h"
+#include "rbee/llm/model_files.h"
+
+namespace rbee::gguf {
+class File;
+}
 
 namespace rbee::llm {
+
+class Tokenizer;
 
 // One decoder layer's weights under their canonical names (undefined when the architecture has none).
 // Linear weights are [out, in] (quantized, F16, BF16 or F32); norms and biases are F32.
@@ -38,7 +50,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// Everything one forward step's layers share.
+// Everything one forward step's layers share. Under a tensor split each rank runs the layers with its own
+// context: `config` holds the rank's heads (n_heads, n_kv_heads), `part` picks its KV cache part, and the
+// attention and MLP blocks end with comm->all_reduce_sum (their row-parallel projections give partial sums).
 struct StepContext {
   const ModelConfig& config;
   KvCache& cache;
@@ -50,19 +64,79 @@ struct StepContext {
   Tensor inv_freq_local;   // [rotary_dim / 2] F32 (sliding-window layers; Gemma 3 uses another base)
   float rope_ratio_global = 0.f;  // RopeParams::freq_ratio of global / local layers (0: use the tables)
   float rope_ratio_local = 0.f;
+  int part = 0;                   // KV cache part of this rank
+  Communicator* comm = nullptr;   // tensor split: the ranks' group (null: one device holds the whole layer)
+  int rank = 0;
 };
 
 // x [N, hidden] F32 -> [N, hidden] F32 after one decoder layer.
 using LayerForward = Tensor (*)(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x);
 
+// A Hugging Face config.json as an architecture's read_hf sees it.
+struct HfConfig {
+  const nlohmann::json& json;
+  const nlohmann::json* rope_local;  // rope_parameters.sliding_attention (transformers >= 5), or null
+};
+
+// A 1-D F32 per-layer tensor of a random model beyond the Llama set, and the size it has.
+struct LayerVector {
+  enum class Size { Hidden, QDim, KvDim, HeadDim };
+  const char* name;  // canonical suffix, "attn_q.bias"
+  Size size;
+};
+
 struct Architecture {
-  const char* name;
+  const char* name;  // GGUF general.architecture and ModelConfig::arch
+  // config.json model_type values that are this architecture.
+  std::vector<std::string> hf_model_types;
   // Hugging Face per-layer suffixes ("self_attn.q_proj.weight") -> canonical suffixes ("attn_q.weight").
   std::vector<std::pair<std::string, std::string>> hf_layer_names;
   LayerForward layer;
+
+  // ---- ModelConfig (model_config.cpp calls these; null: nothing to do) ----
+  // The family's fixed traits, applied after the file's keys: activation, embedding scale, tied embeddings,
+  // biases, fused projections, extra norms.
+  void (*traits)(ModelConfig& c) = nullptr;
+  // Keys beyond the common ones: from GGUF metadata (prefix "<name>.") and from config.json (after the rope keys).
+  void (*read_gguf)(const gguf::File& file, const std::string& prefix, ModelConfig& c) = nullptr;
+  void (*read_hf)(const HfConfig& config, ModelConfig& c) = nullptr;
+  // Whether layer i uses the sliding window when the model has one; pattern is the file's sliding_window_pattern
+  // (6 when absent). Null: every layer.
+  bool (*layer_slides)(int layer, int pattern) = nullptr;
+  // llama.cpp's converter permutes the q and k rows of some families so that rotation pairs are adjacent: their
+  // GGUF files rotate in RopeMode::Normal. Hugging Face files always use Neox.
+  RopeMode gguf_rope_mode = RopeMode::Neox;
+  // Norms multiply by (1 + w) in Hugging Face weights (GGUF files store 1 + w).
+  bool hf_norm_weight_plus_one = false;
+  // config.json may wrap the text model's config in "text_config" (a multimodal model_type); it is then read as
+  // hf_model_types[0].
+  bool hf_nested_text_config = false;
+
+  // ---- prompts ----
+  // The built-in chat template family for models whose file brings no template (prompt.cpp).
+  std::string (*chat_family)(const Tokenizer& tokenizer) = nullptr;
+
+  // ---- random-weight models (model_files.cpp) ----
+  std::vector<ShapePreset> shape_presets;
+  std::vector<LayerVector> random_layer_vectors;  // written as ones, after attn_v
 };
 
+// The registry: every architecture, in one list (architecture.cpp).
+const std::vector<const Architecture*>& architectures();
+// By name; throws Unsupported listing the known names.
 const Architecture& architecture(const std::string& name);
+// By name or by config.json model_type; null when unknown.
+const Architecture* find_architecture(const std::string& name);
+const Architecture* find_hf_architecture(const std::string& model_type);
+// "llama, mistral, ..." and the config.json model types, for error messages.
+std::string architecture_names();
+std::string hf_model_type_names();
+
+// config.json values as model_config.cpp reads them: absent or null -> fallback.
+int hf_int(const nlohmann::json& j, const char* key, int fallback);
+double hf_float(const nlohmann::json& j, const char* key, double fallback);
+// read_hf of the families whose config.json sliding_window applies to them as it is.
+void hf_read_sliding_window(const HfConfig& config, ModelConfig& c);
 
 // The standard Hugging Face names shared by every Llama-like family (attention and MLP projections).
 std::vector<std::pair<std::string, std::string>> llama_like_hf_names();
@@ -73,7 +147,7 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
 // Sandwich: x += post_norm(attn(norm(x))); x += post_norm(mlp(norm(x)))  (Gemma 2, Gemma 3)
 Tensor sandwich_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x);
 
-// Each architecture file defines one of these.
+// Each architecture file defines one of these; architecture.cpp lists them.
 const Architecture& llama_architecture();
 const Architecture& mistral_architecture();
 const Architecture& qwen2_architecture();

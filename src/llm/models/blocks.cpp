@@ -16,6 +16,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return bias.defined() ? ops::add(y, bias) : y;
 }
 
+Tensor reduce_partial(const StepContext& step, const Tensor& partial) {
+  if (step.comm) step.comm->all_reduce_sum(step.rank, partial);
+  return partial;
+}
+
 Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w) {
   return ops::rms_norm(x, w, step.config.norm_eps);
 }
@@ -48,15 +53,15 @@ Tensor attention_block(const StepContext& step, const LayerWeights& w, int layer
   rope.freq_ratio = local ? step.rope_ratio_local : step.rope_ratio_global;
   q = ops::rope(q, step.positions, inv_freq, rope);
   k = ops::rope(k, step.positions, inv_freq, rope);
-  ops::kv_cache_write(k, v, step.slots, step.cache.k(layer), step.cache.v(layer));
+  ops::kv_cache_write(k, v, step.slots, step.cache.k(layer, step.part), step.cache.v(layer, step.part));
   AttentionParams params;
   params.scale = c.attn_scale;
   params.causal = true;
   params.window = local ? c.sliding_window : 0;
   params.softcap = c.attn_softcap;
-  const Tensor o = ops::paged_attention(q, step.cache.k(layer), step.cache.v(layer), step.seq_info,
-                                        step.block_tables, params);  // [N, Hq, D]
-  return linear(o.view({n, (int64_t)hq * d}), w.attn_output);
+  const Tensor o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part),
+                                        step.seq_info, step.block_tables, params);  // [N, Hq, D]
+  return reduce_partial(step, linear(o.view({n, (int64_t)hq * d}), w.attn_output));
 }
 
 Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h) {
@@ -72,7 +77,7 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
     up = gu.narrow(1, i, i).contiguous();
   }
   const Tensor act = c.activation == Activation::Silu ? ops::swiglu(gate, up) : ops::mul(ops::gelu(gate, true), up);
-  return linear(act, w.ffn_down);
+  return reduce_partial(step, linear(act, w.ffn_down));
 }
 
 Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {

@@ -10,9 +10,11 @@ namespace rbee::llm {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 // RMS norm over the last axis with weight w (already 1 + w for Gemma).
 Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w);
-// Self-attention over the paged cache: h [N, H] -> [N, H].
+// Under a tensor split, sums a row-parallel projection's partial result over the ranks (in place); else x.
+Tensor reduce_partial(const StepContext& step, const Tensor& partial);
+// Self-attention over the paged cache: h [N, H] -> [N, H] (summed over the ranks of a tensor split).
 Tensor attention_block(const StepContext& step, const LayerWeights& w, int layer, const Tensor& h);
-// Gated MLP: down(act(gate(h)) * up(h)): h [N, H] -> [N, H].
+// Gated MLP: down(act(gate(h)) * up(h)): h [N, H] -> [N, H] (summed over the ranks of a tensor split).
 Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h);
 
 }  // namespace rbee::llm

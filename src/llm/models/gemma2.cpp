@@ -5,6 +5,9 @@
 
 namespace rbee::llm {
 
+void gemma_traits(ModelConfig& c);                   // gemma.cpp
+std::string gemma_chat_family(const Tokenizer& t);  // gemma.cpp
+
 std::vector<std::pair<std::string, std::string>> gemma2_hf_names() {
   return {
       {"input_layernorm.weight", "attn_norm.weight"},
@@ -22,7 +25,21 @@ std::vector<std::pair<std::string, std::string>> gemma2_hf_names() {
 }
 
 const Architecture& gemma2_architecture() {
-  static const Architecture arch{"gemma2", gemma2_hf_names(), sandwich_norm_layer};
+  static const Architecture arch{
+      .name = "gemma2",
+      .hf_model_types = {"gemma2"},
+      .hf_layer_names = gemma2_hf_names(),
+      .layer = sandwich_norm_layer,
+      .traits =
+          [](ModelConfig& c) {
+            gemma_traits(c);
+            c.post_norms = true;
+          },
+      .read_hf = hf_read_sliding_window,
+      .layer_slides = [](int layer, int) { return layer % 2 == 0; },  // even layers are local
+      .hf_norm_weight_plus_one = true,
+      .chat_family = gemma_chat_family,
+  };
   return arch;
 }
 

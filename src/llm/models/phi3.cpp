@@ -6,16 +6,27 @@
 namespace rbee::llm {
 
 const Architecture& phi3_architecture() {
-  static const Architecture arch{"phi3",
-                                 {
-                                     {"input_layernorm.weight", "attn_norm.weight"},
-                                     {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
-                                     {"self_attn.o_proj.weight", "attn_output.weight"},
-                                     {"post_attention_layernorm.weight", "ffn_norm.weight"},
-                                     {"mlp.gate_up_proj.weight", "ffn_up.weight"},
-                                     {"mlp.down_proj.weight", "ffn_down.weight"},
-                                 },
-                                 pre_norm_layer};
+  static const Architecture arch{
+      .name = "phi3",
+      .hf_model_types = {"phi3"},
+      .hf_layer_names =
+          {
+              {"input_layernorm.weight", "attn_norm.weight"},
+              {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+              {"self_attn.o_proj.weight", "attn_output.weight"},
+              {"post_attention_layernorm.weight", "ffn_norm.weight"},
+              {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+              {"mlp.down_proj.weight", "ffn_down.weight"},
+          },
+      .layer = pre_norm_layer,
+      .traits =
+          [](ModelConfig& c) {
+            c.fused_qkv = true;
+            c.fused_gate_up = true;
+          },
+      .read_hf = hf_read_sliding_window,
+      .chat_family = [](const Tokenizer&) { return std::string("phi3"); },
+  };
   return arch;
 }
 

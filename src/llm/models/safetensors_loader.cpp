@@ -6,7 +6,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "llm/models/transformer.h"
+#include "llm/models/architecture.h"
+#include "llm/models/model_source.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/formats/safetensors.h"
@@ -42,17 +43,16 @@ std::string read_chat_template(const std::filesystem::path& dir) {
 
 }  // namespace
 
-std::unique_ptr<Model> load_safetensors_dir(const std::string& dir_path, const LoadOptions& options, Device& device) {
+ModelSource open_safetensors_source(const std::string& dir_path) {
   const std::filesystem::path dir(dir_path);
   std::error_code ec;
   RBEE_CHECK_CODE(std::filesystem::exists(dir / "config.json", ec), ErrorCode::NotFound,
                   "{} has no config.json (expected a Hugging Face model directory)", dir_path);
   ModelConfig config = config_from_hf(safetensors::read_json_file((dir / "config.json").string()));
   config.chat_template = read_chat_template(dir);
-  log::info("model: {}", config.summary());
   RBEE_CHECK_CODE(std::filesystem::exists(dir / "tokenizer.json", ec), ErrorCode::NotFound,
                   "{} has no tokenizer.json", dir_path);
-  auto tokenizer = Tokenizer::from_hf_json((dir / "tokenizer.json").string());
+  const std::string tokenizer_path = (dir / "tokenizer.json").string();
   auto checkpoint = std::make_shared<safetensors::Checkpoint>(safetensors::Checkpoint::open(dir_path));
 
   // canonical name -> Hugging Face name
@@ -80,8 +80,12 @@ std::unique_ptr<Model> load_safetensors_dir(const std::string& dir_path, const L
     if (it == names.end() || !checkpoint->find_tensor(it->second)) return Tensor();
     return checkpoint->tensor(it->second, cpu);
   };
-  return std::make_unique<Transformer>(std::move(config), std::move(tokenizer), device, lookup, options.progress,
-                                       checkpoint);
+  ModelSource source;
+  source.config = std::move(config);
+  source.lookup = std::move(lookup);
+  source.make_tokenizer = [tokenizer_path] { return Tokenizer::from_hf_json(tokenizer_path); };
+  source.keepalive = checkpoint;
+  return source;
 }
 
 }  // namespace rbee::llm

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <string_view>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
+#include "rbee/backend/communicator.h"
 
 namespace rbee::llm {
 
@@ -26,135 +28,235 @@ std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_
 
 }  // namespace
 
-Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer, Device& device,
+Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer, const Placement& placement,
                          const TensorLookup& lookup, const std::function<void(float)>& progress,
                          std::shared_ptr<const void> file_keepalive)
     : config_(std::move(config)),
       tokenizer_(std::move(tokenizer)),
-      device_(device),
+      placement_(placement),
       arch_(architecture(config_.arch)),
       file_keepalive_(std::move(file_keepalive)) {
   const ModelConfig& c = config_;
-  const int total = 3 + c.n_layers;
+  placement_.validate(c);
+  const int n_ranks = placement_.ranks();
+  int total = 0;
+  for (int r = 0; r < n_ranks; ++r) total += 3 + placement_.end_layer(r, c.n_layers) - placement_.first_layer(r);
   int done = 0;
   auto report = [&] {
     if (progress) progress((float)++done / (float)total);
   };
-  // Moves a weight to the device; 1-D tensors (norms, biases) become F32, norms optionally 1 + w.
-  auto place = [&](Tensor t, const std::string& name, bool is_norm) -> Tensor {
-    if (!t.defined()) return t;
-    if (t.rank() == 1) {
-      RBEE_CHECK_CODE(!is_quantized(t.dtype()), ErrorCode::Io, "tensor {} is 1-D but quantized ({})", name,
-                      dtype_name(t.dtype()));
-      t = t.to(DType::F32);
-      if (is_norm && c.norm_weight_plus_one) t = ops::affine(t, 1.0, 1.0);
+  rope_freqs_ = lookup("rope_freqs.weight");
+  ranks_.resize((size_t)n_ranks);
+  for (int r = 0; r < n_ranks; ++r) {
+    Rank& k = ranks_[(size_t)r];
+    k.device = placement_.devices[(size_t)r];
+    k.index = r;
+    k.first_layer = placement_.first_layer(r);
+    k.end_layer = placement_.end_layer(r, c.n_layers);
+    k.shard = rank_shard(placement_, c, r);
+    k.config = shard_config(c, k.shard);
+    k.embeds = placement_.holds_embedding(r);
+    k.heads = placement_.holds_head(r);
+    RBEE_WITH_CONTEXT(fmt::format("placing weights on {}", k.device->id()), { load_rank(k, lookup, report); });
+    // Freed staging blocks (norm conversions, host-side cuts) would otherwise stay in the device's cache.
+    k.device->empty_cache();
+  }
+  const float local_theta = c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta;
+  // llama.cpp's angles (RopeParams::freq_ratio) where a table carries no scaling: its ratio powf(base, -2 / dim).
+  const bool scale_local = c.rope_theta_local <= 0;
+  const bool unscaled = c.rope_scaling.kind == ops::RopeScaling::Kind::None && !rope_freqs_.defined();
+  auto ratio = [&](float base) { return std::pow(base, -2.0f / (float)c.rotary_dim); };
+  if (c.rope_llamacpp_angles && unscaled) rope_ratio_global_ = ratio(c.rope_theta);
+  if (c.rope_llamacpp_angles && (unscaled || !scale_local)) rope_ratio_local_ = ratio(local_theta);
+  if (placement_.split == SplitMode::Tensor && n_ranks > 1) {
+    std::vector<Device*> devices = placement_.devices;
+    std::string why;
+    Backend* backend = Registry::global().find(devices[0]->info().backend);
+    bool same_backend = true;
+    for (Device* d : devices) same_backend = same_backend && d->info().backend == devices[0]->info().backend;
+    if (same_backend && backend) comm_ = backend->make_communicator(devices, &why);
+    else why = "the devices belong to different backends";
+    if (!comm_) {
+      comm_ = make_host_communicator(devices);
+      log::info("tensor split: collectives through the host ({})", why);
+    } else {
+      log::info("tensor split: collectives through {}", comm_->name());
     }
-    Tensor placed = t.to(device_);
-    weight_bytes_ += placed.nbytes();
-    return placed;
-  };
-  auto need = [&](const std::string& name, bool is_norm = false) {
+    threads_ = std::make_unique<RankThreads>(n_ranks);
+  }
+}
+
+Transformer::~Transformer() {
+  // Graphs first (they hold device memory and may record collectives), then the ranks' threads, then the group.
+  for (Rank& k : ranks_) k.graphs.reset();
+  threads_.reset();
+  comm_.reset();
+}
+
+Device& Transformer::device() const {
+  for (const Rank& k : ranks_) {
+    if (k.heads) return *k.device;
+  }
+  return *ranks_.back().device;
+}
+
+int64_t Transformer::weight_bytes() const {
+  int64_t total = 0;
+  for (const Rank& k : ranks_) total += k.weight_bytes;
+  return total;
+}
+
+int64_t Transformer::weight_bytes_on(const Device& device) const {
+  int64_t total = 0;
+  for (const Rank& k : ranks_) {
+    if (k.device == &device) total += k.weight_bytes;
+  }
+  return total;
+}
+
+KvLayout Transformer::kv_layout() const {
+  KvLayout layout;
+  layout.head_dim = config_.head_dim;
+  layout.layers.resize((size_t)config_.n_layers);
+  for (const Rank& k : ranks_) {
+    for (int l = k.first_layer; l < k.end_layer; ++l) {
+      layout.layers[(size_t)l].push_back({k.device, k.shard.kv_heads});
+    }
+  }
+  return layout;
+}
+
+Tensor Transformer::place(Rank& rank, const Tensor& host, const std::string& name, bool is_norm) {
+  if (!host.defined()) return host;
+  const ModelConfig& c = config_;
+  Tensor t = host;
+  if (t.rank() == 1) {
+    RBEE_CHECK_CODE(!is_quantized(t.dtype()), ErrorCode::Io, "tensor {} is 1-D but quantized ({})", name,
+                    dtype_name(t.dtype()));
+    t = t.to(DType::F32);
+    if (is_norm && c.norm_weight_plus_one) t = ops::affine(t, 1.0, 1.0);
+  }
+  Tensor placed;
+  if (&t.device() == rank.device) {
+    placed = t;  // the host CPU itself: read in place from the mapped file (or the converted host copy)
+  } else {
+    const Tensor src = t.contiguous();
+    placed = Tensor::empty_exact(src.shape(), src.dtype(), *rank.device);
+    if (src.nbytes() > 0) rank.device->copy_from_host(placed.data(), src.data(), (size_t)src.nbytes());
+  }
+  rank.weight_bytes += placed.nbytes();
+  return placed;
+}
+
+bool Transformer::fusable_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (!t->defined() || t->rank() != 2 || t->dtype() != q.dtype() || t->dim(1) != q.dim(1)) return false;
+  }
+  return true;
+}
+
+void Transformer::load_rank(Rank& k, const TensorLookup& lookup, const std::function<void()>& report) {
+  const ModelConfig& c = config_;
+  auto need_host = [&](const std::string& name) {
     Tensor t = lookup(name);
     RBEE_CHECK_CODE(t.defined(), ErrorCode::Io, "model file has no tensor '{}' (architecture {})", name, c.arch);
-    return place(t, name, is_norm);
+    return t;
   };
-  auto maybe = [&](const std::string& name, bool is_norm = false) { return place(lookup(name), name, is_norm); };
-
-  weights_.token_embd = need("token_embd.weight");
-  RBEE_CHECK_CODE(weights_.token_embd.rank() == 2 && weights_.token_embd.dim(1) == c.hidden_size, ErrorCode::Io,
-                  "token_embd.weight has shape {}, expected [vocab, {}]", weights_.token_embd.shape().to_string(),
-                  c.hidden_size);
+  if (k.embeds || k.heads) {
+    const Tensor embd = need_host("token_embd.weight");
+    RBEE_CHECK_CODE(embd.rank() == 2 && embd.dim(1) == c.hidden_size, ErrorCode::Io,
+                    "token_embd.weight has shape {}, expected [vocab, {}]", embd.shape().to_string(), c.hidden_size);
+    const Tensor out = c.tie_embeddings ? Tensor() : lookup("output.weight");
+    if (k.embeds || !out.defined()) k.token_embd = place(k, embd, "token_embd.weight", false);
+    if (k.heads) {
+      k.output_norm = place(k, need_host("output_norm.weight"), "output_norm.weight", true);
+      k.output = out.defined() ? place(k, out, "output.weight", false) : k.token_embd;
+    }
+  }
   report();
-  weights_.output_norm = need("output_norm.weight", true);
-  weights_.output = c.tie_embeddings ? weights_.token_embd : maybe("output.weight");
-  if (!weights_.output.defined()) weights_.output = weights_.token_embd;
-  weights_.rope_freqs = lookup("rope_freqs.weight");
-  report();
-  weights_.layers.resize((size_t)c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
+  k.layers.resize((size_t)(k.end_layer - k.first_layer));
+  const bool gpu = !k.device->host_accessible();
+  for (int l = k.first_layer; l < k.end_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    LayerWeights& w = weights_.layers[(size_t)l];
-    RBEE_WITH_CONTEXT(fmt::format("loading layer {}", l), {
-      w.attn_norm = need(p + "attn_norm.weight", true);
-      if (c.fused_qkv) {
-        w.attn_qkv = need(p + "attn_qkv.weight");
-      } else {
-        w.attn_q = need(p + "attn_q.weight");
-        w.attn_k = need(p + "attn_k.weight");
-        w.attn_v = need(p + "attn_v.weight");
+    LayerWeights& w = k.layers[(size_t)(l - k.first_layer)];
+    try {
+      std::map<std::string, Tensor> host;
+      for (const LayerTensorSpec& spec : layer_tensor_specs(c)) {
+        Tensor t = spec.required ? need_host(p + spec.suffix) : lookup(p + spec.suffix);
+        if (t.defined()) host[spec.suffix] = cut_tensor(spec.suffix, t, k.shard, c);
       }
-      w.attn_q_bias = maybe(p + "attn_q.bias");
-      w.attn_k_bias = maybe(p + "attn_k.bias");
-      w.attn_v_bias = maybe(p + "attn_v.bias");
-      w.attn_output = need(p + "attn_output.weight");
-      if (c.qk_norm) {
-        w.attn_q_norm = need(p + "attn_q_norm.weight", true);
-        w.attn_k_norm = need(p + "attn_k_norm.weight", true);
+      // GPUs only: the CPU keeps its tested per-projection path (and gains nothing from fewer launches).
+      const bool fuse = gpu && !c.fused_qkv && !host.count("attn_q.bias") && !host.count("attn_k.bias") &&
+                        !host.count("attn_v.bias") &&
+                        fusable_qkv(host["attn_q.weight"], host["attn_k.weight"], host["attn_v.weight"]);
+      if (fuse) {
+        // Rows of one weight matrix are independent (blocks never straddle rows), so stacking them byte-wise gives
+        // the [(Hq + 2 Hkv) * D, hidden] matrix of a fused-qkv model.
+        const Tensor* parts[] = {&host["attn_q.weight"], &host["attn_k.weight"], &host["attn_v.weight"]};
+        int64_t rows = 0;
+        for (const Tensor* t : parts) rows += t->dim(0);
+        w.attn_qkv = Tensor::empty_exact({rows, parts[0]->dim(1)}, parts[0]->dtype(), *k.device);
+        int64_t offset = 0;
+        for (const Tensor* t : parts) {
+          const Tensor src = t->contiguous();
+          k.device->copy_from_host(static_cast<uint8_t*>(w.attn_qkv.data()) + offset, src.data(), (size_t)src.nbytes());
+          offset += src.nbytes();
+        }
+        k.weight_bytes += w.attn_qkv.nbytes();
+        for (const char* s : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) host.erase(s);
       }
-      w.ffn_norm = need(p + "ffn_norm.weight", true);
-      if (c.post_norms) {
-        w.post_attention_norm = need(p + "post_attention_norm.weight", true);
-        w.post_ffw_norm = need(p + "post_ffw_norm.weight", true);
-      }
-      if (!c.fused_gate_up) w.ffn_gate = need(p + "ffn_gate.weight");
-      w.ffn_up = need(p + "ffn_up.weight");
-      w.ffn_down = need(p + "ffn_down.weight");
-      fuse_qkv(w);
-    });
+      auto put = [&](const char* suffix, Tensor& dst, bool is_norm) {
+        const auto it = host.find(suffix);
+        if (it != host.end()) dst = place(k, it->second, p + suffix, is_norm);
+      };
+      put("attn_norm.weight", w.attn_norm, true);
+      put("attn_qkv.weight", w.attn_qkv, false);
+      put("attn_q.weight", w.attn_q, false);
+      put("attn_k.weight", w.attn_k, false);
+      put("attn_v.weight", w.attn_v, false);
+      put("attn_q.bias", w.attn_q_bias, false);
+      put("attn_k.bias", w.attn_k_bias, false);
+      put("attn_v.bias", w.attn_v_bias, false);
+      put("attn_output.weight", w.attn_output, false);
+      put("attn_q_norm.weight", w.attn_q_norm, true);
+      put("attn_k_norm.weight", w.attn_k_norm, true);
+      put("ffn_norm.weight", w.ffn_norm, true);
+      put("post_attention_norm.weight", w.post_attention_norm, true);
+      put("post_ffw_norm.weight", w.post_ffw_norm, true);
+      put("ffn_gate.weight", w.ffn_gate, false);
+      put("ffn_up.weight", w.ffn_up, false);
+      put("ffn_down.weight", w.ffn_down, false);
+    } catch (Error& e) {
+      e.add_context(fmt::format("loading layer {}", l));
+      throw;
+    }
     report();
   }
   const float local_theta = c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta;
   // Gemma 3 scales only its global layers' frequencies; everyone else scales every layer.
   const bool scale_local = c.rope_theta_local <= 0;
-  const auto global = inv_freq_table(c, c.rope_theta, true, weights_.rope_freqs);
-  const auto local = inv_freq_table(c, local_theta, scale_local, weights_.rope_freqs);
-  // llama.cpp's angles (RopeParams::freq_ratio) where a table carries no scaling: its ratio powf(base, -2 / dim).
-  const bool unscaled = c.rope_scaling.kind == ops::RopeScaling::Kind::None && !weights_.rope_freqs.defined();
-  auto ratio = [&](float base) { return std::pow(base, -2.0f / (float)c.rotary_dim); };
-  if (c.rope_llamacpp_angles && unscaled) rope_ratio_global_ = ratio(c.rope_theta);
-  if (c.rope_llamacpp_angles && (unscaled || !scale_local)) rope_ratio_local_ = ratio(local_theta);
-  inv_freq_global_ = Tensor::from_vector(global, {(int64_t)global.size()}, device_);
-  inv_freq_local_ = Tensor::from_vector(local, {(int64_t)local.size()}, device_);
+  const auto global = inv_freq_table(c, c.rope_theta, true, rope_freqs_);
+  const auto local = inv_freq_table(c, local_theta, scale_local, rope_freqs_);
+  k.inv_freq_global = Tensor::from_vector(global, {(int64_t)global.size()}, *k.device);
+  k.inv_freq_local = Tensor::from_vector(local, {(int64_t)local.size()}, *k.device);
+  report();
   report();
 }
 
-void Transformer::fuse_qkv(LayerWeights& w) const {
-  // GPUs only: the CPU keeps its tested per-projection path (and gains nothing from fewer launches).
-  if (device_.host_accessible() || w.attn_qkv.defined() || !w.attn_q.defined()) return;
-  if (w.attn_q_bias.defined() || w.attn_k_bias.defined() || w.attn_v_bias.defined()) return;
-  const Tensor* parts[] = {&w.attn_q, &w.attn_k, &w.attn_v};
-  const DType type = w.attn_q.dtype();
-  const int64_t k = w.attn_q.dim(1);
-  int64_t rows = 0;
-  for (const Tensor* t : parts) {
-    if (t->rank() != 2 || t->dtype() != type || t->dim(1) != k || !t->is_contiguous()) return;
-    rows += t->dim(0);
-  }
-  // Rows of one weight matrix are independent (blocks never straddle rows), so stacking them byte-wise gives
-  // the [(Hq + 2 Hkv) * D, hidden] matrix of a fused-qkv model.
-  Tensor qkv = Tensor::empty({rows, k}, type, device_);
-  int64_t offset = 0;
-  for (const Tensor* t : parts) {
-    device_.copy_on_device(static_cast<uint8_t*>(qkv.data()) + offset, t->data(), (size_t)t->nbytes());
-    offset += t->nbytes();
-  }
-  w.attn_qkv = qkv;
-  w.attn_q = w.attn_k = w.attn_v = Tensor();
-}
-
-Tensor Transformer::embed(const Tensor& ids) const {
-  const Tensor& table = weights_.token_embd;
+Tensor Transformer::embed(const Rank& rank, const Tensor& ids) const {
+  const Tensor& table = rank.token_embd;
+  Device& device = *rank.device;
   const int64_t n = ids.dim(0), vocab = table.dim(0), hidden = config_.hidden_size;
   Tensor x;
   if (is_quantized(table.dtype()) && table.is_contiguous()) {
     // Gather the packed rows as bytes, then dequantize them: two launches for any number of tokens.
     const int64_t row_bytes = dtype_row_bytes(table.dtype(), hidden);
-    const Tensor bytes = Tensor::wrap(table.data(), {vocab, row_bytes}, DType::U8, device_, table.buffer());
+    const Tensor bytes = Tensor::wrap(table.data(), {vocab, row_bytes}, DType::U8, device, table.buffer());
     const Tensor rows = ops::index_select(bytes, ids, 0);  // [n, row_bytes]
-    x = ops::dequantize(Tensor::wrap(rows.data(), {n, hidden}, table.dtype(), device_, rows.buffer()));
+    x = ops::dequantize(Tensor::wrap(rows.data(), {n, hidden}, table.dtype(), device, rows.buffer()));
   } else if (is_quantized(table.dtype())) {
     const auto host_ids = ids.to_vector<int32_t>();
-    x = Tensor::empty({n, hidden}, DType::F32, device_);
+    x = Tensor::empty({n, hidden}, DType::F32, device);
     for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, host_ids[(size_t)i], 1)));
   } else {
     x = ops::index_select(table, ids, 0);
@@ -167,42 +269,131 @@ Tensor Transformer::embed(const Tensor& ids) const {
 void Transformer::set_decode_graphs(bool enabled) {
   const char* env = std::getenv("RBEE_NO_GRAPH");
   const bool env_off = env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0";
-  if (enabled && !env_off && device_.supports_graphs()) {
-    if (!graphs_) graphs_ = std::make_unique<DecodeGraphs>(device_, config_.hidden_size);
-  } else {
-    graphs_.reset();
+  // Collectives that cannot be recorded (the host communicator) keep a tensor split eager.
+  const bool comm_ok = !comm_ || comm_->capturable();
+  for (Rank& k : ranks_) {
+    if (enabled && !env_off && comm_ok && k.device->supports_graphs()) {
+      if (!k.graphs) k.graphs = std::make_unique<DecodeGraphs>(*k.device, config_.hidden_size);
+    } else {
+      k.graphs.reset();
+    }
   }
 }
 
-Tensor Transformer::run_layers(KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width,
-                               const Tensor& x0, const std::vector<int64_t>& logit_rows, bool hidden) const {
-  const ModelConfig& c = config_;
+bool Transformer::decode_graphs() const {
+  for (const Rank& k : ranks_) {
+    if (k.graphs) return true;
+  }
+  return false;
+}
+
+uint64_t Transformer::decode_graph_replays() const {
+  // A step replays one graph per graphed rank: count steps, not graphs.
+  uint64_t most = 0;
+  for (const Rank& k : ranks_) most = std::max<uint64_t>(most, k.graphs ? k.graphs->replays() : 0);
+  return most;
+}
+
+Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, int64_t n, int64_t b, int64_t width,
+                             const Tensor& x0, const std::vector<int64_t>& logit_rows, bool hidden) const {
+  const ModelConfig& c = k.config;
   StepContext step{c,
                    cache,
                    ints.narrow(0, n, n),
                    ints.narrow(0, 2 * n, n),
                    ints.narrow(0, 3 * n, 3 * b).view({b, 3}),
                    ints.narrow(0, 3 * n + 3 * b, b * width).view({b, width}),
-                   inv_freq_global_,
-                   inv_freq_local_,
+                   k.inv_freq_global,
+                   k.inv_freq_local,
                    rope_ratio_global_,
                    rope_ratio_local_};
-  Tensor x = x0;
-  for (int l = 0; l < c.n_layers; ++l) x = arch_.layer(step, weights_.layers[(size_t)l], l, x);
-  if (!logit_rows.empty()) {
-    x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, device_), 0);
+  if (comm_) {
+    step.part = k.index;
+    step.comm = comm_.get();
+    step.rank = k.index;
   }
-  if (hidden) return ops::rms_norm(x, weights_.output_norm, c.norm_eps);
-  Tensor logits = ops::qmatmul(ops::rms_norm(x, weights_.output_norm, c.norm_eps), weights_.output);
+  Tensor x = x0;
+  for (int l = k.first_layer; l < k.end_layer; ++l) {
+    x = arch_.layer(step, k.layers[(size_t)(l - k.first_layer)], l, x);
+  }
+  if (!k.heads) return x;
+  if (!logit_rows.empty()) {
+    x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, *k.device), 0);
+  }
+  if (hidden) return ops::rms_norm(x, k.output_norm, c.norm_eps);
+  Tensor logits = ops::qmatmul(ops::rms_norm(x, k.output_norm, c.norm_eps), k.output);
   if (c.final_softcap > 0) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
   }
   return logits;
 }
 
+std::vector<const void*> Transformer::bound_cache(const Rank& k, const KvCache& cache) const {
+  std::vector<const void*> bound;
+  const int part = comm_ ? k.index : 0;
+  for (int l = k.first_layer; l < k.end_layer; ++l) {
+    bound.push_back(cache.k(l, part).data());
+    bound.push_back(cache.v(l, part).data());
+  }
+  return bound;
+}
+
+Tensor Transformer::forward_layer_split(KvCache& cache, const std::vector<int32_t>& ints, int64_t n, int64_t b,
+                                        int64_t width, bool graphed, const std::vector<int64_t>& logit_rows, bool hidden) {
+  Tensor x;  // the previous stage's hidden states (or, after the last stage, the logits)
+  for (Rank& k : ranks_) {
+    if (graphed && k.graphs) {
+      x = k.graphs->run(
+          b, width, ints, bound_cache(k, cache),
+          [&](const Tensor& ids) { return k.embeds ? embed(k, ids) : x.to(*k.device); },
+          [&](const Tensor& dev_ints, const Tensor& xin) {
+            return run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
+          });
+      continue;
+    }
+    const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, *k.device);
+    const Tensor xin = k.embeds ? embed(k, dev_ints.narrow(0, 0, n)) : x.to(*k.device);
+    x = run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
+  }
+  return x;
+}
+
+Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32_t>& ints, int64_t n, int64_t b,
+                                         int64_t width, bool graphed, const std::vector<int64_t>& logit_rows, bool hidden) {
+  std::vector<Tensor> out(ranks_.size());
+  const int64_t hidden_size = config_.hidden_size;
+  // Rank 0 embeds; the others start from zeros, and the first all-reduce gives every rank the embeddings (x + 0
+  // is x exactly).
+  auto start = [&](const Rank& k, const Tensor& ids) {
+    return k.embeds ? embed(k, ids) : ops::zeros({ids.dim(0), hidden_size}, DType::F32, *k.device);
+  };
+  auto body = [&](const Rank& k, const Tensor& dev_ints, const Tensor& xin) {
+    comm_->all_reduce_sum(k.index, xin);
+    return run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
+  };
+  threads_->run(
+      [&](int r) {
+        Rank& k = ranks_[(size_t)r];
+        if (graphed && k.graphs) {
+          out[(size_t)r] = k.graphs->run(
+              b, width, ints, bound_cache(k, cache), [&](const Tensor& ids) { return start(k, ids); },
+              [&](const Tensor& dev_ints, const Tensor& xin) { return body(k, dev_ints, xin); });
+          return;
+        }
+        const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, *k.device);
+        out[(size_t)r] = body(k, dev_ints, start(k, dev_ints.narrow(0, 0, n)).contiguous());
+      },
+      [this](const std::string& why) { comm_->abort(why); });
+  return out[0];
+}
+
 Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
   const int64_t n = (int64_t)batch.tokens.size();
   RBEE_CHECK(n > 0 && !batch.seqs.empty(), "forward: empty batch");
+  RBEE_CHECK(cache.layout() == kv_layout(),
+             "forward: the KV cache was made for another placement than this model's ({}); make it with "
+             "KvCache(model.kv_layout(), ...)",
+             placement_.describe());
   const int bs = cache.block_size();
   int max_blocks = 1;
   int64_t total_q = 0;
@@ -217,7 +408,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
     decode = decode && s.q_len == 1;
   }
   RBEE_CHECK(total_q == n, "forward: sequences claim {} tokens, batch has {}", total_q, n);
-  const int64_t vocab = weights_.token_embd.dim(0);
+  const int64_t vocab = config_.vocab_size;
   for (size_t i = 0; i < batch.tokens.size(); ++i) {
     RBEE_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < vocab,
                "token id {} at position {} is outside the vocabulary [0, {})", batch.tokens[i], i, vocab);
@@ -251,21 +442,9 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
     }
   }
   if ((int64_t)logit_rows.size() == n) logit_rows.clear();  // every row: no selection
-  const bool all_rows = logit_rows.empty();
-  if (decode && all_rows && graphs_ && !batch.hidden_states) {
-    std::vector<const void*> bound;  // the cache tensors the step writes and reads in place
-    for (int l = 0; l < config_.n_layers; ++l) {
-      bound.push_back(cache.k(l).data());
-      bound.push_back(cache.v(l).data());
-    }
-    return graphs_->run(
-        b, width, ints, bound, [this](const Tensor& ids) { return embed(ids); },
-        [&](const Tensor& dev_ints, const Tensor& x) {
-          return run_layers(cache, dev_ints, n, b, width, x, logit_rows, false);
-        });
-  }
-  const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, device_);
-  return run_layers(cache, dev_ints, n, b, width, embed(dev_ints.narrow(0, 0, n)), logit_rows, batch.hidden_states);
+  const bool graphed = decode && logit_rows.empty() && !batch.hidden_states;
+  if (comm_) return forward_tensor_split(cache, ints, n, b, width, graphed, logit_rows, batch.hidden_states);
+  return forward_layer_split(cache, ints, n, b, width, graphed, logit_rows, batch.hidden_states);
 }
 
 }  // namespace rbee::llm

@@ -6,6 +6,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
+#include "rbee/ops.h"
 
 namespace rbee::llm {
 
@@ -398,13 +399,23 @@ void Scheduler::propose_drafts() {
   for (size_t i = 0; i < owners.size(); ++i) owners[i]->drafts = std::move(proposals[i].drafts);
 }
 
-void Scheduler::advance(Active& a, std::span<const float> row) {
+std::vector<TokenId> Scheduler::banned_now(const Active& a) const {
   const JobRequest& r = a.request;
   std::vector<TokenId> banned;
   if ((int)a.generated.size() < r.min_tokens) {
     banned = eos_;
     banned.insert(banned.end(), r.stop_token_ids.begin(), r.stop_token_ids.end());
   }
+  return banned;
+}
+
+bool Scheduler::samples_on_host(const Active& a) const {
+  return options_.host_sampling || a.constraint != nullptr || a.request.top_logprobs >= 0;
+}
+
+void Scheduler::advance(Active& a, std::span<const float> row) {
+  const JobRequest& r = a.request;
+  const std::vector<TokenId> banned = banned_now(a);
   TokenLogprob lp;
   SampleStep step;
   step.banned = banned;
@@ -418,6 +429,80 @@ void Scheduler::advance(Active& a, std::span<const float> row) {
     finish(a, StopReason::Error, "sampling", e.what());
     return;
   }
+  take(a, t, r.top_logprobs >= 0 ? &lp : nullptr);
+}
+
+void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draws) {
+  // The plain draws: one run of the sample op on the logits' device over the rows they read (gathered there
+  // when they are not simply the logits' rows in order); only their ids come back to the host.
+  SampleBatch batch;
+  std::vector<int32_t> source;
+  for (const Draw& d : draws) {
+    if (samples_on_host(*d.job)) continue;
+    batch.add(d.job->sampler, d.job->request.prompt, d.job->generated, banned_now(*d.job));
+    source.push_back(d.row);
+  }
+  std::vector<TokenId> ids;
+  std::string error;
+  if (batch.size() > 0) {
+    try {
+      bool in_order = (int64_t)source.size() == logits.dim(0);
+      for (size_t i = 0; in_order && i < source.size(); ++i) in_order = source[i] == (int32_t)i;
+      const Tensor rows =
+          in_order ? logits
+                   : ops::index_select(logits,
+                                       Tensor::from_vector(source, {(int64_t)source.size()}, logits.device()), 0);
+      ids = batch.run(rows);
+    } catch (const std::exception& e) {
+      error = e.what();
+      log::error("event=sampling_error rows={} error=\"{}\"", source.size(), e.what());
+    }
+  }
+  // The other draws read their rows on the host: all the logits in one copy when that saves copies, else
+  // row by row.
+  const size_t host_draws = draws.size() - source.size(), vocab = (size_t)logits.dim(1);
+  std::vector<float> host;
+  std::string copy_error;
+  try {
+    if (host_draws > 1 && host_draws * 2 >= (size_t)logits.dim(0)) host = logits.to_vector<float>();
+  } catch (const std::exception& e) {
+    copy_error = e.what();
+  }
+  size_t next = 0;
+  for (const Draw& d : draws) {
+    Active& a = *d.job;
+    if (samples_on_host(a)) {
+      if (a.done) continue;
+      if (!host.empty()) {
+        advance(a, std::span<const float>(host.data() + (size_t)d.row * vocab, vocab));
+        continue;
+      }
+      std::vector<float> row;
+      try {
+        if (!copy_error.empty()) throw Error(ErrorCode::Internal, copy_error);
+        row = logits.narrow(0, d.row, 1).to_vector<float>();
+      } catch (const std::exception& e) {
+        log::error("event=sampling_error rows=1 error=\"{}\"", e.what());
+        finish(a, StopReason::Error, "sampling", e.what());
+        continue;
+      }
+      advance(a, row);
+      continue;
+    }
+    const size_t i = next++;
+    if (a.done) continue;
+    if (!error.empty()) {
+      finish(a, StopReason::Error, "sampling", error);
+    } else if (ids[i] < 0) {
+      finish(a, StopReason::Error, "sampling", "sample: every token is banned (logit_bias, the grammar or min_tokens)");
+    } else {
+      take(a, ids[i], nullptr);
+    }
+  }
+}
+
+void Scheduler::take(Active& a, TokenId t, const TokenLogprob* lp) {
+  const JobRequest& r = a.request;
   if (a.generated.empty()) {
     a.first_token = Clock::now();
     a.summary.prompt_seconds = seconds(a.admitted, a.first_token);
@@ -438,7 +523,7 @@ void Scheduler::advance(Active& a, std::span<const float> row) {
       return;
     }
   }
-  if (r.top_logprobs >= 0) a.sink->on_logprobs(index, lp);
+  if (lp) a.sink->on_logprobs(index, *lp);
   const std::string safe = a.stops.feed(a.decoder.push(t));
   if (!safe.empty()) {
     a.summary.text += safe;
@@ -587,13 +672,10 @@ bool Scheduler::step() {
   bool worked = false;
   if (!rows.empty()) {
     worked = true;
-    std::vector<float> logits;
-    int64_t vocab = 0;
+    Tensor logits;  // [out_rows, vocab] on the model's device: only what a row needs comes to the host
     bool failed = false;
     try {
-      const Tensor out = model_.forward(batch, cache_);
-      vocab = out.dim(1);
-      logits = out.to_vector<float>();
+      logits = model_.forward(batch, cache_);
     } catch (const std::exception& e) {
       // Out of memory (a full device, or RBEE_FAULT_ALLOC_*) ends this step's jobs with code "out_of_memory", which
       // the routes answer as 503 + Retry-After: the jobs admitted later still run, and the worker stays up.
@@ -604,20 +686,38 @@ bool Scheduler::step() {
     steps_++;
     if (!failed) {
       max_batch_rows_ = std::max<int>(max_batch_rows_, (int)batch.tokens.size());
-      auto row_at = [&](int i) {
-        return std::span<const float>(logits.data() + (size_t)i * (size_t)vocab, (size_t)vocab);
-      };
+      const size_t vocab = (size_t)logits.dim(1);
+      std::vector<Draw> draws;  // the sequences that take a token this step, in order, and their logits rows
       for (const Row& r : rows) {
         Active& a = *r.job;
         if (a.done) continue;
         if (a.decoding) {
           // Row i follows the next token and drafts [0, i): it is valid while every draft before it was accepted,
-          // i.e. equals the token the target itself picks (speculative.h).
+          // i.e. equals the token the target itself picks (speculative.h). A job without drafts this step takes
+          // its token with the other plain draws (sampled on the model's device); one with drafts accepts them one
+          // by one, each row sampled on the host (its k + 1 rows come over in one copy), since whether row i + 1
+          // counts depends on the token row i gave. Either way each emitted token takes one draw of the job's
+          // generator, in order.
           const int k = r.rows - 1;
+          if (k == 0) {
+            a.kv.length += 1;  // the row's input token is now part of the sequence
+            if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, a.request.prompt, a.generated);
+            if (a.draft_ok) DraftModel::rollback(a.draft, a.kv.length);
+            draws.push_back({&a, r.first_row});
+            continue;
+          }
+          std::vector<float> host;
+          try {
+            host = logits.narrow(0, r.first_row, r.rows).to_vector<float>();
+          } catch (const std::exception& e) {
+            log::error("event=sampling_error rows={} error=\"{}\"", r.rows, e.what());
+            finish(a, StopReason::Error, "sampling", e.what());
+            continue;
+          }
           for (int i = 0;; ++i) {
             a.kv.length += 1;  // the row's input token is now part of the sequence
             if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, a.request.prompt, a.generated);
-            advance(a, row_at(r.first_row + i));
+            advance(a, std::span<const float>(host.data() + (size_t)i * vocab, vocab));
             if (a.done || i == k || a.generated.back() != a.drafts[(size_t)i]) break;
             a.summary.spec_accepted += 1;
             spec_accepted_ += 1;
@@ -629,7 +729,10 @@ bool Scheduler::step() {
         Group& g = *a.group;
         const int prompt = (int)req.prompt.size();
         if (req.prompt_logprobs) {
-          // Row i predicts the prompt token after position prefilled + i.
+          // Row i predicts the prompt token after position prefilled + i (these rows come to the host; a copy
+          // that fails after a good forward pass means a broken device: loop() then ends every running job).
+          const std::vector<float> host = logits.narrow(0, r.first_row, r.rows).to_vector<float>();
+          auto row_at = [&](int i) { return std::span<const float>(host.data() + (size_t)i * vocab, vocab); };
           if (g.prompt_logprobs.empty()) {
             TokenLogprob first;
             first.id = req.prompt[0];
@@ -640,7 +743,7 @@ bool Scheduler::step() {
             const int next_pos = a.prefilled + i + 1;
             if (next_pos >= prompt) break;
             g.prompt_logprobs.push_back(
-                token_logprob(row_at(r.first_row + i), req.prompt[(size_t)next_pos], std::max(0, req.top_logprobs)));
+                token_logprob(row_at(i), req.prompt[(size_t)next_pos], std::max(0, req.top_logprobs)));
           }
         }
         a.prefilled += r.new_tokens;
@@ -649,16 +752,17 @@ bool Scheduler::step() {
         if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, req.prompt);
         if (a.prefilled < prompt) continue;  // more prompt to go: this row is not used
         a.decoding = true;
-        const auto last = row_at(r.first_row + r.rows - 1);
+        const int last = r.first_row + r.rows - 1;
         fork_group(a);
         const std::vector<Active*> members = g.members;
         for (Active* m : members) {
           if (m->done || !m->decoding) continue;
           if (req.prompt_logprobs) m->sink->on_prompt_logprobs(g.prompt_logprobs);
           if (req.max_tokens == 0) finish(*m, StopReason::MaxTokens);  // the prompt only (its log-probabilities)
-          else advance(*m, last);
+          else draws.push_back({m, last});
         }
       }
+      sample_and_take(logits, draws);
     }
   }
   if (run_embeddings(budget)) worked = true;

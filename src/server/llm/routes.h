@@ -30,6 +30,7 @@ struct LlmWorkerContext {
   std::string model_name;          // what /v1/models lists
   int ctx_size = 0;
   int parallel = 0;
+  nlohmann::json memory_plan;      // MemoryPlan::to_json() of the load (null before)
   std::atomic<LlmService*> service{nullptr};  // set once the model is loaded
   int64_t started_unix = 0;
 

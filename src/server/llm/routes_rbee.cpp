@@ -44,6 +44,7 @@ nlohmann::json LlmWorkerContext::info() {
       {"device",
        {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
         {"vram_used", d.vram_used}}},
+      {"devices", device.json()["devices"]},
       {"status", worker_status(*this)},
       {"ctx_size", ctx_size},
       {"parallel", parallel},
@@ -54,6 +55,23 @@ nlohmann::json LlmWorkerContext::info() {
     out["model_info"] = {{"arch", c.arch}, {"name", c.name}, {"vocab_size", c.vocab_size},
                          {"n_layers", c.n_layers}, {"max_positions", c.max_positions},
                          {"weight_bytes", s->model().weight_bytes()}};
+    const auto& placement = s->model().placement();
+    nlohmann::json parts = nlohmann::json::array();
+    for (int r = 0; r < placement.ranks(); ++r) {
+      const Device& dev = *placement.devices[(size_t)r];
+      nlohmann::json part = {{"device", dev.id()}, {"weight_bytes", s->model().weight_bytes_on(dev)}};
+      if (placement.split == rbee::llm::SplitMode::Layer) {
+        part["layers"] = {placement.layer_begin[(size_t)r], placement.layer_begin[(size_t)r + 1]};
+      } else {
+        part["q_heads"] = placement.q_heads[(size_t)r];
+        part["ffn_columns"] = placement.ffn[(size_t)r];
+      }
+      parts.push_back(std::move(part));
+    }
+    out["placement"] = {{"split", std::string(rbee::llm::split_mode_name(placement.split))},
+                        {"describe", placement.describe()},
+                        {"parts", std::move(parts)}};
+    if (!memory_plan.is_null()) out["memory_plan"] = memory_plan;
     out["slots"] = {{"running", st.running}, {"queued", st.queued}, {"kv_blocks_free", st.free_blocks},
                     {"kv_blocks_total", st.total_blocks}, {"steps", st.steps}, {"max_batch_rows", st.max_batch_rows}};
     out["load"] = serving_json(serving_figures(st, parallel));

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "backends/common/scalar_ops.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "rbee/core/half.h"
@@ -16,87 +17,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class C>
-__device__ C unary_value(UnaryOp op, C x, C p) {
-  if constexpr (std::is_integral_v<C>) {
-    switch (op) {
-      case UnaryOp::Neg: return (C)-x;
-      case UnaryOp::Abs: return x < 0 ? (C)-x : x;
-      case UnaryOp::Sqr: return (C)(x * x);
-      case UnaryOp::Sign: return (C)((x > 0) - (x < 0));
-      case UnaryOp::Relu: return x > 0 ? x : C(0);
-      default: return x;
-    }
-  } else {
-    const C half = C(0.5), one = C(1);
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Recip: return one / x;
-      case UnaryOp::Exp: return exp(x);
-      case UnaryOp::Log: return log(x);
-      case UnaryOp::Sin: return sin(x);
-      case UnaryOp::Cos: return cos(x);
-      case UnaryOp::Tanh: return tanh(x);
-      case UnaryOp::Erf: return erf(x);
-      case UnaryOp::Ceil: return ceil(x);
-      case UnaryOp::Floor: return floor(x);
-      case UnaryOp::Round: return round(x);
-      case UnaryOp::Abs: return fabs(x);
-      case UnaryOp::Sqr: return x * x;
-      case UnaryOp::Sqrt: return sqrt(x);
-      case UnaryOp::GeluTanh:
-        return half * x * (one + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));
-      case UnaryOp::GeluErf: return half * x * (one + erf(x * C(0.7071067811865476)));
-      case UnaryOp::Relu: return x > C(0) ? x : C(0);
-      case UnaryOp::Elu: return x > C(0) ? x : p * (exp(x) - one);
-      case UnaryOp::Silu: return x / (one + exp(-x));
-      case UnaryOp::Sigmoid: return one / (one + exp(-x));
-      case UnaryOp::Sign: return C((x > C(0)) - (x < C(0)));
-      case UnaryOp::Powf: return pow(x, p);
-      case UnaryOp::NormCdf: return half * erfc(-x * C(0.7071067811865476));
-    }
-    return x;
-  }
-}
-
-template <class C>
-__device__ C binary_value(BinaryOp op, C a, C b) {
-  switch (op) {
-    case BinaryOp::Add: return (C)(a + b);
-    case BinaryOp::Sub: return (C)(a - b);
-    case BinaryOp::Mul: return (C)(a * b);
-    case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) {
-        if (b == 0) return C(0);
-        if constexpr (std::is_signed_v<C>) {
-          if (b == C(-1)) return (C)(C(0) - a);
-        }
-      }
-      return (C)(a / b);
-    case BinaryOp::Min: return b < a ? b : a;
-    case BinaryOp::Max: return b > a ? b : a;
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
-  }
-  return a;
-}
-
-template <class To, class From>
-__device__ To convert_value(From v) {
-  if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    const double d = (double)v;
-    if (d != d) return To(0);
-    if (d <= (double)std::numeric_limits<To>::min()) return std::numeric_limits<To>::min();
-    if (d >= (double)std::numeric_limits<To>::max()) return std::numeric_limits<To>::max();
-    return (To)d;
-  } else {
-    return (To)v;
-  }
-}
+// Unary and binary ops and conversions: one definition with the CPU backend (backends/common/scalar_ops.h).
+using scalar::unary_value;
+using scalar::binary_value;
+using scalar::convert_value;
 
 // Element offset of row-major index i in layout l (as strided_offset), cheaper: one multiply for one dim, 32-bit
 // divisions when the call's element count n (which bounds i and every dim) fits 31 bits.

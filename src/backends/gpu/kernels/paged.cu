@@ -1,6 +1,9 @@
 // Paged KV cache on the GPU: kv_cache_write and paged_attention (contracts in rbee/backend/op_table.def).
 //
-// paged_attention is one tiled flash-attention kernel for decode and prefill alike, plus a merge kernel:
+// paged_attention on F16 / BF16 caches with head sizes 64 / 128 / 256 runs on the matrix tiles
+// (paged_flash.cu). Everything else (F32 caches, other head sizes, shared memory too small) takes the scalar
+// tiled kernel below, with the same semantics (q and the probabilities rounded to a 16-bit cache's type), plus
+// the split merge both use:
 //  - A thread block owns a query tile: up to `rows` (<= 16) query rows = tile_tokens consecutive tokens of one
 //    sequence x head_chunk query heads that share one kv head (GQA), and one split of the key positions. Every
 //    K/V row it stages is used by all rows of the tile: a decode token reads the cache once for its whole GQA
@@ -19,6 +22,8 @@
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/paged_common.cuh"
+#include "backends/gpu/kernels/paged_flash.h"
 
 namespace rbee::gpu {
 
@@ -29,14 +34,14 @@ constexpr int kMaxRows = 16;
 constexpr size_t kSmemLimit = 48 * 1024;  // no opt-in needed above this on either vendor
 
 struct PagedParams {
+  PagedSeqs seqs;
   const float* q;
   int64_t q_s0, q_s1;
   const void* k_cache;
   const void* v_cache;
-  const int32_t* seq_info;
   const int32_t* tables;
-  int n_seq, max_blocks, num_blocks, block_size;
-  int nq, hq, hkv, d;
+  int max_blocks, num_blocks, block_size;
+  int hq, hkv, d;
   float scale, softcap;
   int window;
   int group, head_chunk, n_head_chunks, tile_tokens, rows;
@@ -74,16 +79,6 @@ RBEE_HOST_DEVICE inline SmemLayout smem_layout(int d, int rows, int kt, int elem
   return l;
 }
 
-// Sequence i of seq_info clamped into range: q rows [q_start, q_start + q_len) of [0, nq), ctx <= the
-// table's capacity and q_len <= ctx (so every query position ctx - q_len + t is >= 0).
-__device__ inline void read_seq(const PagedParams& p, int i, int& q_start, int& q_len, int& ctx) {
-  const int* s = p.seq_info + 3 * (int64_t)i;
-  q_start = min(max(s[0], 0), p.nq);
-  q_len = min(max(s[1], 0), p.nq - q_start);
-  ctx = min(max(s[2], 0), p.max_blocks * p.block_size);
-  q_len = min(q_len, ctx);
-}
-
 // 4 cache elements as floats (from shared or global memory, 8- or 16-byte aligned).
 template <class C>
 __device__ __forceinline__ float4 load4(const C* p) {
@@ -105,6 +100,13 @@ __device__ __forceinline__ float4 load4(const C* p) {
     }
     return f;
   }
+}
+// x rounded to the cache's type (16-bit caches), unchanged for f32 caches.
+template <class C>
+__device__ __forceinline__ float round_to_cache(float x) {
+  if constexpr (std::is_same_v<C, bf16_t>) return bf16_to_float(float_to_bf16(x));
+  else if constexpr (std::is_same_v<C, f16_t>) return f16_to_float(float_to_f16(x));
+  else return x;
 }
 template <class C>
 __device__ __forceinline__ void copy4(const C* src, C* dst) {
@@ -129,18 +131,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
   const int tid = threadIdx.x;
 
   // ---- which tile of which sequence (uniform over the block) ----
-  int tile = blockIdx.x, seq = -1, q_start = 0, q_len = 0, ctx = 0;
-  for (int i = 0; i < p.n_seq; ++i) {
-    read_seq(p, i, q_start, q_len, ctx);
-    const int tiles = (q_len + p.tile_tokens - 1) / p.tile_tokens;
-    if (tile < tiles) {
-      seq = i;
-      break;
-    }
-    tile -= tiles;
-  }
+  int q_start = 0, q_len = 0, ctx = 0, tok0 = 0;  // tok0: first token of the tile within the sequence
+  const int seq = find_tile(p.seqs, p.tile_tokens, blockIdx.x, q_start, q_len, ctx, tok0);
   if (seq < 0) return;
-  const int tok0 = tile * p.tile_tokens;                    // first token of the tile within the sequence
   const int ntok = min(p.tile_tokens, q_len - tok0);
   const int pos0 = ctx - q_len + tok0;                      // position of the tile's first query
   const int g = blockIdx.y / p.n_head_chunks;               // kv head
@@ -153,13 +146,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
   // Row r of the tile: token r / head_chunk, head h0 + r % head_chunk.
   auto row_valid = [&](int r) { return r / p.head_chunk < ntok && r % p.head_chunk < nheads; };
 
-  // ---- queries (pre-scaled), row state ----
+  // ---- queries (rounded to a 16-bit cache's type, then pre-scaled), row state ----
   for (int e = tid; e < rows * L.dq; e += kThreads) {
     const int r = e / L.dq, i = e % L.dq;
     float v = 0.f;
     if (row_valid(r) && i < d) {
       const int64_t t = q_start + tok0 + r / p.head_chunk, h = h0 + r % p.head_chunk;
-      v = p.q[t * p.q_s0 + h * p.q_s1 + i] * p.scale;
+      v = round_to_cache<C>(p.q[t * p.q_s0 + h * p.q_s1 + i]) * p.scale;
     }
     qs[e] = v;
   }
@@ -237,24 +230,29 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
     }
     __syncthreads();
     // ---- online softmax: one warp per row ----
+    // Every warp runs the same number of rounds (idle warps take part in the shuffles with empty rows), so the
+    // shuffles stay uniform over the block, as the CPU emulator's block-wide exchanges require.
     {
       constexpr int W = RBEE_DEVICE_WARP_SIZE;
       const int lane = tid % W, warp = tid / W;
-      for (int r = warp; r < rows; r += kThreads / W) {
+      for (int r0 = 0; r0 < rows; r0 += kThreads / W) {
+        const int r = r0 + warp;
+        const bool active = r < rows;
+        const int n = active ? kn : 0;
         float tmax = -INFINITY;
-        for (int j = lane; j < kn; j += W) tmax = fmaxf(tmax, sc[r * p.kt + j]);
+        for (int j = lane; j < n; j += W) tmax = fmaxf(tmax, sc[r * p.kt + j]);
         tmax = warp_max(tmax);
-        const float old_max = row_max[r];
+        const float old_max = active ? row_max[r] : -INFINITY;
         const float new_max = fmaxf(old_max, tmax);
         const bool none = new_max == -INFINITY;  // no visible key so far: keep zeros
         float sum = 0.f;
-        for (int j = lane; j < kn; j += W) {
+        for (int j = lane; j < n; j += W) {
           const float e = none ? 0.f : expf(sc[r * p.kt + j] - new_max);
-          pr[j * L.rows4 + r] = e;
+          pr[j * L.rows4 + r] = round_to_cache<C>(e);  // P.V takes P in the cache's type; the sum does not
           sum += e;
         }
         sum = warp_sum(sum);
-        if (lane == 0) {
+        if (active && lane == 0) {
           const float corr = none ? 1.f : expf(old_max - new_max);
           row_corr[r] = corr;
           row_sum[r] = row_sum[r] * corr + sum;
@@ -318,29 +316,30 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
         const float l = row_sum[r];
         p.out[o] = l > 0.f ? sum / l : 0.f;
       } else {
-        p.part_acc[(int64_t)split * p.nq * p.hq * d + o] = sum;
+        p.part_acc[(int64_t)split * p.seqs.nq * p.hq * d + o] = sum;
       }
     }
   }
   if (p.n_splits > 1 && tid < rows && row_valid(tid)) {
     const int64_t t = q_start + tok0 + tid / p.head_chunk, h = h0 + tid % p.head_chunk;
-    float* ml = p.part_ml + (((int64_t)split * p.nq + t) * p.hq + h) * 2;
+    float* ml = p.part_ml + (((int64_t)split * p.seqs.nq + t) * p.hq + h) * 2;
     ml[0] = row_max[tid];
     ml[1] = row_sum[tid];
   }
 }
 
 // out[t, h, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s over the splits, for tokens of a sequence.
-__global__ void __launch_bounds__(kThreads) paged_merge_kernel(PagedParams p) {
+// Grid (nq, hq); tokens outside every sequence are left untouched.
+__global__ void __launch_bounds__(kThreads) paged_merge_kernel(PagedMergeParams p) {
   const int t = blockIdx.x, h = blockIdx.y;
   bool covered = false;
-  for (int i = 0; i < p.n_seq && !covered; ++i) {
+  for (int i = 0; i < p.seqs.n_seq && !covered; ++i) {
     int qs, ql, cx;
-    read_seq(p, i, qs, ql, cx);
+    read_seq(p.seqs, i, qs, ql, cx);
     covered = t >= qs && t < qs + ql;
   }
   if (!covered) return;
-  const int64_t stride = (int64_t)p.nq * p.hq;
+  const int64_t stride = (int64_t)p.seqs.nq * p.hq;
   const float* ml = p.part_ml + ((int64_t)t * p.hq + h) * 2;
   float m = -INFINITY;
   for (int s = 0; s < p.n_splits; ++s) m = fmaxf(m, ml[s * stride * 2]);
@@ -381,6 +380,11 @@ __global__ void kv_cache_write_kernel(const I* __restrict__ k, int64_t k_s0, int
 
 }  // namespace
 
+void launch_paged_merge(GpuDevice& dev, const PagedMergeParams& p) {
+  paged_merge_kernel<<<dim3((unsigned)p.seqs.nq, (unsigned)p.hq), kThreads, 0, dev.stream()>>>(p);
+  RBEE_GPU_CHECK_LAUNCH();
+}
+
 void GpuKernels::kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                                 Tensor& v_cache) {
   device_.activate();
@@ -413,6 +417,7 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const int n_seq = (int)seq_info.dim(0), max_blocks = (int)block_tables.dim(1);
   const int num_blocks = (int)k_cache.dim(0), block_size = (int)k_cache.dim(1), hkv = (int)k_cache.dim(2);
   if (nq == 0 || n_seq == 0 || max_blocks == 0 || num_blocks == 0 || hq == 0 || d == 0) return;
+  if (paged_attention_flash(device_, q, k_cache, v_cache, seq_info, block_tables, params, out)) return;
   const int elem = (int)dtype_info(k_cache.dtype()).type_size;
 
   // Tile shape: the most rows (then the longest key tiles) whose shared memory fits without opt-in.
@@ -430,18 +435,16 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
                   "paged_attention: head size {} does not fit the {} kernel's shared memory", d, RBEE_GPU_BACKEND_NAME);
 
   PagedParams p{};
+  p.seqs = PagedSeqs{static_cast<const int32_t*>(seq_info.data()), n_seq, nq, max_blocks * block_size};
   p.q = static_cast<const float*>(q.data());
   p.q_s0 = q.stride(0);
   p.q_s1 = q.stride(1);
   p.k_cache = k_cache.data();
   p.v_cache = v_cache.data();
-  p.seq_info = static_cast<const int32_t*>(seq_info.data());
   p.tables = static_cast<const int32_t*>(block_tables.data());
-  p.n_seq = n_seq;
   p.max_blocks = max_blocks;
   p.num_blocks = num_blocks;
   p.block_size = block_size;
-  p.nq = nq;
   p.hq = hq;
   p.hkv = hkv;
   p.d = d;
@@ -492,8 +495,7 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
     }
   });
   if (p.n_splits > 1) {
-    paged_merge_kernel<<<dim3((unsigned)nq, (unsigned)hq), kThreads, 0, device_.stream()>>>(p);
-    RBEE_GPU_CHECK_LAUNCH();
+    launch_paged_merge(device_, PagedMergeParams{p.seqs, hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
   }
 }
 

@@ -2,6 +2,8 @@
 // (QActs in quant_launch.h). Each thread quantizes 8 consecutive elements; the threads of one scale group
 // (4 for a 32-block, 32 for a 256-block) agree on the scale through shuffles. The math is quant_math.cuh's:
 // the 8-bit activation rule for 32-blocks (the Q8_1 quantizer's, and the CPU's), Q8_K's quantizer for 256-blocks.
+#include <algorithm>
+
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/quant_math.cuh"
@@ -17,9 +19,11 @@ constexpr int kThreads = 256;
 template <bool kQ8K>
 __global__ void __launch_bounds__(kThreads)
     quantize_activations_kernel(const float* __restrict__ x, int64_t total8, int8_t* __restrict__ q,
-                                float* __restrict__ d, int32_t* __restrict__ s) {
+                                float* __restrict__ d, int32_t* __restrict__ s, int32_t* __restrict__ zeroed,
+                                int64_t n_zeroed) {
   constexpr int kGroup = kQ8K ? 32 : 4;  // threads sharing a scale; groups never straddle warps or rows
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n_zeroed) zeroed[i] = 0;
   const bool active = i < total8;  // inactive threads still take part in the shuffles
   const int64_t e = active ? 8 * i : 0;
   float v[8];
@@ -96,25 +100,30 @@ int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
-QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch) {
+QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch,
+                           int64_t zeroed) {
   const int64_t n = m * k;
   const int64_t q_bytes = align256(n), d_bytes = align256(n / 32 * 4), s_bytes = align256(n / 16 * 4);
-  scratch = Tensor::empty({q_bytes + d_bytes + s_bytes}, DType::U8, device);
+  const int64_t z_bytes = align256(zeroed * 4);
+  scratch = Tensor::empty({q_bytes + d_bytes + s_bytes + z_bytes}, DType::U8, device);
   char* base = static_cast<char*>(scratch.data());
   int8_t* q = reinterpret_cast<int8_t*>(base);
   float* d = reinterpret_cast<float*>(base + q_bytes);
   int32_t* s = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
-  const int64_t total8 = n / 8;
-  if (total8 > 0) {
-    const unsigned blocks = (unsigned)((total8 + kThreads - 1) / kThreads);
+  int32_t* z = zeroed > 0 ? reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + s_bytes) : nullptr;
+  const int64_t total8 = n / 8, threads = std::max(total8, zeroed);
+  if (threads > 0) {
+    const unsigned blocks = (unsigned)((threads + kThreads - 1) / kThreads);
     if (q8k) {
-      quantize_activations_kernel<true><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
+      quantize_activations_kernel<true><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s, z, zeroed);
     } else {
-      quantize_activations_kernel<false><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s);
+      quantize_activations_kernel<false><<<blocks, kThreads, 0, device.stream()>>>(x, total8, q, d, s, z, zeroed);
     }
     RBEE_GPU_CHECK_LAUNCH();
   }
-  return QActs{q, d, s, k};
+  QActs acts{q, d, s, k};
+  acts.zeroed = z;
+  return acts;
 }
 
 }  // namespace rbee::gpu::quant

@@ -85,21 +85,24 @@ __device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_to_float(
 // bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp instruction
 // on few cache lines. The second load is issued only when p is not 16-byte aligned, so nothing is read from a
 // 16-byte segment that holds none of the requested bytes (no access past the end of an allocation).
-__device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) {
+// Split in two so that a kernel can issue the loads early and shift later (MMQ prefetches a step ahead):
+// ld_16B_raw issues the loads, bytes16 shifts; ld_16B does both.
+struct Raw16 {
+  uint4 v0, v1;  // the aligned segments (v1 zero when p is aligned)
+  int shift;     // p % 16
+};
+__device__ __forceinline__ Raw16 ld_16B_raw(const uint8_t* p) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   const uint4* base = reinterpret_cast<const uint4*>(addr & ~uintptr_t(15));
-  const int shift = (int)(addr & 15);
-  const uint4 v0 = base[0];
-  Bytes16 r;
-  if (shift == 0) {
-    r.w[0] = v0.x;
-    r.w[1] = v0.y;
-    r.w[2] = v0.z;
-    r.w[3] = v0.w;
-    return r;
-  }
-  const uint4 v1 = base[1];
-  uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+  Raw16 r;
+  r.shift = (int)(addr & 15);
+  r.v0 = base[0];
+  r.v1 = r.shift != 0 ? base[1] : make_uint4(0, 0, 0, 0);
+  return r;
+}
+__device__ __forceinline__ Bytes16 bytes16(const Raw16& raw) {
+  const int shift = raw.shift;
+  uint32_t w[8] = {raw.v0.x, raw.v0.y, raw.v0.z, raw.v0.w, raw.v1.x, raw.v1.y, raw.v1.z, raw.v1.w};
   // Word shift by (shift / 4) in two constant-index steps (no dynamic register indexing), then byte shift.
   if (shift & 8) {
 #pragma unroll
@@ -110,10 +113,12 @@ __device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) {
     for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
   }
   const int bits = (shift & 3) * 8;
+  Bytes16 r;
 #pragma unroll
   for (int i = 0; i < 4; ++i) r.w[i] = (uint32_t)((((uint64_t)w[i + 1] << 32) | w[i]) >> bits);
   return r;
 }
+__device__ __forceinline__ Bytes16 ld_16B(const uint8_t* p) { return bytes16(ld_16B_raw(p)); }
 
 // Per-byte x - c for bytes x in [0, 127] and c <= 128 (two's complement result in each byte, no borrows).
 __device__ __forceinline__ uint32_t sub_bytes(uint32_t x, uint32_t c) {
@@ -159,30 +164,86 @@ __device__ __forceinline__ void split_nibbles(const Bytes16& v, Item& o) {
   }
 }
 
-// Decodes item `it` (< kItems) of the block at `blk`.
+// What decoding an item reads from its block, as loaded: load_item issues the loads, decode_raw turns them
+// into the item (decode_item does both). A kernel can hold a RawItem in registers while other work runs and
+// decode it later (MMQ prefetches the next K step's weights this way). `it` must be the same for both.
 template <DType T>
-__device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o) {
+struct RawItem {
+  uint32_t h0 = 0, h1 = 0;  // 2- or 4-byte header fields (f16 scales, Q5 high bits, Q8_K's f32 scale)
+  Raw16 v[3];               // up to three 16-byte pieces (levels, high bits, K-quant scale headers)
+};
+
+// Issues the loads of item `it` (< kItems) of the block at `blk`.
+template <DType T>
+__device__ __forceinline__ void load_item(const uint8_t* blk, int it, RawItem<T>& r) {
+  if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
+    constexpr int qs = T == DType::Q4_0 ? 2 : 4;
+    r.h0 = ld_u16(blk);
+    if constexpr (T == DType::Q4_1) r.h1 = ld_u16(blk + 2);
+    r.v[0] = ld_16B_raw(blk + qs);
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    constexpr int qh_at = T == DType::Q5_0 ? 2 : 4;
+    r.h0 = T == DType::Q5_0 ? ld_u16(blk) : ld_u32(blk);  // d (and m in the high half for Q5_1)
+    r.h1 = ld_u32(blk + qh_at);                            // qh
+    r.v[0] = ld_16B_raw(blk + qh_at + 4);
+  } else if constexpr (T == DType::Q8_0 || T == DType::Q8_1) {
+    constexpr int qs = T == DType::Q8_0 ? 2 : 4;
+    r.h0 = ld_u16(blk);
+    r.v[0] = ld_16B_raw(blk + qs);
+    r.v[1] = ld_16B_raw(blk + qs + 16);
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    const int n = it >> 2, h = (it >> 1) & 1;
+    constexpr int qs_at = T == DType::Q2_K ? 16 : 32;
+    r.v[0] = ld_16B_raw(blk + qs_at + 32 * n + 16 * h);
+    if constexpr (T == DType::Q2_K) {
+      r.v[1] = ld_16B_raw(blk);  // the 16 scale bytes
+      r.h0 = ld_u32(blk + 80);   // d, dmin
+    } else {
+      r.v[1] = ld_16B_raw(blk + 16 * h);  // hmask
+      r.v[2] = ld_16B_raw(blk + 94);      // bytes 94..109: 2 bytes of qs, scales[12] at 2, d at 14
+    }
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    const int p = it >> 1, h = it & 1;
+    constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
+    r.v[0] = ld_16B_raw(blk);  // d, dmin, scales[12]
+    r.v[1] = ld_16B_raw(blk + qs_at + 32 * p + 16 * h);
+    if constexpr (T == DType::Q5_K) r.v[2] = ld_16B_raw(blk + 16 + 16 * h);
+  } else if constexpr (T == DType::Q6_K) {
+    const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
+    r.v[0] = ld_16B_raw(blk + 64 * n + 32 * s + 16 * lh);
+    r.v[1] = ld_16B_raw(blk + 128 + 32 * n + 16 * lh);
+    r.v[2] = ld_16B_raw(blk + 192);
+    r.h0 = ld_u16(blk + 208);
+  } else {
+    static_assert(T == DType::Q8_K, "load_item: unhandled block type");
+    r.h0 = ld_u32(blk);
+    r.v[0] = ld_16B_raw(blk + 4 + 32 * it);
+    r.v[1] = ld_16B_raw(blk + 4 + 32 * it + 16);
+  }
+}
+
+// Decodes item `it` from what load_item(blk, it, r) read.
+template <DType T>
+__device__ __forceinline__ void decode_raw(const RawItem<T>& r, int it, Item& o) {
   o.b[0] = o.b[1] = 0.f;
   if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
     // Q4_0: d, qs[16]   Q4_1: d, m, qs[16]; element j < 16 low nibble of qs[j], j + 16 its high nibble.
-    constexpr int qs = T == DType::Q4_0 ? 2 : 4;
-    const float d = ld_f16(blk);
-    split_nibbles(ld_16B(blk + qs), o);
+    const float d = f16_to_float((uint16_t)r.h0);
+    split_nibbles(bytes16(r.v[0]), o);
     if constexpr (T == DType::Q4_0) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) o.q[i] = sub_bytes(o.q[i], 8);
     } else {
-      o.b[0] = o.b[1] = ld_f16(blk + 2);
+      o.b[0] = o.b[1] = f16_to_float((uint16_t)r.h1);
     }
     o.a[0] = o.a[1] = d;
     o.e[0] = 0;
     o.e[1] = 16;
   } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
     // Q5_0: d, qh[4], qs[16]   Q5_1: d, m, qh[4], qs[16]; bit j of qh is bit 4 of element j.
-    constexpr int qh_at = T == DType::Q5_0 ? 2 : 4;
-    const float d = ld_f16(blk);
-    const uint32_t qh = ld_u32(blk + qh_at);
-    split_nibbles(ld_16B(blk + qh_at + 4), o);
+    const float d = f16_to_float((uint16_t)(r.h0 & 0xFFFFu));
+    const uint32_t qh = r.h1;
+    split_nibbles(bytes16(r.v[0]), o);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       o.q[i] |= spread4_to_bit4(qh >> (4 * i));
@@ -192,21 +253,20 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
 #pragma unroll
       for (int i = 0; i < 8; ++i) o.q[i] = sub_bytes(o.q[i], 16);
     } else {
-      o.b[0] = o.b[1] = ld_f16(blk + 2);
+      o.b[0] = o.b[1] = f16_to_float((uint16_t)(r.h0 >> 16));
     }
     o.a[0] = o.a[1] = d;
     o.e[0] = 0;
     o.e[1] = 16;
   } else if constexpr (T == DType::Q8_0 || T == DType::Q8_1) {
     // Q8_0: d, qs[32]   Q8_1: d, s, qs[32] (s is not part of the value).
-    constexpr int qs = T == DType::Q8_0 ? 2 : 4;
-    const Bytes16 lo = ld_16B(blk + qs), hi = ld_16B(blk + qs + 16);
+    const Bytes16 lo = bytes16(r.v[0]), hi = bytes16(r.v[1]);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       o.q[i] = lo.w[i];
       o.q[4 + i] = hi.w[i];
     }
-    o.a[0] = o.a[1] = ld_f16(blk);
+    o.a[0] = o.a[1] = f16_to_float((uint16_t)r.h0);
     o.e[0] = 0;
     o.e[1] = 16;
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
@@ -214,18 +274,16 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     // the halves are j = 2jp and 2jp + 1, sub-blocks 8n + 2j + h.
     // Q2_K: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin.   Q3_K: hmask[32], qs[64], scales[12], d.
     const int n = it >> 2, h = (it >> 1) & 1, jp = it & 1;
-    constexpr int qs_at = T == DType::Q2_K ? 16 : 32;
-    const Bytes16 v = ld_16B(blk + qs_at + 32 * n + 16 * h);
+    const Bytes16 v = bytes16(r.v[0]);
     Bytes16 hm, hdr;
     float d, dmin = 0.f;
     if constexpr (T == DType::Q2_K) {
-      hdr = ld_16B(blk);  // the 16 scale bytes
-      const uint32_t dd = ld_u32(blk + 80);
-      d = f16_to_float((uint16_t)(dd & 0xFFFFu));
-      dmin = f16_to_float((uint16_t)(dd >> 16));
+      hdr = bytes16(r.v[1]);
+      d = f16_to_float((uint16_t)(r.h0 & 0xFFFFu));
+      dmin = f16_to_float((uint16_t)(r.h0 >> 16));
     } else {
-      hm = ld_16B(blk + 16 * h);  // hmask[l] bit 4n + j: level q (set) or q - 4 (clear)
-      hdr = ld_16B(blk + 94);     // bytes 94..109: 2 bytes of qs, scales[12] at 2, d at 14
+      hm = bytes16(r.v[1]);  // hmask[l] bit 4n + j: level q (set) or q - 4 (clear)
+      hdr = bytes16(r.v[2]);
       d = f16_to_float((uint16_t)(hdr.w[3] >> 16));
     }
 #pragma unroll
@@ -257,11 +315,10 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     // nibbles 64p + 32 + 16h + l (sub-block 2p + 1). Header (16 bytes): d, dmin, scales[12]; then
     // Q4_K: qs[128].   Q5_K: qh[32], qs[128]; bit 2p (low) / 2p + 1 (high) of qh[16h + l] is bit 4.
     const int p = it >> 1, h = it & 1;
-    constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
-    const Bytes16 hdr = ld_16B(blk);
-    split_nibbles(ld_16B(blk + qs_at + 32 * p + 16 * h), o);
+    const Bytes16 hdr = bytes16(r.v[0]);
+    split_nibbles(bytes16(r.v[1]), o);
     if constexpr (T == DType::Q5_K) {
-      const Bytes16 qh = ld_16B(blk + 16 + 16 * h);
+      const Bytes16 qh = bytes16(r.v[2]);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         o.q[i] |= ((qh.w[i] >> (2 * p)) & 0x01010101u) << 4;
@@ -283,10 +340,8 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     // l in [16lh, 16lh + 16): low 4 bits from ql[64n + 32s + l] (low nibble for g = s, high for g = s + 2),
     // high 2 bits at bit 2g of qh[32n + l]; sub-block 8n + 2g + lh; level q - 32.
     const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
-    const Bytes16 ql = ld_16B(blk + 64 * n + 32 * s + 16 * lh);
-    const Bytes16 qh = ld_16B(blk + 128 + 32 * n + 16 * lh);
-    const Bytes16 scales = ld_16B(blk + 192);
-    const float d = ld_f16(blk + 208);
+    const Bytes16 ql = bytes16(r.v[0]), qh = bytes16(r.v[1]), scales = bytes16(r.v[2]);
+    const float d = f16_to_float((uint16_t)r.h0);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int g = s + 2 * half;
@@ -304,12 +359,11 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     o.d = d;
     o.dmin = 0.f;
   } else {
-    static_assert(T == DType::Q8_K, "decode_item: unhandled block type");
+    static_assert(T == DType::Q8_K, "decode_raw: unhandled block type");
     // d (f32), qs[256], bsums[16]; item it is elements 32it .. 32it + 31.
-    const uint32_t dbits = ld_u32(blk);
     float d;
-    memcpy(&d, &dbits, 4);
-    const Bytes16 lo = ld_16B(blk + 4 + 32 * it), hi = ld_16B(blk + 4 + 32 * it + 16);
+    memcpy(&d, &r.h0, 4);
+    const Bytes16 lo = bytes16(r.v[0]), hi = bytes16(r.v[1]);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       o.q[i] = lo.w[i];
@@ -323,6 +377,14 @@ __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o)
     o.d = d;
     o.dmin = 0.f;
   }
+}
+
+// Decodes item `it` (< kItems) of the block at `blk`.
+template <DType T>
+__device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o) {
+  RawItem<T> r;
+  load_item<T>(blk, it, r);
+  decode_raw<T>(r, it, o);
 }
 
 // Signed byte k (< 4) of a packed word.

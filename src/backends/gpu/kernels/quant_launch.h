@@ -29,11 +29,15 @@ struct QActs {
   const float* d;
   const int32_t* s;
   int64_t k;
+  int32_t* zeroed = nullptr;  // `zeroed` ints of the scratch set to 0 by the same kernel (MMQ's split-K counters)
 };
 
 // Quantizes x [m, k] (f32, contiguous, 16-byte aligned; k a multiple of 32, of 256 when q8k) into `scratch`
-// (allocated here from the device's caching allocator; keep it alive while the result is used).
-QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch);
+// (allocated here from the device's caching allocator; keep it alive while the result is used). With zeroed > 0
+// the scratch also holds that many int32 the kernel sets to 0 (QActs::zeroed), so that a kernel launched next
+// finds them zero without a memset of its own.
+QActs quantize_activations(GpuDevice& device, const float* x, int64_t m, int64_t k, bool q8k, Tensor& scratch,
+                           int64_t zeroed = 0);
 
 // Largest number of activation rows one float gemv launch handles.
 inline constexpr int kMatvecMaxRows = 8;
@@ -78,7 +82,12 @@ void launch_round_to_half(GpuDevice& device, DType half_type, const float* x, in
 // that MMQ reaches (docs/perf-notes/gpu-llm.md has the measured crossover).
 inline constexpr int64_t kMmqMinRows = 16;
 
+// Zeroed int32 counters MMQ needs for split-K (one per output tile of a split launch; launches whose tiles are more
+// do not split). qmatmul has quantize_activations zero them.
+inline constexpr int64_t kMmqCounters = 2048;
+
 // out[r * ldo + j] = sum_k w[j, k] * x^[r, k] for j < n, r < m (any m >= 1): the matvec's semantics.
+// counters: kMmqCounters zeroed ints (split-K; nullptr: MMQ does not split).
 struct MmqArgs {
   const uint8_t* w;
   int64_t n, k, row_bytes;
@@ -86,14 +95,12 @@ struct MmqArgs {
   int64_t m;
   float* out;
   int64_t ldo;
+  int* counters;
 };
 void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args);
-// Per type (explicitly instantiated in quant_mmq_legacy.cu, quant_mmq_kquant.cu and quant_mmq_kquant16.cu).
+// Per type (explicitly instantiated in quant_mmq_<type>.cu, one translation unit per type).
 template <DType T>
 void launch_mmq_typed(GpuDevice& device, const MmqArgs& args);
-// out[r * ldo + j] = sum over z < splits of partial[z][r][j] (r < m, j < n), in that order: MMQ's split-K.
-void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
-                       int64_t ldo);
 
 }  // namespace quant
 }  // namespace rbee::gpu

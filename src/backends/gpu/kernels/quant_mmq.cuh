@@ -1,33 +1,46 @@
 // MMQ: out [M, N] = x^ [M, K] . w [N, K]^T for block-type weights on int8 tensor cores (qmatmul from kMmqMinRows
 // rows on: batched decode and prompts). x^ are the activations quantized by quant_activation.cu (int8 levels, a
-// scale per 32, level sums per 16); the weights are decoded from their packed blocks by decode_item, the one
-// decoder of quant_blocks.cuh. A block dot product is then an integer sum, computed exactly by the platform's
-// warp-level tile product (mma_i8_k32 / mma_i8_k16x2, backends/gpu/platform.h), and scaled in f32 as the matvec
-// (quant_matvec.cuh) scales its dot4 sums: same semantics, only f32 rounding differs.
+// scale per 32, level sums per 16); the weights are decoded from their packed blocks by load_item / decode_raw, the
+// one decoder of quant_blocks.cuh. A block dot product is then an integer sum, computed exactly by the platform's
+// warp-level tile product (mma_i8_*, backends/gpu/platform.h), and scaled in f32 as the matvec (quant_matvec.cuh)
+// scales its dot4 sums: same semantics, only f32 rounding differs.
 //
 // Tiling. A block computes BM activation rows x BN weight rows; its (BM / 16 TM) x (BN / 16 TN) warps own TM x TN
-// tiles of 16 x 16 each. K advances in steps of kMmqStepK = 128 elements (4 legacy blocks, half a super-block):
-//  1. the block copies the step's activation levels ([BM][128] int8) and factors to shared memory and decodes the
-//     BN x 4 weight items of the step into int8 levels in natural element order ([BN][128]) with their factors
-//     (rows past M or N repeat the last row and are not stored; elements past K are zero);
-//  2. barrier; per group of 32 elements each warp loads its A and B fragments once and runs its TM x TN tile
-//     products, then scales the int32 sums:
-//       legacy types (activation scale dx per 32, weight scale d_w per 32 and min m_w for Q4_1 / Q5_1):
-//         acc += (dx * d_w) * C  [+ m_w * (dx * S)],   S = the 32 activation levels' sum
-//       256-element types (one activation scale per step; integer sub-block scales sc, mins mn; one d, dmin):
-//         isum += sc * C (k16x2 for types with a scale per 16); the mins' sum_k mn(k) x(k) is a tile product too,
-//         of the activations with a tile holding each element's mn, accumulated in the tensor cores (msum);
-//         at the end of the step acc += dx * (d * isum - dmin * msum)  (integers exact: < 2^31 by the level ranges)
-//  3. barrier.
-// Shared memory stays under 48 KiB per block (no opt-in on CUDA, fits gfx9's 64 KiB LDS); several blocks per
-// multiprocessor overlap one block's loads with another's tensor-core work.
+// tiles of 16 x 16 each. K advances in steps of kMmqStepK = 128 elements (4 legacy blocks, half a super-block)
+// through two shared-memory stages, one barrier per step:
+//   iteration s:  copies of step s + 1's activation levels into the other stage (copy_async_16), loads of step
+//                 s + 1's raw weight bytes and activation factors into registers (load_item);
+//                 tile products of step s from this stage;
+//                 decode of the registers into the other stage (decode_raw: int8 levels in natural element order
+//                 and the factors); wait for the copies; barrier.
+// so the global-memory latency of a step overlaps the previous step's tensor-core work. Rows past M or N repeat the
+// last row and are not stored; legacy elements past K (K a multiple of 32, not of 128) are zero.
 //
-// Split-K: when the M x N tiles give fewer than 8 warps per multiprocessor (batched decode), the K steps are split
-// over gridDim.z (<= 16, for up to 16 warps per multiprocessor) blocks writing partial sums, which a second kernel
-// adds in a fixed order (deterministic; the partials of a few rows mostly stay in L2).
+// Scaling, per 32-element group g of a step, in f32 (exactly the matvec's factors):
+//   legacy types (activation scale dx per 32, weight scale dw per 32, min m_w for Q4_1 / Q5_1; dx and dw are f16
+//   values): the tile product starts from the bits of 1.5 * 2^23 (mma_i8_k32_bias), so the int32 result read as a
+//   float is F = 1.5 * 2^23 + C exactly (|C| < 2^22), and
+//     t = fma(dx, F, -1.5 * 2^23 * dx)  = dx * C rounded once (dx * 1.5 * 2^23 is exact: dx has 11 bits)
+//     acc = fma(dw, t, acc)  [ + m_w * (dx * S) with S the 32 activation levels' sum ]
+//   two FMAs per element and group, no int -> float conversion.
+//   256-element types (one Q8_K scale dx per super-block; integer sub-block scales sc, mins mn; f16 d, dmin):
+//   isum += sc * C over the step's groups (k16x2 for types with a scale per 16; Q8_K accumulates in the tensor
+//   cores), then acc += (dx * d) * isum; the mins' msum = sum_k mn(k) x(k) over the step is one more tile product
+//   per group, of the activations with a tile holding each element's mn, accumulated in the tensor cores from the
+//   same bias (|msum| < 2^22), then acc += -dx * (dmin * msum) with dmin * msum rounded once as above.
+//   The integers are exact: |isum| < 2^31 and |msum| < 2^22 by the level ranges.
+//
+// Split-K: when the M x N tiles give fewer blocks than the multiprocessors hold (batched decode), the K steps are
+// split over gridDim.z blocks per tile (mmq_splits: the fewest splits for the fewest waves x steps per block).
+// Each writes its partial tile, then counts itself on the tile's counter (zeroed by the activation quantizer); the
+// last one adds the partials in z order (its own from registers), writes the tile and resets the counter:
+// deterministic, whichever block finishes last, and no second kernel.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
 
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
@@ -35,14 +48,17 @@
 
 namespace rbee::gpu::quant {
 
-inline constexpr int kMmqStepK = 128;            // K elements per step
-inline constexpr int kMmqLd = kMmqStepK + 16;    // shared-memory row stride of the level tiles: 16-byte rows that
-                                                 // start 4 banks apart, so fragment loads are conflict-free
+inline constexpr int kMmqStepK = 128;             // K elements per step
+inline constexpr int kMmqLd = kMmqStepK + 16;     // shared-memory row stride of the level tiles: 16-byte rows that
+                                                  // start 4 banks apart, so fragment loads are conflict-free
 inline constexpr int kMmqItems = kMmqStepK / 32;  // weight items per row and step
 inline constexpr int64_t kMmqMaxSplits = 16;
-// Warps per multiprocessor that the grid should supply (split-K below that) and that the register cap of
-// __launch_bounds__ allows (128 registers per thread for any block size).
+// Warps per multiprocessor that __launch_bounds__ plans for (a register cap of 128 per thread for any block size)
+// and that the split-K choice counts as resident (RBEE_MMQ_WARPS_PER_SM overrides it there: a measurement knob).
 inline constexpr int kMmqWarpsPerSm = 16;
+// The bits of 1.5 * 2^23: an int32 sum C with |C| < 2^22 added to them reads as the float 1.5 * 2^23 + C.
+inline constexpr int32_t kMmqBias = 0x4B400000;
+inline constexpr float kMmqBiasF = 12582912.f;
 
 template <DType T>
 struct MmqTraits {
@@ -52,29 +68,30 @@ struct MmqTraits {
   // Elements sharing one weight scale (and min).
   static constexpr int kGroup = (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) ? 16 : 32;
   static constexpr int kGroups = kMmqStepK / kGroup;
-  // Shared-memory arrays (counts of 4-byte values per activation row / weight row).
+  // Shared-memory arrays of a stage (counts of 4-byte values per activation row / weight row).
   static constexpr int kActScales = kInt ? 1 : kMmqItems;         // dx
   static constexpr int kActSums = kMin && !kInt ? kMmqItems : 0;  // dx * S (float)
   static constexpr int kWScales = kInt ? 1 : kMmqItems;           // d_w / d
-  static constexpr int kWMins = !kMin ? 0 : kInt ? 1 : kMmqItems;  // m_w / -dmin
+  static constexpr int kWMins = !kMin ? 0 : kInt ? 1 : kMmqItems;  // m_w / dmin
   static constexpr int kWSubScales = kInt ? kGroups : 0;          // sc
   static constexpr int kWMinTile = kInt && kMin ? kMmqLd : 0;     // bytes per row: mn of each element
 };
 
-// Byte offsets of a block's shared memory; each array is [count][BM or BN] (row index fastest).
+// Byte offsets of one stage of a block's shared memory (two stages: kBytes); each factor array is [count][BM or BN]
+// (row index fastest).
 template <DType T, int BM, int BN>
 struct MmqLayout {
   using Tr = MmqTraits<T>;
-  static constexpr int kAq = 0;
-  static constexpr int kWq = kAq + BM * kMmqLd;
-  static constexpr int kAdx = kWq + BN * kMmqLd;
+  static constexpr int kAq = 0;                                  // int8 [BM][kMmqLd]
+  static constexpr int kWq = kAq + BM * kMmqLd;                  // int8 [BN][kMmqLd]
+  static constexpr int kWmn = kWq + BN * kMmqLd;                 // int8 [BN][kMmqLd] (K-quants with mins)
+  static constexpr int kAdx = kWmn + Tr::kWMinTile * BN;
   static constexpr int kAsum = kAdx + 4 * Tr::kActScales * BM;
   static constexpr int kWd = kAsum + 4 * Tr::kActSums * BM;
   static constexpr int kWm = kWd + 4 * Tr::kWScales * BN;
   static constexpr int kWsc = kWm + 4 * Tr::kWMins * BN;
-  static constexpr int kWmn = kWsc + 4 * Tr::kWSubScales * BN;  // int8 [BN][kMmqLd]
-  static constexpr int kBytes = kWmn + Tr::kWMinTile * BN;
-  static_assert(kBytes <= 48 * 1024, "MMQ tiles must fit 48 KiB of shared memory");
+  static constexpr int kStage = (kWsc + 4 * Tr::kWSubScales * BN + 127) / 128 * 128;
+  static constexpr int kBytes = 2 * kStage;
 };
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -89,92 +106,97 @@ struct Mmq {
   static constexpr int kThreads = kWarps * RBEE_DEVICE_WARP_SIZE;
   static constexpr int kMinBlocks = kMmqWarpsPerSm / kWarps > 1 ? kMmqWarpsPerSm / kWarps : 1;
   static_assert(BM % (16 * TM) == 0 && BN % (16 * TN) == 0, "warp tiles must divide the block tile");
+  // Per thread and step: 16-byte activation pieces, activation factors, weight items.
+  static constexpr int kActPieces = BM * (kMmqStepK / 16), kActPer = (kActPieces + kThreads - 1) / kThreads;
+  static constexpr int kFactors = BM * Tr::kActScales, kFactorPer = (kFactors + kThreads - 1) / kThreads;
+  static constexpr int kTasks = BN * kMmqItems, kTaskPer = (kTasks + kThreads - 1) / kThreads;
 
-  // Step s's activation rows m0 .. m0 + BM into shared memory.
-  static __device__ __forceinline__ void load_acts(const MmqArgs& a, int64_t m0, int64_t s, unsigned char* sm,
+  // What a thread loads of the next step while the current one computes.
+  struct Next {
+    RawItem<T> w[kTaskPer];
+    float dx[kFactorPer];
+    int sum[Tr::kActSums > 0 ? kFactorPer : 1];  // legacy types with mins: the 32 levels' sum
+  };
+
+  // Step s's activation levels, rows m0 .. m0 + BM, into stage `st` (asynchronous copies).
+  static __device__ __forceinline__ void copy_acts(const MmqArgs& a, int64_t m0, int64_t s, unsigned char* st,
                                                    int tid) {
-    const int64_t k = a.k, k32 = k / 32, k16 = k / 16, e0 = s * kMmqStepK;
-    int8_t* aq = reinterpret_cast<int8_t*>(sm + L::kAq);
-    // All loads first, then all stores: no shared-memory store between them, so they are in flight together.
-    constexpr int kPieces = BM * (kMmqStepK / 16), kPer = (kPieces + kThreads - 1) / kThreads;
-    uint4 v[kPer];
+    const int64_t e0 = s * kMmqStepK;
+    int8_t* aq = reinterpret_cast<int8_t*>(st + L::kAq);
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
+    for (int j = 0; j < kActPer; ++j) {
       const int c = tid + j * kThreads, r = c / (kMmqStepK / 16), p = c % (kMmqStepK / 16);
-      const int64_t e = e0 + 16 * p;  // k is a multiple of 32: a 16-byte piece lies wholly inside or outside
-      v[j] = make_uint4(0, 0, 0, 0);
-      if ((kPieces % kThreads == 0 || c < kPieces) && e < k) {
-        v[j] = *reinterpret_cast<const uint4*>(a.x.q + min(m0 + r, a.m - 1) * k + e);
+      if (kActPieces % kThreads == 0 || c < kActPieces) {
+        const int64_t e = e0 + 16 * p;  // k is a multiple of 32: a 16-byte piece lies wholly inside or outside
+        const bool in = e < a.k;
+        copy_async_16(aq + r * kMmqLd + 16 * p, a.x.q + min(m0 + r, a.m - 1) * a.k + (in ? e : 0), in);
       }
-    }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int c = tid + j * kThreads, r = c / (kMmqStepK / 16), p = c % (kMmqStepK / 16);
-      if (kPieces % kThreads == 0 || c < kPieces) *reinterpret_cast<uint4*>(aq + r * kMmqLd + 16 * p) = v[j];
-    }
-    float* adx = reinterpret_cast<float*>(sm + L::kAdx);
-    if constexpr (!Tr::kInt) {
-      for (int c = tid; c < BM * kMmqItems; c += kThreads) {
-        const int r = c % BM, g = c / BM;
-        const int64_t row = min(m0 + r, a.m - 1);
-        const int64_t e = e0 + 32 * g;
-        const bool in = e < k;
-        const float dx = in ? a.x.d[row * k32 + e / 32] : 0.f;
-        adx[g * BM + r] = dx;
-        if constexpr (Tr::kMin) {
-          float ds = 0.f;
-          if (in) {
-            const int2 sv = *reinterpret_cast<const int2*>(a.x.s + row * k16 + e / 16);
-            ds = dx * (float)(sv.x + sv.y);
-          }
-          reinterpret_cast<float*>(sm + L::kAsum)[g * BM + r] = ds;
-        }
-      }
-    } else {
-      // K is a multiple of 256 for these types: the whole step is inside, under one Q8_K scale.
-      for (int r = tid; r < BM; r += kThreads) adx[r] = a.x.d[min(m0 + r, a.m - 1) * k32 + e0 / 32];
     }
   }
 
-  // Step s's weight rows n0 .. n0 + BN, decoded into shared memory.
-  static __device__ __forceinline__ void load_weights(const MmqArgs& a, int64_t n0, int64_t s, unsigned char* sm,
-                                                      int tid) {
-    int8_t* wq = reinterpret_cast<int8_t*>(sm + L::kWq);
-    float* wd = reinterpret_cast<float*>(sm + L::kWd);
-    float* wm = reinterpret_cast<float*>(sm + L::kWm);
-    int* wsc = reinterpret_cast<int*>(sm + L::kWsc);
-    int8_t* wmn = reinterpret_cast<int8_t*>(sm + L::kWmn);
-    // Consecutive threads take consecutive items of a row. All of a thread's items are decoded (their loads in
-    // flight together) before any is stored.
-    constexpr int kTasks = BN * kMmqItems, kPer = (kTasks + kThreads - 1) / kThreads;
-    Item items[kPer];
-    bool inside[kPer];
+  // Issues the loads of step s's weight items (rows n0 .. n0 + BN) and activation factors into `nx`.
+  static __device__ __forceinline__ void load_next(const MmqArgs& a, int64_t m0, int64_t n0, int64_t s, Next& nx,
+                                                   int tid) {
+    const int64_t k32 = a.k / 32, e0 = s * kMmqStepK;
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
+    for (int j = 0; j < kTaskPer; ++j) {
       const int t = tid + j * kThreads, r = t / kMmqItems, i = t % kMmqItems;
+      if (!(kTasks % kThreads == 0 || t < kTasks)) continue;
       const uint8_t* wrow = a.w + min(n0 + r, a.n - 1) * a.row_bytes;
-      inside[j] = kTasks % kThreads == 0 || t < kTasks;
       if constexpr (B::kQK == 32) {
         const int64_t blk = s * kMmqItems + i;
-        inside[j] = inside[j] && blk * 32 < a.k;  // k is a multiple of 32, not of 128
-        if (inside[j]) decode_item<T>(wrow + blk * B::kTS, 0, items[j]);
+        if (blk * 32 < a.k) load_item<T>(wrow + blk * B::kTS, 0, nx.w[j]);  // k is a multiple of 32, not of 128
       } else {
-        if (inside[j]) decode_item<T>(wrow + (s / 2) * B::kTS, (int)(s % 2) * kMmqItems + i, items[j]);
+        load_item<T>(wrow + (s / 2) * B::kTS, (int)(s % 2) * kMmqItems + i, nx.w[j]);
       }
     }
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
+    for (int j = 0; j < kFactorPer; ++j) {
+      const int c = tid + j * kThreads;
+      if (!(kFactors % kThreads == 0 || c < kFactors)) continue;
+      const int r = c % BM, g = c / BM;
+      const int64_t row = min(m0 + r, a.m - 1);
+      if constexpr (!Tr::kInt) {
+        const int64_t e = e0 + 32 * g;
+        nx.dx[j] = e < a.k ? a.x.d[row * k32 + e / 32] : 0.f;
+        if constexpr (Tr::kActSums > 0) {
+          nx.sum[j] = 0;
+          if (e < a.k) {
+            const int2 sv = *reinterpret_cast<const int2*>(a.x.s + row * (a.k / 16) + e / 16);
+            nx.sum[j] = sv.x + sv.y;
+          }
+        }
+      } else {
+        // K is a multiple of 256 for these types: the whole step is inside, under one Q8_K scale.
+        nx.dx[j] = a.x.d[row * k32 + e0 / 32];
+      }
+    }
+  }
+
+  // Decodes `nx` (loaded by load_next for step s) into stage `st`.
+  static __device__ __forceinline__ void store_next(const MmqArgs& a, int64_t s, const Next& nx, unsigned char* st,
+                                                    int tid) {
+    int8_t* wq = reinterpret_cast<int8_t*>(st + L::kWq);
+    float* wd = reinterpret_cast<float*>(st + L::kWd);
+    float* wm = reinterpret_cast<float*>(st + L::kWm);
+    int* wsc = reinterpret_cast<int*>(st + L::kWsc);
+    int8_t* wmn = reinterpret_cast<int8_t*>(st + L::kWmn);
+#pragma unroll
+    for (int j = 0; j < kTaskPer; ++j) {
       const int t = tid + j * kThreads, r = t / kMmqItems, i = t % kMmqItems;
       if (!(kTasks % kThreads == 0 || t < kTasks)) continue;
       int8_t* dst = wq + r * kMmqLd;
-      if (!inside[j]) {  // a legacy block past K: zero levels and factors
-        *reinterpret_cast<uint4*>(dst + 32 * i) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(dst + 32 * i + 16) = make_uint4(0, 0, 0, 0);
-        wd[i * BN + r] = 0.f;
-        if constexpr (Tr::kMin) wm[i * BN + r] = 0.f;
-        continue;
+      if constexpr (B::kQK == 32) {
+        if ((s * kMmqItems + i) * 32 >= a.k) {  // a legacy block past K: zero levels and factors
+          *reinterpret_cast<uint4*>(dst + 32 * i) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(dst + 32 * i + 16) = make_uint4(0, 0, 0, 0);
+          wd[i * BN + r] = 0.f;
+          if constexpr (Tr::kMin) wm[i * BN + r] = 0.f;
+          continue;
+        }
       }
-      const Item& it = items[j];
+      Item it;
+      decode_raw<T>(nx.w[j], B::kQK == 32 ? 0 : (int)(s % 2) * kMmqItems + i, it);
       // Element offset of the step inside the item's block.
       const int base = B::kQK == 32 ? -32 * i : (int)(s % 2) * kMmqStepK;
 #pragma unroll
@@ -197,48 +219,48 @@ struct Mmq {
         }
         if (i == 0) {
           wd[r] = it.d;
-          if constexpr (Tr::kMin) wm[r] = -it.dmin;
+          if constexpr (Tr::kMin) wm[r] = it.dmin;
         }
       }
     }
+    float* adx = reinterpret_cast<float*>(st + L::kAdx);
+#pragma unroll
+    for (int j = 0; j < kFactorPer; ++j) {
+      const int c = tid + j * kThreads;
+      if (!(kFactors % kThreads == 0 || c < kFactors)) continue;
+      adx[c] = nx.dx[j];  // [g][BM]: c = g * BM + r
+      if constexpr (Tr::kActSums > 0) reinterpret_cast<float*>(st + L::kAsum)[c] = nx.dx[j] * (float)nx.sum[j];
+    }
   }
 
-  // The step's tile products of one warp, added to acc. rows / cols: block-relative row of each row slot and
-  // column of each column slot of this lane's accumulators.
-  static __device__ __forceinline__ void compute(const unsigned char* sm, int wm_, int wn_, int lane,
+  // The step's tile products of one warp from stage `st`, added to acc. rows / cols: block-relative row of each
+  // row slot and column of each column slot of this lane's accumulators.
+  static __device__ __forceinline__ void compute(const unsigned char* st, int wm_, int wn_, int lane,
                                                  const int (&rows)[TM][kMmaI8Rows], const int (&cols)[TN][kMmaI8Cols],
                                                  float (&acc)[TM][TN][kMmaI8AccPerLane]) {
-    const int8_t* at = reinterpret_cast<const int8_t*>(sm + L::kAq) + wm_ * TM * 16 * kMmqLd;
-    const int8_t* bt = reinterpret_cast<const int8_t*>(sm + L::kWq) + wn_ * TN * 16 * kMmqLd;
-    const float* adx = reinterpret_cast<const float*>(sm + L::kAdx);
-    const float* wd = reinterpret_cast<const float*>(sm + L::kWd);
-    const float* wm = reinterpret_cast<const float*>(sm + L::kWm);
-    const int* wsc = reinterpret_cast<const int*>(sm + L::kWsc);
-    int isum[TM][TN][kMmaI8AccPerLane];
-    if constexpr (Tr::kInt) {
+    const int8_t* at = reinterpret_cast<const int8_t*>(st + L::kAq) + wm_ * TM * 16 * kMmqLd;
+    const int8_t* bt = reinterpret_cast<const int8_t*>(st + L::kWq) + wn_ * TN * 16 * kMmqLd;
+    const float* adx = reinterpret_cast<const float*>(st + L::kAdx);
+    const float* wd = reinterpret_cast<const float*>(st + L::kWd);
+    const float* wm = reinterpret_cast<const float*>(st + L::kWm);
+    const int* wsc = reinterpret_cast<const int*>(st + L::kWsc);
+    if constexpr (!Tr::kInt) {
+      const float* ads = reinterpret_cast<const float*>(st + L::kAsum);
 #pragma unroll
-      for (int tm = 0; tm < TM; ++tm)
+      for (int g = 0; g < kMmqItems; ++g) {
+        MmaI8A fa[TM];
+        MmaI8B fb[TN];
 #pragma unroll
-        for (int tn = 0; tn < TN; ++tn)
+        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
 #pragma unroll
-          for (int e = 0; e < kMmaI8AccPerLane; ++e) isum[tm][tn][e] = 0;
-    }
-#pragma unroll
-    for (int g = 0; g < kMmqItems; ++g) {
-      MmaI8A fa[TM];
-      MmaI8B fb[TN];
-#pragma unroll
-      for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-#pragma unroll
-      for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-      if constexpr (!Tr::kInt) {
-        const float* ads = reinterpret_cast<const float*>(sm + L::kAsum);
-        float dx[TM][kMmaI8Rows], ds[TM][kMmaI8Rows], dw[TN][kMmaI8Cols], mw[TN][kMmaI8Cols];
+        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        float dx[TM][kMmaI8Rows], dxb[TM][kMmaI8Rows], ds[TM][kMmaI8Rows], dw[TN][kMmaI8Cols], mw[TN][kMmaI8Cols];
 #pragma unroll
         for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
           for (int r = 0; r < kMmaI8Rows; ++r) {
             dx[tm][r] = adx[g * BM + rows[tm][r]];
+            dxb[tm][r] = -kMmqBiasF * dx[tm][r];  // exact: dx is an f16 value
             if constexpr (Tr::kMin) ds[tm][r] = ads[g * BM + rows[tm][r]];
           }
 #pragma unroll
@@ -253,56 +275,79 @@ struct Mmq {
 #pragma unroll
           for (int tn = 0; tn < TN; ++tn) {
             MmaI8Acc p;
-            mma_i8_k32(p, fa[tm], fb[tn]);
+            mma_i8_k32_bias(p, fa[tm], fb[tn], kMmqBias);
 #pragma unroll
             for (int r = 0; r < kMmaI8Rows; ++r)
 #pragma unroll
               for (int c = 0; c < kMmaI8Cols; ++c) {
                 const int e = r * kMmaI8Cols + c;
-                float v = fmaf(dx[tm][r] * dw[tn][c], (float)p.v[e], acc[tm][tn][e]);
+                const float t = fmaf(dx[tm][r], __int_as_float(p.v[e]), dxb[tm][r]);  // dx * C, one rounding
+                float v = fmaf(dw[tn][c], t, acc[tm][tn][e]);
                 if constexpr (Tr::kMin) v = fmaf(mw[tn][c], ds[tm][r], v);
                 acc[tm][tn][e] = v;
               }
           }
-      } else if constexpr (Tr::kGroup == 32) {
-        int sc[TN][kMmaI8Cols];
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) sc[tn][c] = wsc[g * BN + cols[tn][c]];
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-          for (int tn = 0; tn < TN; ++tn) {
-            MmaI8Acc p;
-            mma_i8_k32(p, fa[tm], fb[tn]);
-#pragma unroll
-            for (int e = 0; e < kMmaI8AccPerLane; ++e) isum[tm][tn][e] += sc[tn][e % kMmaI8Cols] * p.v[e];
-          }
-      } else {
-        int sc0[TN][kMmaI8Cols], sc1[TN][kMmaI8Cols];
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) {
-            sc0[tn][c] = wsc[(2 * g) * BN + cols[tn][c]];
-            sc1[tn][c] = wsc[(2 * g + 1) * BN + cols[tn][c]];
-          }
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-          for (int tn = 0; tn < TN; ++tn) {
-            MmaI8Acc p0, p1;
-            mma_i8_k16x2(p0, p1, fa[tm], fb[tn]);
-#pragma unroll
-            for (int e = 0; e < kMmaI8AccPerLane; ++e) {
-              isum[tm][tn][e] += sc0[tn][e % kMmaI8Cols] * p0.v[e] + sc1[tn][e % kMmaI8Cols] * p1.v[e];
-            }
-          }
       }
-    }
-    if constexpr (Tr::kInt) {
-      // acc += dx * (d * isum - dmin * msum)
+      return;
+    } else {
+      MmaI8Acc isum[TM][TN];
+#pragma unroll
+      for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+        for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+          for (int e = 0; e < kMmaI8AccPerLane; ++e) isum[tm][tn].v[e] = 0;
+#pragma unroll
+      for (int g = 0; g < kMmqItems; ++g) {
+        MmaI8A fa[TM];
+        MmaI8B fb[TN];
+#pragma unroll
+        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+#pragma unroll
+        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        if constexpr (T == DType::Q8_K) {  // sc = 1: the tensor cores accumulate
+#pragma unroll
+          for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+            for (int tn = 0; tn < TN; ++tn) mma_i8_k32_acc(isum[tm][tn], fa[tm], fb[tn]);
+        } else if constexpr (Tr::kGroup == 32) {
+          int sc[TN][kMmaI8Cols];
+#pragma unroll
+          for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+            for (int c = 0; c < kMmaI8Cols; ++c) sc[tn][c] = wsc[g * BN + cols[tn][c]];
+#pragma unroll
+          for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+            for (int tn = 0; tn < TN; ++tn) {
+              MmaI8Acc p;
+              mma_i8_k32(p, fa[tm], fb[tn]);
+#pragma unroll
+              for (int e = 0; e < kMmaI8AccPerLane; ++e) isum[tm][tn].v[e] += sc[tn][e % kMmaI8Cols] * p.v[e];
+            }
+        } else {
+          int sc0[TN][kMmaI8Cols], sc1[TN][kMmaI8Cols];
+#pragma unroll
+          for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+            for (int c = 0; c < kMmaI8Cols; ++c) {
+              sc0[tn][c] = wsc[(2 * g) * BN + cols[tn][c]];
+              sc1[tn][c] = wsc[(2 * g + 1) * BN + cols[tn][c]];
+            }
+#pragma unroll
+          for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+            for (int tn = 0; tn < TN; ++tn) {
+              MmaI8Acc p0, p1;
+              mma_i8_k16x2(p0, p1, fa[tm], fb[tn]);
+#pragma unroll
+              for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+                isum[tm][tn].v[e] += sc0[tn][e % kMmaI8Cols] * p0.v[e] + sc1[tn][e % kMmaI8Cols] * p1.v[e];
+              }
+            }
+        }
+      }
+      // acc += (dx * d) * isum
       float dx[TM][kMmaI8Rows], dw[TN][kMmaI8Cols];
 #pragma unroll
       for (int tm = 0; tm < TM; ++tm)
@@ -319,35 +364,39 @@ struct Mmq {
 #pragma unroll
           for (int e = 0; e < kMmaI8AccPerLane; ++e) {
             const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
-            acc[tm][tn][e] = fmaf(dx[tm][r] * dw[tn][c], (float)isum[tm][tn][e], acc[tm][tn][e]);
+            acc[tm][tn][e] = fmaf(dx[tm][r] * dw[tn][c], (float)isum[tm][tn].v[e], acc[tm][tn][e]);
           }
       if constexpr (Tr::kMin) {
-        // msum = sum_k mn(k) x(k), accumulated in the tensor cores tile by tile once isum is folded in (fragments
-        // reloaded per tile: the register cap of 128 holds acc and one msum tile).
-        const int8_t* mt = reinterpret_cast<const int8_t*>(sm + L::kWmn) + wn_ * TN * 16 * kMmqLd;
+        // msum = sum_k mn(k) x(k) from the bias, tile by tile (fragments reloaded per tile: the register cap holds
+        // acc and one msum tile); acc += -dx * (dmin * msum).
+        const int8_t* mt = reinterpret_cast<const int8_t*>(st + L::kWmn) + wn_ * TN * 16 * kMmqLd;
+        float dmb[TN][kMmaI8Cols];
 #pragma unroll
         for (int tn = 0; tn < TN; ++tn)
 #pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) dw[tn][c] = wm[cols[tn][c]];  // -dmin
+          for (int c = 0; c < kMmaI8Cols; ++c) {
+            dw[tn][c] = wm[cols[tn][c]];  // dmin, an f16 value
+            dmb[tn][c] = -kMmqBiasF * dw[tn][c];
+          }
 #pragma unroll
         for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
           for (int tn = 0; tn < TN; ++tn) {
             MmaI8Acc msum;
 #pragma unroll
-            for (int e = 0; e < kMmaI8AccPerLane; ++e) msum.v[e] = 0;
-#pragma unroll
             for (int g = 0; g < kMmqItems; ++g) {
               MmaI8A fa;
               MmaI8B fm;
               mma_i8_load_a(fa, at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
               mma_i8_load_b(fm, mt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-              mma_i8_k32_acc(msum, fa, fm);
+              if (g == 0) mma_i8_k32_bias(msum, fa, fm, kMmqBias);
+              else mma_i8_k32_acc(msum, fa, fm);
             }
 #pragma unroll
             for (int e = 0; e < kMmaI8AccPerLane; ++e) {
               const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
-              acc[tm][tn][e] = fmaf(dx[tm][r] * dw[tn][c], (float)msum.v[e], acc[tm][tn][e]);
+              const float t = fmaf(dw[tn][c], __int_as_float(msum.v[e]), dmb[tn][c]);  // dmin * msum, one rounding
+              acc[tm][tn][e] = fmaf(-dx[tm][r], t, acc[tm][tn][e]);
             }
           }
       }
@@ -356,14 +405,18 @@ struct Mmq {
 };
 
 // grid (ceil(N / BN), ceil(M / BM), splits); block Mmq::kThreads; dynamic shared memory MmqLayout::kBytes.
-// Split z covers steps [z * steps_per_split, ...) and writes partial[z][M][N] when gridDim.z > 1.
-// kMmqWarpsPerSm warps per multiprocessor (a register cap of 128 per thread): one block's loads and barriers
-// overlap other blocks' tile products.
+// Split z covers steps [z * steps_per_split, ...); with gridDim.z > 1 it writes partial[z][M][N] and counts itself on
+// counters[blockIdx.y * gridDim.x + blockIdx.x] (zero at launch); the last split of a tile writes the tile and sets
+// the counter back to zero (so row chunks of one qmatmul can reuse the counters).
+// kMmqWarpsPerSm warps per multiprocessor (a register cap of 128 per thread): one block's barriers overlap other
+// blocks' tile products.
 template <DType T, int BM, int BN, int TM, int TN>
 __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM, BN, TM, TN>::kMinBlocks))
-    quant_mmq_kernel(MmqArgs a, float* __restrict__ partial, int64_t steps_per_split) {
+    quant_mmq_kernel(MmqArgs a, float* __restrict__ partial, int* __restrict__ counters, int64_t steps_per_split) {
   using K = Mmq<T, BM, BN, TM, TN>;
+  using L = typename K::L;
   extern __shared__ __align__(16) unsigned char mmq_smem[];
+  __shared__ int mmq_last;
   constexpr int W = RBEE_DEVICE_WARP_SIZE;
   const int tid = threadIdx.x, lane = tid % W, warp = tid / W;
   const int wm_ = warp / K::kWarpsN, wn_ = warp % K::kWarpsN;
@@ -389,20 +442,44 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
 #pragma unroll
       for (int e = 0; e < kMmaI8AccPerLane; ++e) acc[tm][tn][e] = 0.f;
 
-  for (int64_t s = s0; s < s1; ++s) {
-    K::load_acts(a, m0, s, mmq_smem, tid);
-    K::load_weights(a, n0, s, mmq_smem, tid);
+  typename K::Next nx;
+  if (s0 < s1) {  // the first step into stage 0
+    K::copy_acts(a, m0, s0, mmq_smem, tid);
+    copy_async_commit();
+    K::load_next(a, m0, n0, s0, nx, tid);
+    K::store_next(a, s0, nx, mmq_smem, tid);
+    copy_async_wait_all();
     __syncthreads();
-    K::compute(mmq_smem, wm_, wn_, lane, rows, cols, acc);
+  }
+  for (int64_t s = s0; s < s1; ++s) {
+    unsigned char* cur = mmq_smem + ((s - s0) & 1) * L::kStage;
+    unsigned char* nxt = mmq_smem + (((s - s0) & 1) ^ 1) * L::kStage;
+    const bool more = s + 1 < s1;  // uniform over the block
+    if (more) {
+      K::copy_acts(a, m0, s + 1, nxt, tid);
+      copy_async_commit();
+      K::load_next(a, m0, n0, s + 1, nx, tid);
+    }
+    K::compute(cur, wm_, wn_, lane, rows, cols, acc);
+    if (more) K::store_next(a, s + 1, nx, nxt, tid);
+    copy_async_wait_all();
     __syncthreads();
   }
 
-  float* dst = a.out;
-  int64_t ldo = a.ldo;
-  if (gridDim.z > 1) {
-    dst = partial + blockIdx.z * a.m * a.n;
-    ldo = a.n;
+  if (gridDim.z == 1) {
+#pragma unroll
+    for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+      for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+        for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+          const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
+          if (row < a.m && col < a.n) a.out[row * a.ldo + col] = acc[tm][tn][e];
+        }
+    return;
   }
+  // Split K: publish this split's partial tile, count it; the last split of the tile adds them all in z order.
+  const int64_t mn = a.m * a.n;
 #pragma unroll
   for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -410,19 +487,85 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
 #pragma unroll
       for (int e = 0; e < kMmaI8AccPerLane; ++e) {
         const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
-        if (row < a.m && col < a.n) dst[row * ldo + col] = acc[tm][tn][e];
+        if (row < a.m && col < a.n) partial[blockIdx.z * mn + row * a.n + col] = acc[tm][tn][e];
+      }
+  thread_fence();
+  __syncthreads();
+  if (tid == 0) mmq_last = atomic_add_i32(&counters[blockIdx.y * gridDim.x + blockIdx.x], 1) == (int)gridDim.z - 1;
+  __syncthreads();
+  if (!mmq_last) return;
+  // Every split has counted: the counter is ready for the next launch.
+  if (tid == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0;
+  thread_fence();
+  const volatile float* parts = partial;  // written by other blocks of this launch: not from this SM's L1
+#pragma unroll
+  for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+    for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+      for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+        const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
+        const float mine = acc[tm][tn][e];
+        if (row < a.m && col < a.n) {
+          float sum = 0.f;
+          for (unsigned z = 0; z < gridDim.z; ++z) {
+            const float v = z == blockIdx.z ? mine : parts[z * mn + row * a.n + col];
+            sum = z == 0 ? v : sum + v;
+          }
+          a.out[row * a.ldo + col] = sum;
+        }
       }
 }
 
 #endif  // device compilation
+
+// Warps per multiprocessor the split-K choice counts as resident (kMmqWarpsPerSm unless RBEE_MMQ_WARPS_PER_SM says
+// otherwise: a measurement knob).
+inline int mmq_warps_per_sm() {
+  static const int warps = [] {
+    const char* env = std::getenv("RBEE_MMQ_WARPS_PER_SM");
+    return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : kMmqWarpsPerSm;
+  }();
+  return warps;
+}
+
+// Splits of K for a launch of `tiles` output tiles of `steps` K steps each on `slots` resident blocks. Only a grid
+// that leaves resident slots empty (batched decode) is split. The time of a launch counts as its waves times the
+// steps of one block (its share of K plus the first step, which nothing overlaps): the fewest splits that minimise
+// ceil(tiles * s / slots) * (ceil(steps / s) + 1) win (e.g. 64 tiles on 264 slots: 4 splits in one wave, not 5 in
+// two). At most kMmqMaxSplits, and never more tiles than counters.
+inline int64_t mmq_splits(int64_t tiles, int64_t steps, int64_t slots, bool have_counters) {
+  if (!have_counters || tiles >= slots || tiles > kMmqCounters || steps < 2) return 1;
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= std::min(kMmqMaxSplits, steps); ++s) {
+    const int64_t per = (steps + s - 1) / s;
+    if ((steps + per - 1) / per != s) continue;  // s - 1 splits would cover K with the same steps per split
+    const int64_t cost = (tiles * s + slots - 1) / slots * (per + 1);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
 
 // Launches one tile shape over all of args (rows in chunks that keep gridDim.y in range).
 template <DType T, int BM, int BN, int TM, int TN>
 void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
   constexpr int kWarps = (BM / (16 * TM)) * (BN / (16 * TN));
   constexpr int kSmem = MmqLayout<T, BM, BN>::kBytes;
+  const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN>);
+  if (kSmem > 48 * 1024) {  // above the default: opt in once per device
+    static std::atomic<uint64_t> granted{0};
+    const uint64_t bit = uint64_t{1} << (device.index() % 64);
+    if ((granted.load() & bit) == 0) {
+      RBEE_GPU_CHECK(func_set_max_dynamic_smem(kernel, kSmem));
+      granted.fetch_or(bit);
+    }
+  }
   const int threads = kWarps * device.props().warp_size;
   const int64_t steps = (a.k + kMmqStepK - 1) / kMmqStepK;
+  // Blocks resident at once: the warps per multiprocessor __launch_bounds__ plans for (kMinBlocks blocks each; a
+  // launch whose shared memory allows fewer gets fewer, which only makes the split choice less than ideal).
+  const int64_t slots =
+      std::max<int64_t>(1, (int64_t)mmq_warps_per_sm() / kWarps) * (int64_t)device.props().multiprocessors;
   const int64_t nb = (a.n + BN - 1) / BN;
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t r0 = 0; r0 < a.m; r0 += kMaxGridY * BM) {
@@ -433,13 +576,8 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
     c.x.s += r0 * (a.k / 16);
     c.out += r0 * a.ldo;
     const int64_t mb = (c.m + BM - 1) / BM;
-    // Split K when the tiles alone give fewer than half of kMmqWarpsPerSm warps per multiprocessor (batched
-    // decode), up to kMmqWarpsPerSm (prompts, e.g. 512 x 4096 in 8-warp tiles, stay whole).
-    const int64_t want = kMmqWarpsPerSm * device.props().multiprocessors / kWarps;
-    int64_t splits = 1;
-    if (2 * nb * mb < want) splits = std::min({(want + nb * mb - 1) / (nb * mb), steps, kMmqMaxSplits});
-    const int64_t per = (steps + splits - 1) / splits;
-    splits = (steps + per - 1) / per;
+    const int64_t splits = mmq_splits(nb * mb, steps, slots, a.counters != nullptr);
+    const int64_t per = (steps + splits - 1) / splits;  // splits * per covers K, every split has steps
     Tensor partial;
     float* pp = nullptr;
     if (splits > 1) {
@@ -447,20 +585,24 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
       pp = static_cast<float*>(partial.data());
     }
     const dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)splits);
-    quant_mmq_kernel<T, BM, BN, TM, TN><<<grid, threads, kSmem, device.stream()>>>(c, pp, per);
+    quant_mmq_kernel<T, BM, BN, TM, TN><<<grid, threads, kSmem, device.stream()>>>(c, pp, a.counters, per);
     RBEE_GPU_CHECK_LAUNCH();
-    if (splits > 1) launch_mmq_reduce(device, pp, (int)splits, c.m, c.n, c.out, c.ldo);
   }
 }
 
 // Tile shapes by M: the block's activation rows follow M up to 128 (fewer padded rows for batched decode), with
-// 64 weight rows per block; warps own 16 x 32 (M <= 32) or 32 x 32 tiles.
+// 64 weight rows per block; each thread decodes one or two weight items per step. Warps own 16 x 16 (M <= 16),
+// 32 x 16 (M <= 64) or 32 x 32 tiles. The 128-row tile takes 80 KiB of shared memory for K-quants with mins
+// (two stages): where a block cannot have that much (gfx9's 64 KiB), the 64-row tile serves every M above 32.
 template <DType T>
 void launch_mmq_typed(GpuDevice& device, const MmqArgs& a) {
-  if (a.m <= 16) launch_mmq_shape<T, 16, 64, 1, 2>(device, a);        // 2 warps
-  else if (a.m <= 32) launch_mmq_shape<T, 32, 64, 1, 2>(device, a);   // 4 warps
-  else if (a.m <= 64) launch_mmq_shape<T, 64, 64, 2, 2>(device, a);   // 4 warps
-  else launch_mmq_shape<T, 128, 64, 2, 2>(device, a);                 // 8 warps
+  if (a.m <= 16) launch_mmq_shape<T, 16, 64, 1, 1>(device, a);       // 4 warps
+  else if (a.m <= 32) launch_mmq_shape<T, 32, 64, 2, 1>(device, a);  // 4 warps
+  else if (a.m <= 64 || (size_t)MmqLayout<T, 128, 64>::kBytes > device.props().shared_mem_per_block_optin) {
+    launch_mmq_shape<T, 64, 64, 2, 1>(device, a);  // 8 warps
+  } else {
+    launch_mmq_shape<T, 128, 64, 2, 2>(device, a);  // 8 warps
+  }
 }
 
 }  // namespace rbee::gpu::quant

@@ -10,7 +10,8 @@
 //  - Block types (activations quantized once on the GPU, quant_activation.cu), M < kMmqMinRows (decode): the
 //    matvec kernels (quant_matvec.cuh, dot4), each launch streaming the packed weights once. M >= kMmqMinRows
 //    (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the quantized activations
-//    and the weights decoded into shared memory; no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
+//    and the weights decoded into shared memory, one kernel after the quantizer (which also zeroes MMQ's split-K
+//    counters); no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
 //    (measurements of the crossover; N > M everywhere keeps the matvec).
 //  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
 //    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
@@ -37,19 +38,6 @@ int64_t mmq_min_rows() {
     return env != nullptr && std::atoll(env) > 0 ? (int64_t)std::atoll(env) : quant::kMmqMinRows;
   }();
   return rows;
-}
-
-constexpr int kReduceThreads = 256;
-
-__global__ void __launch_bounds__(kReduceThreads)
-    mmq_reduce_kernel(const float* __restrict__ partial, int splits, int64_t m, int64_t n, float* __restrict__ out,
-                      int64_t ldo) {
-  const int64_t count = m * n;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
-    float s = partial[i];
-    for (int z = 1; z < splits; ++z) s += partial[z * count + i];
-    out[(i / n) * ldo + i % n] = s;
-  }
 }
 
 // x with a 16-byte aligned base (the kernels load it with 16-byte vectors): x itself or an aligned copy.
@@ -90,14 +78,6 @@ void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args) {
 void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args) {
   visit_block_type(type, [&](auto tag) { launch_mmq_typed<decltype(tag)::value>(device, args); });
 }
-void launch_mmq_reduce(GpuDevice& device, const float* partial, int splits, int64_t m, int64_t n, float* out,
-                       int64_t ldo) {
-  const int64_t count = m * n;
-  if (count == 0) return;
-  mmq_reduce_kernel<<<grid_for(count, kReduceThreads), kReduceThreads, 0, device.stream()>>>(partial, splits, m, n,
-                                                                                              out, ldo);
-  RBEE_GPU_CHECK_LAUNCH();
-}
 }  // namespace quant
 
 void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -115,12 +95,13 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
 
   if (is_quantized(w.dtype())) {
     Tensor scratch;
-    const quant::QActs acts =
-        quant::quantize_activations(device_, xp, m, k, dtype_block_size(w.dtype()) == 256, scratch);
+    const bool mmq = m >= mmq_min_rows();
+    const quant::QActs acts = quant::quantize_activations(device_, xp, m, k, dtype_block_size(w.dtype()) == 256,
+                                                          scratch, mmq ? quant::kMmqCounters : 0);
     const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
     const auto* wp = static_cast<const uint8_t*>(w.data());
-    if (m >= mmq_min_rows()) {
-      quant::launch_mmq(device_, w.dtype(), {wp, n, k, row_bytes, acts, m, dst, n});
+    if (mmq) {
+      quant::launch_mmq(device_, w.dtype(), {wp, n, k, row_bytes, acts, m, dst, n, acts.zeroed});
       return;
     }
     for (int64_t m0 = 0; m0 < m; m0 += quant::kQuantMatvecMaxRows) {

@@ -72,6 +72,13 @@ inline void mma_i8_k32(MmaI8Acc& out, const MmaI8A& a, const MmaI8B& b) {
     for (int c = 0; c < kMmaI8Cols; ++c) out.v[r * kMmaI8Cols + c] = mma_i8_element(a, b, r, c, 0, 32);
   }
 }
+inline void mma_i8_k32_bias(MmaI8Acc& out, const MmaI8A& a, const MmaI8B& b, int32_t z) {
+  mma_i8_check(a);
+  mma_i8_check(b);
+  for (int r = 0; r < kMmaI8Rows; ++r) {
+    for (int c = 0; c < kMmaI8Cols; ++c) out.v[r * kMmaI8Cols + c] = z + mma_i8_element(a, b, r, c, 0, 32);
+  }
+}
 inline void mma_i8_k32_acc(MmaI8Acc& out, const MmaI8A& a, const MmaI8B& b) {
   mma_i8_check(a);
   mma_i8_check(b);

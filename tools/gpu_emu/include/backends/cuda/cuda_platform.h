@@ -12,6 +12,8 @@
 
 #define RBEE_GPU_VENDOR "rbee emulator"
 #define RBEE_GPU_BACKEND_NAME "cuda"
+#define RBEE_GPU_COLLECTIVE_NAME "nccl"
+#define RBEE_GPU_COLLECTIVE_LIBS {"libnccl.so.2", "libnccl.so"}
 #ifndef RBEE_DEVICE_WARP_SIZE
 #define RBEE_DEVICE_WARP_SIZE 32
 #endif
@@ -39,8 +41,12 @@ inline const char* status_string(Status s) {
   return s == kUnsupported ? "not available in the emulator" : ::emu::error_string(s);
 }
 inline Status get_last_error() { return ::emu::last_error(); }
+// RBEE_EMU_DEVICES=N (1-8, default 1) emulated devices, all in host memory (so each can reach the others'),
+// for tensor and layer splits.
 inline Status device_count(int* n) {
-  *n = 1;
+  const char* env = std::getenv("RBEE_EMU_DEVICES");
+  const int v = env ? std::atoi(env) : 1;
+  *n = v >= 1 && v <= 8 ? v : 1;
   return kSuccess;
 }
 inline Status set_device(int) { return kSuccess; }
@@ -57,6 +63,12 @@ inline Status device_free(void* p) {
   return kSuccess;
 }
 inline Status host_malloc_pinned(void** p, size_t n) { return device_malloc(p, n); }
+inline Status device_malloc_coherent(void** p, size_t n) { return device_malloc(p, n); }
+inline Status can_access_peer(int* can, int, int) {
+  *can = 1;
+  return kSuccess;
+}
+inline Status enable_peer_access(int) { return kSuccess; }
 inline Status host_free_pinned(void* p) { return device_free(p); }
 inline Status memcpy_async(void* dst, const void* src, size_t n, Stream) {
   std::memmove(dst, src, n);
@@ -92,6 +104,7 @@ struct DeviceProps {
   int multiprocessors;
   int max_threads_per_block;
   size_t shared_mem_per_block;
+  size_t shared_mem_per_block_optin;
   size_t total_memory;
 };
 inline Status device_props(int, DeviceProps* out) {
@@ -100,9 +113,14 @@ inline Status device_props(int, DeviceProps* out) {
   out->warp_size = RBEE_DEVICE_WARP_SIZE;
   out->multiprocessors = 4;
   out->max_threads_per_block = 1024;
-  out->shared_mem_per_block = 48 << 10;
+  out->shared_mem_per_block = ::emu::kDefaultDynamicSmem;
+  out->shared_mem_per_block_optin = ::emu::kMaxDynamicSmemOptin;
   out->total_memory = (size_t)8 << 30;
   return kSuccess;
+}
+
+inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return ::emu::allow_dynamic_smem(kernel, (size_t)bytes);
 }
 
 // ---- device-side names ----
@@ -117,10 +135,35 @@ inline int dot4_i8(int a, int b, int c) {
   const signed char* y = reinterpret_cast<const signed char*>(&b);
   return c + x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
 }
+inline void threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // Coroutines never run at the same time: plain read-modify-write is atomic here.
 inline unsigned long long atomic_min_u64(unsigned long long* addr, unsigned long long v) {
   const unsigned long long old = *addr;
   if (v < old) *addr = v;
+  return old;
+}
+inline int atomic_add_i32(int* addr, int v) {
+  const int old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline void thread_fence() {}
+inline unsigned long long shfl_xor(unsigned long long v, int mask, int = RBEE_DEVICE_WARP_SIZE) {
+  return ::emu::exchange_xor(v, mask);
+}
+inline unsigned long long atomic_add_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned atomic_add_u32(unsigned* addr, unsigned v) {
+  const unsigned old = *addr;
+  *addr = old + v;
+  return old;
+}
+inline unsigned long long atomic_max_u64(unsigned long long* addr, unsigned long long v) {
+  const unsigned long long old = *addr;
+  if (v > old) *addr = v;
   return old;
 }
 // One rounding per operation; volatile keeps the host compiler from contracting them into an FMA.
@@ -132,5 +175,11 @@ inline float add_rn(float a, float b) {
   volatile float r = a + b;
   return r;
 }
+
+// ---- warps ----
+inline int lane_id() { return ::emu::linear_thread() % RBEE_DEVICE_WARP_SIZE; }
+// The emulator has no warps apart from the block: a warp barrier is a block barrier (every thread of the
+// block must reach it, which the kernels using it guarantee).
+inline void warp_sync() { ::emu::sync_threads(); }
 
 }  // namespace rbee::gpu

@@ -1,0 +1,253 @@
+#include "backends/gpu/collective.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string_view>
+
+#include "backends/gpu/gpu_device.h"
+#include "rbee/core/log.h"
+#include "rbee/core/tensor.h"
+
+namespace rbee::gpu {
+
+namespace nccl {
+
+const Api* open_api(std::string* why) {
+  static std::once_flag once;
+  static Api api;
+  static std::string note;
+  std::call_once(once, [] {
+    if (const char* env = std::getenv("RBEE_NCCL"); env && std::string_view(env) == "off") {
+      note = RBEE_GPU_COLLECTIVE_NAME " disabled by RBEE_NCCL=off";
+      return;
+    }
+    void* lib = nullptr;
+    for (const char* name : RBEE_GPU_COLLECTIVE_LIBS) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    }
+    if (!lib) {
+      note = RBEE_GPU_COLLECTIVE_NAME " not installed";
+      return;
+    }
+    Api a;
+    a.lib = lib;
+    a.comm_init_all = reinterpret_cast<CommInitAllFn>(dlsym(lib, "ncclCommInitAll"));
+    a.comm_destroy = reinterpret_cast<CommDestroyFn>(dlsym(lib, "ncclCommDestroy"));
+    a.comm_abort = reinterpret_cast<CommAbortFn>(dlsym(lib, "ncclCommAbort"));
+    a.all_reduce = reinterpret_cast<AllReduceFn>(dlsym(lib, "ncclAllReduce"));
+    a.error_string = reinterpret_cast<GetErrorStringFn>(dlsym(lib, "ncclGetErrorString"));
+    auto version = reinterpret_cast<GetVersionFn>(dlsym(lib, "ncclGetVersion"));
+    if (!a.comm_init_all || !a.comm_destroy || !a.comm_abort || !a.all_reduce || !a.error_string || !version) {
+      note = RBEE_GPU_COLLECTIVE_NAME " found but an entry point is missing";
+      dlclose(lib);
+      return;
+    }
+    version(&a.version);
+    note = fmt::format(RBEE_GPU_COLLECTIVE_NAME " {} opened at run time", a.version);
+    api = a;
+  });
+  if (why) *why = note;
+  return api.lib ? &api : nullptr;
+}
+
+}  // namespace nccl
+
+namespace {
+
+// One rank's arguments of a one-shot round (the same launch shape on every rank).
+struct OneShotArgs {
+  float* x;                                 // this rank's data, n elements, summed in place
+  int64_t n;
+  float* own_staging;                       // this rank's staging buffer (2 parities x chunk)
+  const float* staging[GpuCommunicator::kMaxRanks];  // every rank's staging buffer (own included)
+  uint32_t* own_flags;                      // [blocks][ranks]: slot p is written by rank p
+  uint32_t* flags[GpuCommunicator::kMaxRanks];       // every rank's flags
+  uint32_t* rounds;                         // [blocks]: this rank's last finished round per block
+  int64_t chunk;                            // elements per parity
+  int rank, ranks;
+};
+
+__global__ void one_shot_all_reduce(OneShotArgs a) {
+  const int b = (int)blockIdx.x;
+  const uint32_t round = a.rounds[b] + 1;
+  const int64_t parity = (int64_t)(round & 1u) * a.chunk;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t first = (int64_t)b * blockDim.x + threadIdx.x;
+  // 1. This block's slice of x into the staging buffer the peers read.
+  for (int64_t i = first; i < a.n; i += stride) a.own_staging[parity + i] = a.x[i];
+  threadfence_system();
+  __syncthreads();
+  // 2. Tell every rank that this block's slice of round `round` is staged; wait until all have said so.
+  if ((int)threadIdx.x < a.ranks) {
+    volatile uint32_t* slot = a.flags[threadIdx.x] + b * GpuCommunicator::kMaxRanks + a.rank;
+    *slot = round;
+  }
+  __syncthreads();  // every flag of this block written before thread 0 waits (lanes of one warp included)
+  if (threadIdx.x == 0) {
+    for (int p = 0; p < a.ranks; ++p) {
+      volatile uint32_t* slot = a.own_flags + b * GpuCommunicator::kMaxRanks + p;
+      while ((int32_t)(*slot - round) < 0) {
+      }
+    }
+    threadfence_system();
+  }
+  __syncthreads();
+  // 3. Sum the slices of every rank in rank order (the same bits on every rank).
+  for (int64_t i = first; i < a.n; i += stride) {
+    float s = 0.f;
+    for (int p = 0; p < a.ranks; ++p) s += ((volatile const float*)a.staging[p])[parity + i];
+    a.x[i] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) a.rounds[b] = round;
+}
+
+}  // namespace
+
+GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* why) : devices_(std::move(devices)) {
+  const int ranks = size();
+  RBEE_CHECK(ranks >= 1 && ranks <= kMaxRanks, "GPU communicator: {} devices (1 to {})", ranks, kMaxRanks);
+  // Peer access between every pair.
+  p2p_ = ranks > 1;
+  for (GpuDevice* a : devices_) {
+    for (GpuDevice* b : devices_) {
+      if (a == b) continue;
+      int can = 0;
+      if (can_access_peer(&can, a->index(), b->index()) != kSuccess) {
+        get_last_error();
+        can = 0;
+      }
+      p2p_ = p2p_ && can;
+    }
+  }
+  if (p2p_) {
+    for (GpuDevice* a : devices_) {
+      a->activate();
+      for (GpuDevice* b : devices_) {
+        if (a != b && enable_peer_access(b->index()) != kSuccess) {
+          get_last_error();
+          p2p_ = false;
+        }
+      }
+    }
+  }
+  std::string lib_note;
+  nccl_ = nccl::open_api(&lib_note);
+  if (nccl_) {
+    std::vector<int> ids;
+    for (GpuDevice* d : devices_) ids.push_back(d->index());
+    comms_.assign((size_t)ranks, nullptr);
+    const nccl::Result r = nccl_->comm_init_all(comms_.data(), ranks, ids.data());
+    if (r != nccl::kSuccess) {
+      lib_note = fmt::format("{}: ncclCommInitAll failed: {}", lib_note, nccl_->error_string(r));
+      comms_.clear();
+      nccl_ = nullptr;
+    }
+  }
+  if (p2p_) {
+    for (GpuDevice* d : devices_) {
+      d->activate();
+      void* staging = nullptr;
+      void* flags = nullptr;
+      void* rounds = nullptr;
+      RBEE_GPU_CHECK(device_malloc_coherent(&staging, (size_t)(2 * kOneShotChunk) * sizeof(float)));
+      RBEE_GPU_CHECK(device_malloc_coherent(&flags, (size_t)kBlocks * kMaxRanks * sizeof(uint32_t)));
+      RBEE_GPU_CHECK(device_malloc_coherent(&rounds, (size_t)kBlocks * sizeof(uint32_t)));
+      RBEE_GPU_CHECK(memset_async(flags, 0, (size_t)kBlocks * kMaxRanks * sizeof(uint32_t), d->stream()));
+      RBEE_GPU_CHECK(memset_async(rounds, 0, (size_t)kBlocks * sizeof(uint32_t), d->stream()));
+      RBEE_GPU_CHECK(stream_synchronize(d->stream()));
+      staging_.push_back(static_cast<float*>(staging));
+      flags_.push_back(static_cast<uint32_t*>(flags));
+      rounds_.push_back(static_cast<uint32_t*>(rounds));
+    }
+  }
+  if (!p2p_ && !nccl_) {
+    std::vector<Device*> plain(devices_.begin(), devices_.end());
+    host_ = make_host_communicator(plain);
+  }
+  if (why) {
+    *why = fmt::format("{}; {}", p2p_ ? "peer-to-peer one-shot kernel" : "no peer access between the GPUs", lib_note);
+  }
+}
+
+GpuCommunicator::~GpuCommunicator() {
+  for (size_t r = 0; r < comms_.size(); ++r) {
+    if (comms_[r]) nccl_->comm_destroy(comms_[r]);
+  }
+  for (size_t r = 0; r < staging_.size(); ++r) {
+    if (set_device(devices_[r]->index()) != kSuccess) continue;  // the runtime may be gone at exit
+    stream_synchronize(devices_[r]->stream());
+    device_free(staging_[r]);
+    device_free(flags_[r]);
+    device_free(rounds_[r]);
+  }
+}
+
+Device& GpuCommunicator::device(int rank) const { return *devices_.at((size_t)rank); }
+
+std::string GpuCommunicator::name() const {
+  if (host_) return "host";
+  std::string n = p2p_ ? "p2p" : "";
+  if (nccl_) n += std::string(n.empty() ? "" : "+") + RBEE_GPU_COLLECTIVE_NAME;
+  return n;
+}
+
+void GpuCommunicator::abort(const std::string& why) {
+  if (aborted_.empty()) aborted_ = why.empty() ? "aborted" : why;
+  if (host_) host_->abort(why);
+  // NCCL: wakes ranks blocked in a collective. The one-shot kernel of a rank whose peer never comes spins until
+  // the process ends: the model refuses further steps (aborted_), and the worker reports the fault.
+  for (size_t r = 0; r < comms_.size(); ++r) {
+    if (comms_[r]) nccl_->comm_abort(comms_[r]);
+    comms_[r] = nullptr;
+  }
+}
+
+void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
+  GpuDevice& dev = *devices_[(size_t)rank];
+  OneShotArgs a{};
+  a.own_staging = staging_[(size_t)rank];
+  a.own_flags = flags_[(size_t)rank];
+  a.rounds = rounds_[(size_t)rank];
+  a.chunk = kOneShotChunk;
+  a.rank = rank;
+  a.ranks = size();
+  for (int p = 0; p < size(); ++p) {
+    a.staging[p] = staging_[(size_t)p];
+    a.flags[p] = flags_[(size_t)p];
+  }
+  for (int64_t off = 0; off < n; off += kOneShotChunk) {
+    a.x = x + off;
+    a.n = std::min(kOneShotChunk, n - off);
+    // Always kBlocks blocks: block b owns the same elements (and flags, rounds and staging slots) in every call,
+    // whatever its size, so a rank that runs one call ahead never overwrites staging a slower peer still reads
+    // in another block's slice (its writes go to the other parity of the same block's round).
+    one_shot_all_reduce<<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+    RBEE_GPU_CHECK_LAUNCH();
+  }
+}
+
+void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) {
+  RBEE_CHECK(rank >= 0 && rank < size(), "all_reduce_sum: rank {} of {}", rank, size());
+  RBEE_CHECK(x.dtype() == DType::F32 && x.is_contiguous(), "all_reduce_sum: needs a contiguous f32 tensor, got {}",
+             x.to_string());
+  RBEE_CHECK(&x.device() == devices_[(size_t)rank], "all_reduce_sum: rank {} passed a tensor on {}, not {}", rank,
+             x.device().id(), devices_[(size_t)rank]->id());
+  RBEE_CHECK_CODE(aborted_.empty(), ErrorCode::Backend, "GPU communicator: the group was aborted ({})", aborted_);
+  if (host_) return host_->all_reduce_sum(rank, x);
+  const int64_t n = x.numel();
+  if (n == 0 || size() == 1) return;
+  GpuDevice& dev = *devices_[(size_t)rank];
+  dev.activate();
+  float* data = static_cast<float*>(x.data());
+  const bool small = n * (int64_t)sizeof(float) <= kOneShotMaxBytes;
+  if (p2p_ && (small || dev.capturing() || !nccl_)) return one_shot(rank, data, n);
+  const nccl::Result r = nccl_->all_reduce(data, data, (size_t)n, nccl::kFloat32, nccl::kSum, comms_[(size_t)rank],
+                                           dev.stream());
+  RBEE_CHECK_CODE(r == nccl::kSuccess, ErrorCode::Backend, "{} all-reduce of {} floats on {}: {}",
+                  RBEE_GPU_COLLECTIVE_NAME, n, dev.id(), nccl_->error_string(r));
+}
+
+}  // namespace rbee::gpu

@@ -1,0 +1,112 @@
+// Host side of the tensor-core paged attention (kernels in paged_flash.cuh): which configuration, how many
+// splits of the key range, the launch and the split merge. Every choice depends on shapes only.
+#include "backends/gpu/kernels/paged_flash.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "backends/gpu/kernels/paged_flash_configs.cuh"
+
+namespace rbee::gpu {
+
+FlashShape flash_shape(FlashConfig config, int d) {
+  FlashShape s{0, 0, 0, 0};
+  visit_flash_config(config, d, [&](auto cfg_tag) {
+    using Cfg = decltype(cfg_tag);
+    s = FlashShape{Cfg::kRows, Cfg::BN, Cfg::kWarps, Cfg::kSmemBytes};
+  });
+  return s;
+}
+
+bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                           const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
+                           Tensor& out) {
+  const DType dtype = k_cache.dtype();
+  const int d = (int)k_cache.dim(3);
+  if ((dtype != DType::F16 && dtype != DType::BF16) || (d != 64 && d != 128 && d != 256)) return false;
+  if ((reinterpret_cast<uintptr_t>(k_cache.data()) | reinterpret_cast<uintptr_t>(v_cache.data())) % 16 != 0) {
+    return false;
+  }
+  // RBEE_PAGED_FLASH=0 keeps 16-bit caches on the scalar kernel (A/B comparisons, bisecting).
+  if (const char* env = std::getenv("RBEE_PAGED_FLASH"); env && std::string_view(env) == "0") return false;
+
+  const int nq = (int)q.dim(0), hq = (int)q.dim(1);
+  const int n_seq = (int)seq_info.dim(0), max_blocks = (int)block_tables.dim(1);
+  const int num_blocks = (int)k_cache.dim(0), block_size = (int)k_cache.dim(1), hkv = (int)k_cache.dim(2);
+  const int group = hq / hkv;
+  // Query rows of a sequence on average: one 16-row tile or less is a decode shape.
+  const int64_t rows_per_seq = (int64_t)((nq + n_seq - 1) / n_seq) * group;
+  const size_t smem_limit = std::max(dev.props().shared_mem_per_block_optin, dev.props().shared_mem_per_block);
+  FlashConfig config{};
+  FlashShape shape{};
+  bool found = false;
+  const FlashConfig prefill_order[] = {rows_per_seq > 64 ? FlashConfig::kPrefillWide : FlashConfig::kPrefill,
+                                       FlashConfig::kPrefill};
+  const FlashConfig decode_order[] = {FlashConfig::kDecodeWide, FlashConfig::kDecode};
+  for (const FlashConfig c : rows_per_seq <= 16 ? decode_order : prefill_order) {
+    const FlashShape s = flash_shape(c, d);
+    if (s.rows > 0 && (size_t)s.smem_bytes <= smem_limit) {
+      config = c;
+      shape = s;
+      found = true;
+      break;
+    }
+  }
+  if (!found) return false;
+
+  FlashParams p{};
+  p.seqs = PagedSeqs{static_cast<const int32_t*>(seq_info.data()), n_seq, nq, max_blocks * block_size};
+  p.q = static_cast<const float*>(q.data());
+  p.q_s0 = q.stride(0);
+  p.q_s1 = q.stride(1);
+  p.k_cache = static_cast<const uint16_t*>(k_cache.data());
+  p.v_cache = static_cast<const uint16_t*>(v_cache.data());
+  p.tables = static_cast<const int32_t*>(block_tables.data());
+  p.max_blocks = max_blocks;
+  p.num_blocks = num_blocks;
+  p.block_size = block_size;
+  p.hq = hq;
+  p.hkv = hkv;
+  p.scale = params.scale;
+  p.softcap = params.softcap;
+  p.window = params.window;
+  p.group = group;
+  p.head_chunk = std::min(group, shape.rows);
+  p.n_head_chunks = (group + p.head_chunk - 1) / p.head_chunk;
+  // Tokens per tile: as many as the rows hold, but no more than the sequences have on average. Any value is
+  // correct: the grid covers sum over sequences of ceil(q_len / tile_tokens) <= nq / tile_tokens + n_seq tiles.
+  p.tile_tokens = (int)std::max<int64_t>(1, std::min<int64_t>(shape.rows / p.head_chunk, (nq + n_seq - 1) / n_seq));
+  const int64_t tiles = std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
+  RBEE_CHECK_CODE(tiles <= INT32_MAX && (int64_t)hkv * p.n_head_chunks <= 65535, ErrorCode::Unsupported,
+                  "paged_attention: launch too large ({} tiles, {} kv heads)", tiles, hkv);
+
+  // Splits of the key range (capacity max_blocks * block_size: a shape): decode shapes aim at two blocks per
+  // multiprocessor, prefill at one wave (the merge costs a pass over [n_splits, nq, hq, d] floats).
+  const int64_t max_ctx = (int64_t)max_blocks * block_size;
+  const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
+  const int64_t target = (rows_per_seq <= 16 ? 2 : 1) * (int64_t)dev.props().multiprocessors;
+  const int64_t want = (target + base_blocks - 1) / base_blocks;
+  const int64_t n_splits =
+      std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + shape.bn - 1) / shape.bn, 65535));
+  p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + shape.bn - 1) / shape.bn * shape.bn);
+  p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
+  p.out = static_cast<float*>(out.data());
+  Tensor part_acc, part_ml;
+  if (p.n_splits > 1) {
+    part_acc = Tensor::empty({p.n_splits, nq, hq, d}, DType::F32, dev);
+    part_ml = Tensor::empty({p.n_splits, nq, hq, 2}, DType::F32, dev);
+    p.part_acc = static_cast<float*>(part_acc.data());
+    p.part_ml = static_cast<float*>(part_ml.data());
+  }
+
+  const unsigned gx = (unsigned)tiles, gy = (unsigned)(hkv * p.n_head_chunks), gz = (unsigned)p.n_splits;
+  if (dtype == DType::F16) launch_paged_flash_f16(dev, config, d, p, gx, gy, gz);
+  else launch_paged_flash_bf16(dev, config, d, p, gx, gy, gz);
+  if (p.n_splits > 1) {
+    launch_paged_merge(dev, PagedMergeParams{p.seqs, hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
+  }
+  return true;
+}
+
+}  // namespace rbee::gpu

@@ -1,0 +1,367 @@
+// A model spread over several devices must compute what it computes on one. On machines without GPUs the devices
+// are instances of the host CPU (cpu:1-7, each with its own allocator; rbee/backend/device.h):
+//  - layer split and partial offload: the same kernels on the same bytes, so the logits of every prefill and
+//    decode step are bit-identical to the one-device run, and so are the greedy tokens, also through the
+//    batching scheduler;
+//  - partial offload chosen by the memory plan for a device with a small budget (RBEE_FAULT_ALLOC_LIMIT on one
+//    instance): the plan puts the first layers on the host, the device never exceeds its budget, tokens equal;
+//  - tensor split with the host all-reduce: every architecture of tests/data/tiny_models (Llama, Mistral,
+//    Qwen2 with biases, Phi-3 with fused qkv and gate_up, Gemma with one kv head shared by both ranks, Gemma 2
+//    and 3 with sandwich norms, soft-caps, q/k norms and sliding windows; F32 weights), also with uneven shares
+//    and three ranks: the row-parallel projections add two partial sums instead of one, so logits differ from one
+//    device's by f32 summation order only (relative 1e-5 of their scale for these 2-6 layer models), and greedy
+//    tokens are equal. With F16 / BF16 / Q8_0 / Q4_1 weights the products round their input to the weight's type
+//    (or quantize it to 8 bits per block) first, so a last-bit difference of f32 sums can move an input by one
+//    step of that type: the bounds follow the type's step (below);
+//  - where a GPU backend with two devices is present (the emulator with RBEE_EMU_DEVICES=2, or two GPUs), the
+//    tensor split over them through the backend's collectives against the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "golden/golden_util.h"
+#include "rbee/backend/device.h"
+#include "rbee/llm/generate.h"
+#include "rbee/llm/kv_cache.h"
+#include "rbee/llm/memory_plan.h"
+#include "rbee/llm/model.h"
+#include "rbee/llm/model_files.h"
+#include "rbee/llm/scheduler.h"
+
+namespace rbee::llm {
+namespace {
+
+Device& cpu(int i) { return Registry::global().select("cpu", i); }
+
+std::string tiny(const std::string& arch) { return test::golden_data_dir() + "/tiny_models/" + arch + "/model.gguf"; }
+
+// Random-weight tiny-llama GGUFs of a weight type, written once per process.
+const std::string& random_model(DType type) {
+  static std::map<DType, std::string> paths;
+  auto it = paths.find(type);
+  if (it == paths.end()) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("rbee-multi-device-" + std::to_string((long)::getpid()) + "-" +
+                               std::string(dtype_name(type)) + ".gguf"))
+                                 .string();
+    write_random_model("tiny-llama", type, path, 99);
+    it = paths.emplace(type, path).first;
+  }
+  return it->second;
+}
+struct RemoveFiles : ::testing::Environment {
+  void TearDown() override {
+    for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
+      std::error_code ec;
+      std::filesystem::remove(std::filesystem::temp_directory_path() /
+                                  ("rbee-multi-device-" + std::to_string((long)::getpid()) + "-" +
+                                   std::string(dtype_name(t)) + ".gguf"),
+                              ec);
+    }
+  }
+};
+const auto* const kRemoveFiles = ::testing::AddGlobalTestEnvironment(new RemoveFiles);
+
+std::unique_ptr<Model> load(const std::string& path, const Placement& placement) {
+  LoadOptions o;
+  o.placement = placement;
+  return Model::load(path, o);
+}
+
+Placement layers(const std::vector<Device*>& devices, const std::vector<int>& bounds) {
+  Placement p;
+  p.devices = devices;
+  p.layer_begin = bounds;
+  return p;
+}
+
+Placement tensor(const ModelDescription& d, const std::vector<Device*>& devices,
+                 const std::vector<double>& shares = {}) {
+  PlanRequest req;
+  req.devices = devices;
+  req.split = SplitMode::Tensor;
+  req.split_ratio = shares;
+  req.ctx_size = 256;
+  return plan_memory(d, req).placement;
+}
+
+// A fixed prompt of token ids, then teacher-forced decode steps; every row's logits.
+std::vector<llm::TokenId> prompt_ids(const Model& m, int n) {
+  std::vector<TokenId> ids;
+  for (int i = 0; i < n; ++i) ids.push_back((TokenId)((i * 37 + 11) % m.config().vocab_size));
+  return ids;
+}
+std::vector<float> logits_of(Model& m, const std::vector<TokenId>& ids) {
+  KvCache cache(m.kv_layout(), 16, 16);
+  return test::run_sequence(m, cache, ids, ids.size() / 2);
+}
+
+std::vector<TokenId> greedy(Model& m, int steps) {
+  KvCache cache(m.kv_layout(), 16, 16);
+  GenerateRequest req;
+  req.prompt = prompt_ids(m, 9);
+  req.max_tokens = steps;
+  req.sampling.temperature = 0;
+  req.ignore_eos = true;
+  return generate(m, cache, req, [](const std::string&) { return true; }).tokens;
+}
+
+// max |a - b| / max |a|.
+double relative(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
+    scale = std::max(scale, (double)std::fabs(a[i]));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+TEST(MultiDevice, LayerSplitIsBitIdentical) {
+  for (const std::string& path : {tiny("llama"), tiny("gemma2"), tiny("phi3"), random_model(DType::Q8_0)}) {
+    SCOPED_TRACE(path);
+    auto one = load(path, {});
+    const int n = one->config().n_layers;
+    auto split = load(path, layers({&cpu(0), &cpu(1)}, {0, n / 2, n}));
+    EXPECT_EQ(split->placement().ranks(), 2);
+    EXPECT_EQ(&split->device(), &cpu(1));
+    EXPECT_GT(split->weight_bytes_on(cpu(1)), 0);
+    const auto ids = prompt_ids(*one, 24);
+    const auto a = logits_of(*one, ids), b = logits_of(*split, ids);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "relative " << relative(a, b);
+    EXPECT_EQ(greedy(*one, 16), greedy(*split, 16));
+  }
+}
+
+TEST(MultiDevice, ThreeStagesAndTheHostLast) {
+  const std::string path = tiny("gemma3");  // 6 layers
+  auto one = load(path, {});
+  auto split = load(path, layers({&cpu(2), &cpu(1), &cpu(0)}, {0, 1, 4, 6}));
+  const auto ids = prompt_ids(*one, 20);
+  const auto a = logits_of(*one, ids), b = logits_of(*split, ids);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+TEST(MultiDevice, CacheOfAnotherPlacementIsRefused) {
+  auto split = load(tiny("llama"), layers({&cpu(0), &cpu(1)}, {0, 1, 2}));
+  KvCache wrong(cpu(0), split->config(), 4, 16);
+  SequenceKv kv;
+  ASSERT_TRUE(kv.reserve(wrong, 4));
+  ForwardBatch b{{1, 2, 3}, {{&kv, 3, 3, false}}};
+  try {
+    split->forward(b, wrong);
+    FAIL() << "a cache made for one device was accepted by a split model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another placement"), std::string::npos) << e.what();
+  }
+}
+
+// A device with a small budget: the plan (gpu_layers auto) keeps as many layers on it as fit, the rest on the host.
+TEST(MultiDevice, PartialOffloadFitsASmallDevice) {
+  const std::string path = RBEE_DEFAULT_MODEL;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
+  const ModelDescription d = describe_model(path);
+  // The budget: what the whole model needs on a device of its own (cpu:5 copies every weight) less half of the
+  // layers' weights.
+  int64_t layer_bytes = 0;
+  PlanRequest req;
+  req.devices = {&cpu(5)};
+  req.ctx_size = 512;
+  req.ctx_given = true;
+  req.batch_tokens = 64;
+  const MemoryPlan whole = plan_memory(d, req);
+  ASSERT_EQ(whole.devices.size(), 1u);
+  for (int64_t b : whole.layer_bytes) layer_bytes += b;
+  const int64_t budget = whole.devices[0].total() - layer_bytes / 2;
+  setenv("RBEE_FAULT_ALLOC_DEVICE", "cpu:6", 1);
+  setenv("RBEE_FAULT_ALLOC_LIMIT", std::to_string(budget).c_str(), 1);
+  Device& small = cpu(6);  // made now, with the limit
+  unsetenv("RBEE_FAULT_ALLOC_DEVICE");
+  unsetenv("RBEE_FAULT_ALLOC_LIMIT");
+  ASSERT_EQ(small.memory_stats().limit_bytes, budget);
+
+  req.devices = {&small};
+  const MemoryPlan plan = plan_memory(d, req);
+  ASSERT_TRUE(plan.fits) << plan.table();
+  ASSERT_EQ(plan.placement.ranks(), 2) << plan.table();
+  EXPECT_EQ(plan.placement.devices[0], &cpu(0));
+  EXPECT_EQ(plan.placement.devices[1], &small);
+  const int on_small = d.config.n_layers - plan.placement.layer_begin[1];
+  EXPECT_GT(on_small, 0);
+  EXPECT_LT(on_small, d.config.n_layers);
+  // Every layer on the small device would not fit.
+  req.gpu_layers = d.config.n_layers;
+  EXPECT_FALSE(plan_memory(d, req).fits);
+
+  auto one = load(path, {});
+  auto offloaded = load(path, plan.placement);
+  KvCache cache(offloaded->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
+  EXPECT_LE(small.memory_stats().in_use_bytes, budget);
+  GenerateRequest g;
+  g.prompt = prompt_ids(*one, 40);
+  g.max_tokens = 24;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  KvCache one_cache(one->kv_layout(), 32, 16);
+  const auto want = generate(*one, one_cache, g, [](const std::string&) { return true; }).tokens;
+  const auto got = generate(*offloaded, cache, g, [](const std::string&) { return true; }).tokens;
+  EXPECT_EQ(want, got);
+  const AllocatorStats s = small.memory_stats();
+  EXPECT_LE(s.in_use_bytes + s.cached_bytes, budget);
+}
+
+// Jobs through the continuous-batching scheduler on a split model give each job's single-device tokens.
+class Collect final : public JobSink {
+ public:
+  void on_started() override {}
+  void on_text(int, const std::string& t) override { text += t; }
+  void on_finished(const JobSummary& s) override {
+    std::lock_guard lock(mutex);
+    summary = s;
+    done = true;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return done; });
+  }
+  std::string text;
+  JobSummary summary;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+TEST(MultiDevice, SchedulerOnASplitModel) {
+  const std::string path = RBEE_DEFAULT_MODEL;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
+  auto one = load(path, {});
+  const int n = one->config().n_layers;
+  for (const Placement& p : {layers({&cpu(0), &cpu(1)}, {0, 11, n}),
+                             tensor(describe_model(path), {&cpu(0), &cpu(3)})}) {
+    SCOPED_TRACE(p.describe());
+    auto split = load(path, p);
+    KvCache cache(split->kv_layout(), 64, 16);
+    SchedulerOptions so;
+    so.parallel = 3;
+    so.prefill_budget = 32;  // prompts in chunks, beside the decode rows
+    Scheduler scheduler(*split, cache, so);
+    std::vector<std::shared_ptr<Collect>> sinks;
+    std::vector<std::vector<TokenId>> prompts;
+    for (int j = 0; j < 3; ++j) {
+      JobRequest r;
+      r.id = std::to_string(j);
+      r.prompt = prompt_ids(*one, 20 + 17 * j);
+      r.prompt[0] = (TokenId)(100 + j);
+      prompts.push_back(r.prompt);
+      r.max_tokens = 12;
+      r.sampling.temperature = 0;
+      r.ignore_eos = true;
+      sinks.push_back(std::make_shared<Collect>());
+      ASSERT_EQ(scheduler.submit(std::move(r), sinks.back(), nullptr), Scheduler::Submit::Accepted);
+    }
+    for (auto& sink : sinks) sink->wait();
+    // A layer split runs the same kernels on the same bytes: one device's tokens. A tensor split adds its partial
+    // sums in another order (see the tensor tests): its own single-sequence tokens (rows are reduced
+    // independently, so batching does not change them).
+    Model& reference = p.split == SplitMode::Tensor ? *split : *one;
+    for (int j = 0; j < 3; ++j) {
+      KvCache c(reference.kv_layout(), 16, 16);
+      GenerateRequest g;
+      g.prompt = prompts[(size_t)j];
+      g.max_tokens = 12;
+      g.sampling.temperature = 0;
+      g.ignore_eos = true;
+      const auto want = generate(reference, c, g, [](const std::string&) { return true; });
+      EXPECT_EQ(sinks[(size_t)j]->summary.tokens_out, 12);
+      EXPECT_EQ(sinks[(size_t)j]->text, want.text) << "job " << j;
+    }
+    EXPECT_GE(scheduler.stats().max_batch_rows, 2);
+  }
+}
+
+// Tensor split: partial sums added in another order; logits within f32 summation-order tolerance.
+// `f32`: F32 weights (on the CPU), whose logits must differ (by summation order) unless the sums were not split.
+void expect_tensor_split_matches(const std::string& path, const std::vector<Device*>& devices, double tol,
+                                 bool f32 = true, const std::vector<double>& shares = {}) {
+  SCOPED_TRACE(path);
+  std::unique_ptr<Model> own = load(path, {});
+  Model* reference = own.get();
+  const ModelDescription d = describe_model(path);
+  auto split = load(path, tensor(d, devices, shares));
+  ASSERT_EQ(split->placement().split, SplitMode::Tensor);
+  for (Device* dev : devices) EXPECT_GT(split->weight_bytes_on(*dev), 0) << dev->id();
+  const auto ids = prompt_ids(*reference, 24);
+  const auto a = logits_of(*reference, ids), b = logits_of(*split, ids);
+  ASSERT_EQ(a.size(), b.size());
+  const double r = relative(a, b);
+  EXPECT_LE(r, tol) << split->placement().describe();
+  if (f32) {
+    EXPECT_GT(r, 0.0) << "bit-identical: were the partial sums really split?";
+  }
+  EXPECT_EQ(greedy(*reference, 16), greedy(*split, 16));
+}
+
+TEST(MultiDevice, TensorSplitEveryArchitecture) {
+  for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gemma", "gemma2", "gemma3"}) {
+    expect_tensor_split_matches(tiny(arch), {&cpu(0), &cpu(3)}, 1e-5);
+  }
+}
+
+// Uneven shares (3 and 1 query heads of Phi-3's 4, fused qkv and gate|up cut per part) and three ranks.
+TEST(MultiDevice, TensorSplitUnevenSharesAndThreeRanks) {
+  const auto d = describe_model(tiny("phi3"));
+  const auto p = tensor(d, {&cpu(0), &cpu(3)}, {3, 1});
+  EXPECT_EQ(p.q_heads, (std::vector<int>{3, 1}));
+  EXPECT_EQ(p.ffn[0], 3 * p.ffn[1]);
+  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3)}, 1e-5, true, {3, 1});
+  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3), &cpu(4)}, 1e-5, true, {1, 1, 2});
+}
+
+// Bounds from the type's input step (QMatmul rounds x to F16 / BF16: 2^-11 / 2^-8 relative; Q8_0 quantizes x to
+// 8 bits per block) over these 4-layer models, about 4x what was measured (F16 4.9e-4, BF16 2.6e-3, Q8_0 0).
+TEST(MultiDevice, TensorSplitWeightTypes) {
+  expect_tensor_split_matches(random_model(DType::F16), {&cpu(0), &cpu(3)}, 2e-3, false);
+  expect_tensor_split_matches(random_model(DType::BF16), {&cpu(0), &cpu(3)}, 1e-2, false);
+  expect_tensor_split_matches(random_model(DType::Q8_0), {&cpu(0), &cpu(3)}, 1e-2, false);
+}
+
+TEST(MultiDevice, TensorSplitDefaultModelUnevenHeads) {
+  const std::string path = RBEE_DEFAULT_MODEL;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
+  // SmolLM2: 3 kv heads over 2 devices -> 2 and 1 (6 and 3 query heads); Q4_1 weights cut on whole blocks. Its
+  // products quantize their input to 8 bits per 32-element block (steps of 1/127 of the block's largest value),
+  // through 30 layers: 3.2% of the logits' scale was measured, greedy tokens equal.
+  const auto p = tensor(describe_model(path), {&cpu(0), &cpu(3)});
+  EXPECT_EQ(p.q_heads, (std::vector<int>{6, 3}));
+  expect_tensor_split_matches(path, {&cpu(0), &cpu(3)}, 0.1, false);
+}
+
+TEST(MultiDevice, TensorSplitOverGpuDevices) {
+  Registry& registry = Registry::global();
+  registry.load_plugins();
+  Backend* gpu = nullptr;
+  for (const char* name : {"cuda", "rocm"}) {
+    Backend* b = registry.find(name);
+    if (b && b->device_count() >= 2) gpu = b;
+  }
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
+  for (const char* arch : {"llama", "gemma", "phi3"}) {
+    // GPU kernels against the CPU: the tolerance of rbee compare, not of summation order.
+    expect_tensor_split_matches(tiny(arch), {&gpu->device(0), &gpu->device(1)}, 1e-3, false);
+  }
+}
+
+}  // namespace
+}  // namespace rbee::llm

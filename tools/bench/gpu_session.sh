@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 10's GPU session in two device calls (the machine's /tmp stays between calls while it is warm):
+#
+#   here:  tools/bench/gpu_session.sh pack CARRY        CPU build (build/ci) packed + CUDA kit + llama.cpp source,
+#                                                       compressed into the folder CARRY (git-ignored, < 40 MiB)
+#   there: tools/bench/gpu_session.sh prepare CARRY     unpack to /tmp, compile the CUDA plug-in and llama.cpp at
+#                                                       once, write the random-weight models, GPU conformance of
+#                                                       the LLM kernels, GPU-vs-CPU model checks
+#          tools/bench/gpu_session.sh compare CARRY     rbee vs llama.cpp, every row of issue 10's table
+#
+# Logs and JSON go to $OUT (the device tool's result folder) or /tmp/rbee-session/out.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+phase=${1:?usage: gpu_session.sh pack|prepare|compare CARRY}
+carry=${2:?usage: gpu_session.sh pack|prepare|compare CARRY}
+work=/tmp/rbee-session
+pack=$work/pack
+out=${OUT:-$work/out}
+t0=$(date +%s)
+stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s"; }
+
+case "$phase" in
+pack)
+  rm -rf "$carry" /tmp/rbee-pack-tmp && mkdir -p "$carry" /tmp/rbee-pack-tmp
+  scripts/pack_build.sh build/ci /tmp/rbee-pack-tmp/pack >/dev/null
+  scripts/pack_cuda_kit.sh build/ci /tmp/rbee-pack-tmp/pack
+  tools/bench/llamacpp_source.sh /tmp/rbee-pack-tmp/llama.cpp >/dev/null
+  tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack
+  tar -C /tmp/rbee-pack-tmp -czf "$carry/llama.tgz" llama.cpp
+  rm -rf /tmp/rbee-pack-tmp
+  du -sh "$carry"
+  ;;
+prepare)
+  mkdir -p "$out" && rm -rf "$work/pack" "$work/llama.cpp" && mkdir -p "$work"
+  tar -C "$work" -xzf "$carry/pack.tgz" && tar -C "$work" -xzf "$carry/llama.tgz"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader; date -u
+  export LD_LIBRARY_PATH=$pack:$pack/lib RBEE_BACKEND_PATH=$pack
+  stamp "CUDA plug-in (nvcc here) and llama.cpp (in its own session) at once"
+  python3 tools/bench/gpu_vs_llamacpp.py --rbee "$pack" --llama-src "$work/llama.cpp" --llama-build /tmp/llama-build \
+    --jobs 8 --prepare-only > "$out/prepare.log" 2>&1 &
+  prep=$!
+  ROOT=$PWD JOBS=10 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1; tail -n 3 "$out/cuda_plugin.log"
+  wait $prep; echo "models + llama.cpp: rc $?"; tail -n 3 "$out/prepare.log"
+  [ -f "$pack/librbee_backend_cuda.so" ] || { echo "no CUDA plug-in"; exit 1; }
+  "$pack/rbee" devices 2>&1 | tail -n 4
+  stamp "GPU conformance (LLM kernels)"
+  timeout 150 "$pack/tests/rbee_conformance" --gtest_brief=1 \
+    --gtest_filter='*cuda*:-*rocm*' > "$out/conformance.log" 2>&1
+  echo "conformance rc $?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests ran|FAILED  \]" "$out/conformance.log" | head -30
+  stamp "GPU vs CPU model checks"
+  RBEE_BUILD_DIR=$pack RBEE_OUT=$out timeout 120 scripts/gpu_check.sh compare > "$out/compare.log" 2>&1
+  echo "compare rc $?"; grep -E "FAILED|max|match|===" "$out/compare.log" | head -20
+  stamp end
+  ;;
+compare)
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH=$pack:$pack/lib RBEE_BACKEND_PATH=$pack
+  python3 tools/bench/gpu_vs_llamacpp.py --rbee "$pack" --llama-build /tmp/llama-build --rows "${ROWS:-all}" \
+    --reps "${REPS:-3}" --json-out "$out/gpu_vs_llamacpp.json" --md-out "$out/gpu_vs_llamacpp.md" 2>&1 | tee "$out/compare_rows.log"
+  stamp end
+  ;;
+*) echo "gpu_session.sh: unknown phase $phase" >&2; exit 2 ;;
+esac

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# One session on a machine with two (or more) GPUs for issue 14, in about 10 minutes, on a folder made by
+# scripts/pack_build.sh (rbee, the CUDA plug-in, the unit tests) next to a llama.cpp source from
+# tools/bench/llamacpp_source.sh:
+#   1. what the machine offers: GPUs, their links (nvidia-smi topo), peer access, NCCL;
+#   2. correctness: the multi-device unit tests on the GPUs (tensor split of every tiny architecture over
+#      cuda:0,cuda:1 against the CPU; the memory plan), then Llama-2-7B-shape F16 greedy tokens over 64 steps
+#      with --split tensor, --split layer and half the layers on the CPU (--gpu-layers 16) against one GPU
+#      (rbee compare: equal, or the reference's top-2 margin where they split);
+#   3. the memory plan against what the allocators hold (rbee plan --check) for 7B on one GPU and over two;
+#   4. speed (tools/bench/gpu_vs_llamacpp.py --multi-gpu): 7B F16 tg128 / pp512 on one GPU, --split tensor and
+#      --split layer over the GPUs, 64 batched streams, the Llama-2-70B-shape Q8_0 model over two cards, and
+#      llama.cpp's -sm none / row / layer on the same files, in the same run.
+# Every step writes into $OUT as it finishes (summary.txt first), so a session cut short keeps what it measured.
+#
+#   OUT=/tmp/out tools/bench/multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]
+#   e.g. (device machine)  cd .devpack-multidev && OUT=$OUT ./multi_gpu_session.sh . llama.cpp /tmp/rbee-models
+# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, ROWS=7b,batched,70b (bench rows), REPS=3,
+# NGPU=2.
+set -u
+pack=$(cd "${1:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}" && pwd)
+llama_src=${2:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}
+models=${3:-/tmp/rbee-models}
+out=${OUT:-multi_gpu_out}
+ngpu=${NGPU:-2}
+reps=${REPS:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out" "$models"
+export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export RBEE_BACKEND_PATH="$pack"
+# NVLink multicast stays off (it can take a shared host's GPUs out of service). NCCL is opened at run time
+# (libnccl.so.2): add the Python wheel's copy (nvidia-nccl) to the search path where the system has none.
+export NCCL_NVLS_ENABLE=0
+if nccl_lib=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null) &&
+   [ -e "$nccl_lib/libnccl.so.2" ]; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
+fi
+rbee="$pack/rbee"
+status=0
+note() { echo "== $*" | tee -a "$out/summary.txt"; }
+stamp() { date -u +%H:%M:%S; }
+devices=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
+m7="$models/llama2-7b-f16.gguf"
+m70="$models/llama2-70b-q8_0.gguf"
+
+note "$(stamp) session start; GPUs:"
+nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader 2>&1 |
+  tee -a "$out/summary.txt"
+nvidia-smi topo -m > "$out/topo.txt" 2>&1 && head -8 "$out/topo.txt" | tee -a "$out/summary.txt"
+"$rbee" devices > "$out/devices.txt" 2>&1
+note "NCCL: $(ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/local/lib/libnccl.so* ${nccl_lib:+$nccl_lib/libnccl.so*} 2>/dev/null | head -1 || true)"
+
+# llama.cpp builds in the background while the models are written and the correctness steps run.
+bench_py=(python3 "$here/gpu_vs_llamacpp.py" --rbee "$pack" --llama-src "$llama_src" --models "$models"
+          --reps "$reps" --multi-gpu "$ngpu" --multi-rows "${ROWS:-7b,batched,70b}" --json-out "$out/bench.json"
+          --md-out "$out/bench.md")
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; then
+  (cmake -S "$llama_src" -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+     -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$out/llama-build.log" 2>&1 &&
+   cmake --build /tmp/llama-build -j "$(nproc)" --target llama-bench llama-batched-bench >> "$out/llama-build.log" 2>&1;
+   echo "exit $?" >> "$out/llama-build.log") &
+  llama_build_pid=$!
+fi
+for spec in "llama2-7b f16 $m7" "llama2-70b q8_0 $m70"; do
+  set -- $spec
+  [ -f "$3" ] && continue
+  case ",${ROWS:-7b,batched,70b}," in *,70b,*) ;; *) [ "$1" = llama2-70b ] && continue ;; esac
+  note "$(stamp) writing $3"
+  "$rbee" random-model --preset "$1" --type "$2" -o "$3.part" > /dev/null && mv "$3.part" "$3" || status=1
+done
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  note "$(stamp) unit tests on the GPUs"
+  RBEE_LOG_LEVEL=warn "$pack/tests/rbee_unit_tests" --gtest_brief=1 \
+    --gtest_filter='MultiDevice.TensorSplitOverGpuDevices:MemoryPlan.*' > "$out/unit.log" 2>&1 || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/unit.log" | tee -a "$out/summary.txt"
+fi
+
+if [ "${SKIP_COMPARE:-0}" != 1 ]; then
+  for mode in "--devices $devices --split tensor" "--devices $devices --split layer" "--backend cuda --gpu-layers 16"; do
+    note "$(stamp) rbee compare 7B F16 ($mode) against one GPU, 64 greedy steps"
+    # shellcheck disable=SC2086
+    timeout 240 "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q > "$out/compare.log.tmp" 2>&1 ||
+      status=1
+    grep -E "^(compare|greedy|prefill)" "$out/compare.log.tmp" | tee -a "$out/summary.txt"
+    cat "$out/compare.log.tmp" >> "$out/compare.log"
+  done
+  rm -f "$out/compare.log.tmp"
+fi
+
+if [ "${SKIP_PLAN:-0}" != 1 ]; then
+  for mode in "--backend cuda" "--devices $devices --split tensor" "--devices $devices --split layer"; do
+    note "$(stamp) rbee plan --check 7B F16 ($mode), 8 sequences, 264-token steps"
+    # shellcheck disable=SC2086
+    timeout 120 "$rbee" plan -m "$m7" $mode -c 4096 --parallel 8 --batch-tokens 264 --check > "$out/plan.tmp" 2>&1 ||
+      status=1
+    tee -a "$out/summary.txt" < "$out/plan.tmp" | grep -E "^\| |^note|does not fit" > /dev/null
+    cat "$out/plan.tmp" >> "$out/plan.log"
+  done
+  if [ -f "$m70" ]; then
+    note "$(stamp) rbee plan 70B Q8_0: one GPU (refused with the numbers), then two"
+    "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c 4096 2>&1 | tee -a "$out/summary.txt"
+    "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c 4096 --check 2>&1 | tee -a "$out/summary.txt"
+  fi
+  rm -f "$out/plan.tmp"
+fi
+
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  if [ -n "${llama_build_pid:-}" ]; then
+    note "$(stamp) waiting for the llama.cpp build"
+    wait "$llama_build_pid"
+    tail -1 "$out/llama-build.log" | tee -a "$out/summary.txt"
+  fi
+  note "$(stamp) speed: rbee and llama.cpp, same files, same run"
+  "${bench_py[@]}" > "$out/bench.log" 2>&1 || status=1
+  grep -E "FAILED|^\||^devices" "$out/bench.log" | tee -a "$out/summary.txt"
+fi
+note "$(stamp) session end, status $status"
+exit $status
