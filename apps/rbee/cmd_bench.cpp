@@ -118,6 +118,10 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
 int run_batched(const BenchOptions& opt) {
   RBEE_CHECK(opt.prompt.size() == 1 && opt.gen.size() == 1,
              "bench --batch: give one --n-prompt and one --n-gen (got {} and {})", opt.prompt.size(), opt.gen.size());
+  // Refused before the memory plan (which would only see a zero-sized workload): the same limits bench_batched keeps.
+  RBEE_CHECK(opt.prompt[0] >= 1 && opt.gen[0] >= 1,
+             "bench --batch: needs --n-prompt >= 1 and --n-gen >= 1 (got {} and {})", opt.prompt[0], opt.gen[0]);
+  for (int b : opt.batch) RBEE_CHECK(b >= 1 && b <= 4096, "bench: --batch values must be in [1, 4096], got {}", b);
   // Planned for the largest batch: its KV cache, its prompt step and its decode rows (the caches are made per
   // batch size by bench_batched).
   const int most = *std::max_element(opt.batch.begin(), opt.batch.end());

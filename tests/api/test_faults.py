@@ -55,7 +55,9 @@ def test_out_of_memory_at_load_is_a_clear_error():
     p = subprocess.run([WORKER_BIN, "--model", MODEL, "--port", "0"], capture_output=True, text=True, timeout=120,
                        env=env)
     assert p.returncode == 1, p.stderr[-2000:]
-    assert "event=load_failed" in p.stderr and "out of memory" in p.stderr, p.stderr[-2000:]
+    # The memory plan refuses before any weight is read (OutOfMemory, "does not fit", with the numbers).
+    assert "event=load_failed" in p.stderr and "OutOfMemory" in p.stderr and "does not fit" in p.stderr, \
+        p.stderr[-2000:]
 
 
 def test_plugin_that_fails_to_load(tmp_path):

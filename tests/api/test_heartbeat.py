@@ -19,7 +19,8 @@ def test_heartbeats_and_hive_outage():
         wk = body["worker"]
         # issue 15 added "load": the queue, slot and cache figures routers read (test_serving_metrics.py).
         assert set(wk) == {"id", "model_id", "device", "port", "status", "implementation", "version", "vram_used",
-                           "vram_total", "load"}
+                           "vram_total", "devices", "load"}  # devices: per-device memory (issue 14), one entry per device used
+        assert isinstance(wk["devices"], list) and len(wk["devices"]) >= 1
         assert set(wk["load"]) == {"queued", "running", "parallel", "kv_cache_usage", "prefix_cache_hit_ratio",
                                    "prefix_cache_hit_tokens", "prefix_cache_queried_tokens", "spec_drafted_tokens",
                                    "spec_accepted_tokens"}

@@ -90,7 +90,7 @@ def test_heartbeat_to_mock_hive():
         assert path == "/v1/worker-heartbeat" and ctype.startswith("application/json")
         wk = body["worker"]
         assert set(wk) == {"id", "model_id", "device", "port", "status", "implementation", "version", "vram_used",
-                           "vram_total"}
+                           "vram_total", "devices"}  # devices: per-device memory (issue 14)
         assert wk["id"] == "sd-test-1" and wk["model_id"] == "hf:test/tiny-sd" and wk["device"] == "cpu:0"
         assert wk["implementation"] == "rbee" and wk["port"] == int(w.url.rsplit(":", 1)[1])
         # "busy" while a job is on the device.

@@ -313,9 +313,14 @@ void expect_tensor_split_matches(const std::string& path, const std::vector<Devi
   EXPECT_EQ(greedy(*reference, 16), greedy(*split, 16));
 }
 
+// F32 bound: the tiny models' logits moved by 2.1e-5 to 2.8e-5 (relative; phi3, gemma3) on the merged main, where
+// each rank's partial row sums are rounded to f32 before the all-reduce adds them; 1e-5 was set before that
+// path was ever run. 1e-4 stays two orders below what a wrong shard (a missing or doubled head) gives.
+constexpr double kF32SplitTolerance = 1e-4;
+
 TEST(MultiDevice, TensorSplitEveryArchitecture) {
   for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gemma", "gemma2", "gemma3"}) {
-    expect_tensor_split_matches(tiny(arch), {&cpu(0), &cpu(3)}, 1e-5);
+    expect_tensor_split_matches(tiny(arch), {&cpu(0), &cpu(3)}, kF32SplitTolerance);
   }
 }
 
@@ -325,8 +330,8 @@ TEST(MultiDevice, TensorSplitUnevenSharesAndThreeRanks) {
   const auto p = tensor(d, {&cpu(0), &cpu(3)}, {3, 1});
   EXPECT_EQ(p.q_heads, (std::vector<int>{3, 1}));
   EXPECT_EQ(p.ffn[0], 3 * p.ffn[1]);
-  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3)}, 1e-5, true, {3, 1});
-  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3), &cpu(4)}, 1e-5, true, {1, 1, 2});
+  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3)}, kF32SplitTolerance, true, {3, 1});
+  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3), &cpu(4)}, kF32SplitTolerance, true, {1, 1, 2});
 }
 
 // Bounds from the type's input step (QMatmul rounds x to F16 / BF16: 2^-11 / 2^-8 relative; Q8_0 quantizes x to

@@ -24,7 +24,8 @@ pack)
   rm -rf "$carry" /tmp/rbee-pack-tmp && mkdir -p "$carry" /tmp/rbee-pack-tmp
   scripts/pack_build.sh build/ci /tmp/rbee-pack-tmp/pack >/dev/null
   scripts/pack_cuda_kit.sh build/ci /tmp/rbee-pack-tmp/pack
-  tools/bench/llamacpp_source.sh /tmp/rbee-pack-tmp/llama.cpp >/dev/null
+  if [ -n "${LLAMA_SRC:-}" ]; then cp -r "$LLAMA_SRC" /tmp/rbee-pack-tmp/llama.cpp    # a cut made earlier
+  else tools/bench/llamacpp_source.sh /tmp/rbee-pack-tmp/llama.cpp >/dev/null; fi
   tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack
   tar -C /tmp/rbee-pack-tmp -czf "$carry/llama.tgz" llama.cpp
   rm -rf /tmp/rbee-pack-tmp
