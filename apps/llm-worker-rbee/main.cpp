@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -144,10 +147,20 @@ int run(const Options& opt) {
     req.ctx_size = opt.ctx_size;
     req.ctx_given = opt.ctx_option && opt.ctx_option->count() > 0;
     req.parallel = opt.parallel;
-    req.batch_tokens = opt.prefill_chunk + opt.parallel;
-    req.logit_rows = opt.parallel;
+    // The largest step: a prompt chunk beside every decoding job's next token and, with speculation, its drafts
+    // (each with a row of logits).
+    const int rows_per_job = opt.spec_method == "off" ? 1 : 1 + opt.spec_tokens;
+    req.batch_tokens = opt.prefill_chunk + opt.parallel * rows_per_job;
+    req.logit_rows = opt.parallel * rows_per_job;
     req.kv_dtype = *dtype_from_name(opt.kv_dtype);
     req.fit = opt.fit;
+    // The draft model counts in the plan (on the device of the model's logits): one that does not fit with the
+    // model is refused here, from metadata, before any weight is read.
+    std::optional<llm::ModelDescription> draft_desc;
+    if (!opt.draft.empty()) {
+      draft_desc = llm::describe_model(opt.draft);
+      req.draft = &*draft_desc;
+    }
     plan = llm::plan_memory(desc, req);
     for (const auto& line : split_lines(plan.table())) log::info("event=memory_plan {}", line);
     llm::require_fit(plan);
@@ -157,33 +170,36 @@ int run(const Options& opt) {
     load.placement = plan.placement;
     load.progress = [&lifecycle](float f) { lifecycle.set_progress(f * 0.95f); };
     const auto baseline = llm::held_bytes(plan.placement.devices);
+    // Fault injection (docs/RELIABILITY.md): a slow load, so that tests can see what answers while loading.
+    if (const char* delay = std::getenv("RBEE_FAULT_LOAD_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::strtol(delay, nullptr, 10)));
+    }
     model = llm::Model::load(opt.w.model, load);
     const auto& cfg = model->config();
     cache = std::make_unique<llm::KvCache>(model->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
     log::info("event=model_loaded model=\"{}\" {} kv_positions={} kv_mib={:.1f} weights_mib={:.1f} placement=\"{}\"",
               opt.w.model, cfg.summary(), plan.ctx_size, (double)cache->bytes() / (1 << 20),
               (double)model->weight_bytes() / (1 << 20), plan.placement.describe());
-    for (const auto& c : llm::measure_plan(plan, *model, *cache, baseline)) {
-      log::info("event=plan_check device={} weights_mib={:.1f} planned_weights_mib={:.1f} kv_mib={:.1f} "
-                "planned_kv_mib={:.1f} allocated_mib={:.1f} planned_allocated_mib={:.1f}",
-                c.id, (double)c.measured_weights / (1 << 20), (double)c.planned_weights / (1 << 20),
-                (double)c.measured_kv / (1 << 20), (double)c.planned_kv / (1 << 20),
-                (double)c.measured_allocated / (1 << 20), (double)c.planned_allocated / (1 << 20));
-    }
     if (!opt.draft.empty()) {
-      // The draft model: on the model's (first) device, same tokenizer (checked), a KV cache of as many blocks as
-      // the model's. The memory plan above does not count it: --draft with a tight --ctx-size/--gpu-layers fit
-      // may run out of device memory here (an error at start-up, not later).
+      // The draft model: on the device of the model's logits, same tokenizer (checked), a KV cache of as many
+      // blocks as the model's, catch-up passes of the plan's largest step (all counted in the plan above).
       llm::LoadOptions dload;
       dload.device = &model->device();
       draft_model = llm::Model::load(opt.draft, dload);
       llm::check_same_tokenizer(model->tokenizer(), draft_model->tokenizer());
       draft_cache = std::make_unique<llm::KvCache>(draft_model->kv_layout(), plan.kv_blocks(), plan.block_size,
                                                    plan.kv_dtype);
-      drafter = std::make_unique<llm::DraftModel>(*draft_model, *draft_cache, !opt.no_prefix_cache);
+      drafter = std::make_unique<llm::DraftModel>(*draft_model, *draft_cache, !opt.no_prefix_cache, plan.batch_tokens);
       log::info("event=draft_loaded model=\"{}\" {} kv_mib={:.1f} weights_mib={:.1f}", opt.draft,
                 draft_model->config().summary(), (double)draft_cache->bytes() / (1 << 20),
                 (double)draft_model->weight_bytes() / (1 << 20));
+    }
+    for (const auto& c : llm::measure_plan(plan, *model, *cache, baseline)) {
+      log::info("event=plan_check device={} weights_mib={:.1f} planned_weights_mib={:.1f} kv_mib={:.1f} "
+                "planned_kv_mib={:.1f} allocated_mib={:.1f} planned_allocated_mib={:.1f}",
+                c.id, (double)c.measured_weights / (1 << 20), (double)c.planned_weights / (1 << 20),
+                (double)c.measured_kv / (1 << 20), (double)c.planned_kv / (1 << 20),
+                (double)c.measured_allocated / (1 << 20), (double)c.planned_allocated / (1 << 20));
     }
   } catch (const std::exception& e) {
     log::error("event=load_failed model=\"{}\" error=\"{}\"", opt.w.model, e.what());

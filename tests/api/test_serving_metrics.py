@@ -1,15 +1,20 @@
 """What routers read (issue 15): /metrics parses with a strict Prometheus text-format parser and carries rbee's names
 and the vLLM names the Gateway API Inference Extension's endpoint picker scrapes; under load the queue depth rises
 past --parallel and the KV-cache usage follows the running sequences exactly (blocks are reserved at admission);
-the heartbeat carries the same figures; /v1/models answers only once the model is ready."""
+the heartbeat carries the same figures; /v1/models answers only once the model is ready; speculative decoding's
+per-request figures (accepted / drafted) in responses and metrics; a draft model counted in the memory plan."""
+import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import requests
 
 import prom_text
-from conftest import Worker
-from worker_process import Hive, wait
+from conftest import MODEL, WORKER_BIN, Worker
+from worker_process import Hive, sse_events, wait
 
 ROUTER_FAMILIES = {
     "rbee_queue_depth": "gauge", "rbee_running_sequences": "gauge", "rbee_parallel_slots": "gauge",
@@ -180,7 +185,9 @@ def test_no_prefix_cache_flag_and_public_probes():
 
 
 def test_models_answers_only_once_ready():
-    w = Worker(wait_ready=False)
+    # RBEE_FAULT_LOAD_DELAY_MS holds the load back for 3 s (docs/RELIABILITY.md), so the loading state is seen for
+    # sure (SmolLM2 alone loads in well under a second).
+    w = Worker(wait_ready=False, env={"RBEE_FAULT_LOAD_DELAY_MS": "3000"})
     try:
         seen = []
         deadline = time.time() + 60
@@ -196,6 +203,99 @@ def test_models_answers_only_once_ready():
             assert "Retry-After" in models.headers
             # /health stays a liveness check: 200 while loading.
             assert requests.get(w.url + "/health", timeout=5).status_code == 200
+            time.sleep(0.1)
         assert seen[-1][0] == 200
+        assert seen[0] == (503, 503), f"the first answers were not 'loading': {seen[:3]}"
+        assert sum(1 for m, _ in seen if m == 503) >= 5, seen
     finally:
         assert w.stop() == 0
+
+
+# A copy-heavy task: the answer repeats most of the prompt, so prompt lookup drafts well.
+EDIT_TEXT = ("The hive inspection on Monday found eight frames of brood, two frames of honey and a calm queen. "
+             "The hive inspection on Tuesday found seven frames of brood, three frames of honey and a calm queen. ")
+EDIT_PROMPT = "Text: " + EDIT_TEXT + "\nThe same text again, word for word:\nText:"
+
+
+def test_speculative_stats_per_request_and_in_metrics(worker):
+    """Prompt lookup (--spec prompt-lookup): greedy text equals the plain worker's; each response says how many
+    draft tokens were accepted and rejected (usage.completion_tokens_details), the rbee job stream's metrics event
+    says drafted/accepted, and the worker's counters advance by the same amounts."""
+    body = {"prompt": EDIT_PROMPT, "max_tokens": 48, "temperature": 0}
+    plain = worker.post("/v1/completions", body)
+    assert plain.status_code == 200, plain.text
+    w = Worker("--spec", "prompt-lookup", "--spec-tokens", "4")
+    try:
+        before = scrape(w)
+        r = w.post("/v1/completions", body)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["choices"][0]["text"] == plain.json()["choices"][0]["text"], "speculation changed greedy text"
+        d = out["usage"]["completion_tokens_details"]
+        accepted, rejected = d["accepted_prediction_tokens"], d["rejected_prediction_tokens"]
+        assert accepted > 0 and rejected >= 0, d
+        assert accepted < out["usage"]["completion_tokens"], d  # each step emits one token of the target's own
+        assert plain.json()["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0
+        after = scrape(w)
+        grow = lambda n: prom_text.value(after, n) - prom_text.value(before, n)  # noqa: E731
+        assert grow("rbee_spec_accepted_tokens_total") == accepted
+        assert grow("rbee_spec_drafted_tokens_total") == accepted + rejected
+        # The rbee job API: the metrics event carries the same per-request figures.
+        job = w.post("/v1/jobs", {"operation": "infer", "prompt": EDIT_PROMPT, "max_tokens": 48, "temperature": 0})
+        assert job.status_code == 200, job.text
+        events = [e for e in sse_events(w.get(job.json()["sse_url"], stream=True)) if isinstance(e, dict)]
+        metrics = [e for e in events if e.get("type") == "metrics"]
+        assert len(metrics) == 1, events[-3:]
+        assert metrics[0]["spec_accepted"] == accepted and metrics[0]["spec_drafted"] == accepted + rejected
+        assert w.get("/info").json()["load"]["spec_accepted_tokens"] == 2 * accepted
+    finally:
+        assert w.stop() == 0
+
+
+def test_draft_model_is_in_the_memory_plan_and_a_draft_that_does_not_fit_is_refused():
+    """--draft: the worker's memory plan counts the draft model on the device of the logits (/info's memory_plan),
+    and with an allocator limit that holds the model alone but not both, the load is refused before any weight is
+    read, naming the draft; `rbee plan --draft` says the same."""
+    rbee = str(Path(WORKER_BIN).with_name("rbee"))
+    if not Path(rbee).exists():
+        pytest.skip(f"{rbee} is missing: build the rbee target")
+    # The worker's largest step with --draft (speculation on, 4 draft tokens): a 256-token prompt chunk beside
+    # 4 jobs x 5 rows.
+    common = ["--ctx-size", "1024", "--parallel", "4", "--batch-tokens", str(256 + 4 * 5), "--spec-tokens", "4",
+              "--backend", "cpu"]
+
+    def plan(*extra, env=None):
+        p = subprocess.run([rbee, "plan", "-m", MODEL, "--json", *common, *extra], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, **(env or {})))
+        return p, (json.loads(p.stdout) if p.stdout.strip().startswith("{") else None)
+
+    p_alone, alone = plan()
+    p_with, with_draft = plan("--draft", MODEL)
+    assert p_alone.returncode == 0 and p_with.returncode == 0, p_with.stderr[-1000:]
+    dev = with_draft["devices"][0]
+    assert with_draft["draft"] == MODEL and dev["draft"] + dev["draft_mapped"] > 0
+    assert dev["total"] == alone["devices"][0]["total"] + dev["draft"] + dev["draft_mapped"]
+
+    # The worker with the draft: its plan (in /info) is the one rbee plan printed, same figures.
+    w = Worker("--draft", MODEL, "--ctx-size", "1024", "--parallel", "4")
+    try:
+        info = w.get("/info").json()["memory_plan"]
+        assert info["draft"] == MODEL and info["devices"][0]["draft"] == dev["draft"]
+        assert info["devices"][0]["total"] == dev["total"]
+        r = w.post("/v1/completions", {"prompt": EDIT_PROMPT, "max_tokens": 16, "temperature": 0})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] > 0
+    finally:
+        assert w.stop() == 0
+
+    # Room for the model alone (plus half of what the draft adds), not for both: refused at load, naming the draft.
+    limit = str(alone["devices"][0]["total"] + (dev["draft"] + dev["draft_mapped"]) // 2)
+    p_small, _ = plan(env={"RBEE_FAULT_ALLOC_LIMIT": limit})
+    assert p_small.returncode == 0, p_small.stdout[-1000:]
+    p_small, _ = plan("--draft", MODEL, env={"RBEE_FAULT_ALLOC_LIMIT": limit})
+    assert p_small.returncode == 1
+    env = dict(os.environ, RBEE_FAULT_ALLOC_LIMIT=limit, LLORCH_API_TOKEN="")
+    p = subprocess.run([WORKER_BIN, "--model", MODEL, "--port", "0", "--draft", MODEL, "--ctx-size", "1024",
+                        "--parallel", "4", "--backend", "cpu"], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "event=load_failed" in p.stderr and "OutOfMemory" in p.stderr, p.stderr[-2000:]
+    assert "with the draft model" in p.stderr and "event=model_loaded" not in p.stderr, p.stderr[-2000:]

@@ -1,13 +1,17 @@
 // Automatic prefix caching in the scheduler on the default model: greedy and seeded outputs are identical with
 // and without the cache (jobs admitted together, one after another, multi-turn continuations, n > 1); the cache
 // is really used (cached prompt tokens, hit counters); under pressure cached blocks are evicted and no request is
-// lost; every block comes back at the end.
+// lost; every block comes back at the end; multi-device placements (a layer split, a tensor split over CPU
+// instances) share one block table over every device's part of the cache.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
 
+#include "rbee/backend/device.h"
+#include "rbee/llm/memory_plan.h"
+#include "rbee/llm/placement.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
@@ -261,6 +265,63 @@ TEST_F(PrefixCacheScheduler, MultiTurnContinuationReusesGeneratedBlocks) {
   ASSERT_EQ(plain.submit(req, sink, nullptr), Scheduler::Submit::Accepted);
   sink->wait();
   EXPECT_EQ(b->text, sink->text);
+}
+
+// Multi-device placements (issue 14) on instances of the host CPU (cpu:1-7, rbee/backend/device.h): a layer split
+// keeps each stage's layers' keys and values on the stage's device, a tensor split each rank's kv heads on its own.
+// Block ids are shared by every layer and part (kv_cache.h), so one block table, published and adopted once,
+// addresses every device's part: with the cache the outputs equal those without it on the same placement, and the
+// layer split's equal one device's (the same kernels on the same bytes).
+TEST_F(PrefixCacheScheduler, LayerAndTensorSplitsShareOneBlockTable) {
+  Registry& reg = Registry::global();
+  const int n = model_->config().n_layers;
+  Placement layer;
+  layer.devices = {&reg.select("cpu", 0), &reg.select("cpu", 1)};
+  layer.layer_begin = {0, n / 2, n};
+  PlanRequest req;
+  req.devices = {&reg.select("cpu", 0), &reg.select("cpu", 3)};
+  req.split = SplitMode::Tensor;
+  req.ctx_size = 2048;
+  const Placement tensor = plan_memory(describe_model(RBEE_DEFAULT_MODEL), req).placement;
+  ASSERT_EQ(tensor.split, SplitMode::Tensor);
+
+  const auto all = prompts(*model_);
+  const std::vector<std::vector<TokenId>> ps(all.begin(), all.begin() + 3);
+  const int shared = (int)text_tokens(*model_, system_prompt()).size();
+  SamplingParams sp;
+  sp.temperature = 0;
+  SchedulerOptions off;
+  off.parallel = 3;
+  off.prefix_cache = false;
+  SchedulerOptions on = off;
+  on.prefix_cache = true;
+  constexpr int kBlocks = 128;
+  KvCache c0(model_->device(), model_->config(), kBlocks, 16);
+  const auto one_device = run(*model_, c0, ps, off, sp, /*wave=*/true, 8);
+  for (const Placement& p : {layer, tensor}) {
+    SCOPED_TRACE(p.describe());
+    LoadOptions o;
+    o.placement = p;
+    auto split = Model::load(RBEE_DEFAULT_MODEL, o);
+    KvCache cache(split->kv_layout(), kBlocks, 16);
+    for (Device* d : p.devices) EXPECT_GT(cache.bytes_on(*d), 0) << d->id() << " holds no part of the cache";
+    SchedulerStats st;
+    const auto with = run(*split, cache, ps, on, sp, /*wave=*/false, 8, &st);
+    KvCache plain(split->kv_layout(), kBlocks, 16);
+    const auto without = run(*split, plain, ps, off, sp, /*wave=*/true, 8);
+    expect_same(with, without, p.describe().c_str());
+    if (p.split == SplitMode::Layer) {
+      for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(with[i].text, one_device[i].text) << "prompt " << i;
+    }
+    for (size_t i = 1; i < ps.size(); ++i) {
+      EXPECT_GE(with[i].summary.cached_prompt_tokens, shared / 16 * 16 - 16) << "prompt " << i;
+    }
+    // A warm cache, all jobs at once: every one adopts from the first job on.
+    const auto warm = run(*split, cache, ps, on, sp, /*wave=*/true, 8, &st);
+    expect_same(warm, without, "warm");
+    for (const auto& w : warm) EXPECT_GT(w.summary.cached_prompt_tokens, 0);
+    EXPECT_EQ(st.free_blocks, kBlocks) << "every block is free or parked at the end";
+  }
 }
 
 TEST_F(PrefixCacheScheduler, EvictionUnderPressureLosesNoRequest) {

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session for issue 15 (serving at scale), on a machine where scripts/pack_build.sh's folder was unpacked
-# (it must hold rbee, llm-worker-rbee and the CUDA plug-in) and models/SmolLM2-135M-Instruct.Q4_1.gguf is present:
+# One GPU session for issue 15 (serving at scale), run from the repository root of the device's tree:
 #   1. the cost of verifying k drafts against one decode step on a random Llama-2-7B shape (rbee bench --verify),
 #      1 and 16 sequences;
 #   2. speculative decoding's speed-up with prompt lookup on SmolLM2 (real weights, real acceptance) on the GPU,
@@ -9,14 +8,38 @@
 #   3. TTFT p50 with a shared 1,000-token system prompt and 32 concurrent chats, with and without the prefix
 #      cache, on SmolLM2 and on the random 7B shape (answers compared between the two modes as well).
 #
-#   RBEE_OUT=out [SMOL=path/to/SmolLM2-135M-Instruct.Q4_1.gguf] tools/bench/serving_gpu_session.sh [PACK_DIR]
-#   (default PACK_DIR .devpack)
+#   here:  tools/bench/gpu_session.sh pack .devpack-serving      (build/ci packed + CUDA kit + llama.cpp source)
+#   there: tools/bench/serving_gpu_session.sh .devpack-serving   (unpacks pack.tgz to /tmp/rbee-session/pack
+#          unless gpu_session.sh prepare did already, compiles the CUDA plug-in there when it is missing, runs)
+#   or:    [SMOL=path/to/SmolLM2-135M-Instruct.Q4_1.gguf] tools/bench/serving_gpu_session.sh PACK_DIR
+#          (a scripts/pack_build.sh folder holding rbee, llm-worker-rbee and librbee_backend_cuda.so)
 #
-# Python standard library only. Logs and JSON go to $RBEE_OUT; summary.txt collects the tables.
+# Python standard library only. Logs and JSON go to $OUT (the device tool's result folder), else $RBEE_OUT, else
+# serving_gpu_out; summary.txt collects the tables. SmolLM2 (94 MiB) does not fit a device call's 64 MiB carry:
+# its rows run only where SMOL (default models/SmolLM2-135M-Instruct.Q4_1.gguf) exists; the 7B rows need nothing
+# but the pack (rbee random-model writes the model under /tmp).
 set -u
-pack=${1:-.devpack}
-out=${RBEE_OUT:-serving_gpu_out}
+arg=${1:-.devpack}
+out=${OUT:-${RBEE_OUT:-serving_gpu_out}}
 mkdir -p "$out"
+if [ -f "$arg/pack.tgz" ]; then  # a gpu_session.sh pack folder
+  pack=/tmp/rbee-session/pack
+  if [ ! -x "$pack/llm-worker-rbee" ]; then
+    mkdir -p /tmp/rbee-session && tar -C /tmp/rbee-session -xzf "$arg/pack.tgz" || { echo "cannot unpack $arg/pack.tgz"; exit 1; }
+  fi
+else
+  pack=$arg
+fi
+for f in rbee llm-worker-rbee; do
+  [ -x "$pack/$f" ] || { echo "serving_gpu_session.sh: $pack/$f is missing (pack build/ci with rbee and llm-worker-rbee built)"; exit 1; }
+done
+if [ ! -f "$pack/librbee_backend_cuda.so" ]; then
+  [ -x "$pack/build_cuda_plugin.sh" ] || { echo "serving_gpu_session.sh: no CUDA plug-in in $pack and no build_cuda_plugin.sh (scripts/pack_cuda_kit.sh)"; exit 1; }
+  echo "== compiling the CUDA plug-in ($pack/build_cuda_plugin.sh)"
+  ROOT=$PWD JOBS=${JOBS:-16} "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1
+  tail -n 3 "$out/cuda_plugin.log"
+  [ -f "$pack/librbee_backend_cuda.so" ] || { echo "serving_gpu_session.sh: the CUDA plug-in did not build"; exit 1; }
+fi
 export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RBEE_BACKEND_PATH="$pack"
 status=0
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
@@ -31,8 +54,6 @@ for b in 1 16; do
   "$pack/rbee" bench -m "$big" --backend cuda --verify 1,2,4,8 --verify-batch $b -p 512 -r 20 2>&1 |
     tee -a "$out/summary.txt" || status=1
 done
-# SmolLM2 (94 MiB) does not fit a device call's 64 MiB carry: its rows run only where the file is on the machine
-# (SMOL=path); the random 7B rows need nothing but the pack (rbee random-model writes the model there).
 smol=${SMOL:-$smol}
 models=("$big")
 if [ -f "$smol" ]; then models=("$smol" "$big"); else note "SKIPPED: $smol is missing (SmolLM2 rows not run)"; fi

@@ -1,7 +1,9 @@
 // DraftModel: a smaller model with the target's tokenizer that proposes draft tokens for speculative decoding
 // (speculative.h). It keeps its own paged KV cache, one SequenceKv per target sequence, and catches up on the
-// tokens the target accepted since its last proposal before drafting (one forward pass for every sequence's
-// catch-up, then one per further draft token, each batched over the sequences). Drafts are its greedy picks, so
+// tokens the target accepted since its last proposal before drafting (forward passes of at most max_step_tokens
+// tokens over every sequence's catch-up, like the target's chunked prefill, then one per further draft token,
+// each batched over the sequences). The memory plan counts the draft's weights, its cache and the activations of
+// a max_step_tokens step on the device the target's logits come out on (memory_plan.h, PlanRequest::draft). Drafts are its greedy picks, so
 // the proposal distribution is one-hot and the target's check (accept while its own draw equals the draft) is the
 // standard acceptance rule: outputs keep the target's distribution.
 // Its cache uses prefix caching like the target's: a shared system prompt is computed once by the draft too.
@@ -21,8 +23,9 @@ void check_same_tokenizer(const Tokenizer& target, const Tokenizer& draft);
 
 class DraftModel {
  public:
-  // The model and the cache must outlive this object; cache belongs to `model`.
-  DraftModel(Model& model, KvCache& cache, bool prefix_cache = true);
+  // The model and the cache must outlive this object; cache belongs to `model`. max_step_tokens (>= 1): tokens
+  // of one catch-up forward pass at most (the worker passes its plan's batch_tokens).
+  DraftModel(Model& model, KvCache& cache, bool prefix_cache = true, int max_step_tokens = 512);
 
   // One sequence's state in the draft's cache.
   struct Sequence {
@@ -50,6 +53,7 @@ class DraftModel {
   Model& model_;
   KvCache& cache_;
   bool prefix_cache_;
+  int max_step_tokens_;
 };
 
 }  // namespace rbee::llm
