@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_common import Worker, percentile, uptime_line  # noqa: E402
+from serving_common import Worker, no_timeout, percentile, uptime_line  # noqa: E402
 
 TOPICS = ["opening hours", "returns", "shipping to islands", "gift cards", "warranty claims", "bulk orders",
           "lost parcels", "student discounts", "repairs", "loyalty points", "invoices", "data protection"]
@@ -107,7 +107,7 @@ def main():
         order = ["cache", "no-cache"] if rnd % 2 == 0 else ["no-cache", "cache"]
         for mode in order:
             flags = ["--parallel", str(args.parallel), "--ctx-size", str(ctx), "--queue-size", str(4 * args.chats),
-                     "--default-max-tokens", str(args.max_tokens), *args.extra.split()]
+                     "--default-max-tokens", str(args.max_tokens), *no_timeout(args.extra), *args.extra.split()]
             if mode == "no-cache":
                 flags.append("--no-prefix-cache")
             worker = Worker(args.worker, args.model, args.backend, *flags)

@@ -99,6 +99,12 @@ class Worker:
                 self.proc.wait(10)
 
 
+def no_timeout(extra):
+    """Worker flags that lift the per-request time limit (600 s by default), unless `extra` sets one: on a loaded
+    CPU a request may wait that long for its first token, and a benchmark must measure it, not lose it."""
+    return [] if "--request-timeout" in extra else ["--request-timeout", "86400"]
+
+
 def percentile(values, p):
     if not values:
         return float("nan")

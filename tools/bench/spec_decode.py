@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_common import Worker, percentile, uptime_line  # noqa: E402
+from serving_common import Worker, no_timeout, percentile, uptime_line  # noqa: E402
 
 TEXTS = [
     ("honey", "nectar",
@@ -116,7 +116,8 @@ def main():
         order = modes if rnd % 2 == 0 else list(reversed(modes))
         for name, flags in order:
             worker = Worker(args.worker, args.model, args.backend, "--parallel", str(max(4, args.concurrency)),
-                            "--ctx-size", str(max(4, args.concurrency) * 1024), *flags, *args.extra.split())
+                            "--ctx-size", str(max(4, args.concurrency) * 1024), *no_timeout(args.extra), *flags,
+                            *args.extra.split())
             try:
                 worker.stream_chat(edit_request(0, 8))  # warm-up (first-touch of the weights, allocator)
                 before = uptime_line()
