@@ -141,6 +141,9 @@ int register_benchmarks() {
   for (DType t : kBenchTypes) {
     const std::string name(rbee::dtype_name(t));
     benchmark::RegisterBenchmark(("BM_QMatmulPrompt/" + name).c_str(), BM_QMatmulPrompt, t)
+        ->Args({4, 4096, 4096})
+        ->Args({8, 4096, 4096})
+        ->Args({16, 4096, 4096})
         ->Args({128, 4096, 4096})
         ->Args({512, 4096, 4096})
         ->Unit(benchmark::kMillisecond)

@@ -1,6 +1,6 @@
 // The CPU prompt GEMM (src/backends/cpu/quant/qgemm.h, AVX-512 VNNI CPUs) against the row kernels that decode
 // uses: a row's output must be bit-for-bit the same whether it is computed alone (M = 1, row kernels) or inside a
-// prompt tile (M >= 4, packed panels), for every block type, at tile and panel remainders (M % 4, N % 4) and past
+// prompt tile (M >= 16, packed panels), for every block type, at tile and panel remainders (M % 4, N % 4) and past
 // the 64-row blocks. The values themselves are checked against double references in tests/conformance
 // (QMatmulConformance). On CPUs without AVX-512 VNNI both sides run the row kernels and the test still holds.
 #include <cstring>
@@ -24,7 +24,7 @@ TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 5) + 0.01f;
   const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
-  for (int64_t m : {4, 7, 70}) {
+  for (int64_t m : {16, 19, 70}) {
     std::vector<float> xf((size_t)(m * k));
     for (auto& v : xf) v = normal(rng) * 2.f;
     const auto got = to_doubles(ops::qmatmul(Tensor::from_vector(xf, {m, k}, device), w));

@@ -20,7 +20,7 @@ namespace rbee::cpu::quant {
 
 inline constexpr int kQGemmPanelRows = 4;  // weight rows per packed panel
 inline constexpr int kQGemmTileRows = 4;   // activation rows per micro-kernel call
-inline constexpr int64_t kQGemmMinRows = 4;  // smaller M runs the row kernels
+inline constexpr int64_t kQGemmMinRows = 16;  // smaller M runs the row kernels (packing costs more there)
 
 struct QGemm {
   // Bytes of one packed panel of kQGemmPanelRows weight rows of k elements (a multiple of 64).
