@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "sd_api/requests.h"
+#include "server/sd/requests.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 

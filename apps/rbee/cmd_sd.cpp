@@ -51,7 +51,7 @@ int run_sd(const SdOptions& opt) {
   r.negative_prompt = opt.negative_prompt;
   r.steps = opt.steps;
   r.guidance_scale = opt.guidance;
-  r.sampler = sd::scheduler_kind_from_name(opt.sampler);
+  r.sampler = sd::diffusion_scheduler_kind_from_name(opt.sampler);
   r.noise = sd::noise_kind_from_name(opt.noise);
   r.strength = opt.strength >= 0 ? opt.strength : opt.mask.empty() ? 0.8 : 1.0;
   if (opt.seed >= 0) {

@@ -15,7 +15,7 @@
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/sd/model_files.h"
-#include "sd_api/routes.h"
+#include "server/sd/routes.h"
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/util.h"
@@ -44,9 +44,9 @@ sd_api::RequestDefaults defaults_for(const std::string& version, const std::stri
   if (version == "turbo") {
     d.steps = 1;
     d.guidance_scale = 0.0;
-    d.sampler = sd::SchedulerKind::EulerAncestral;
+    d.sampler = sd::DiffusionSchedulerKind::EulerAncestral;
   }
-  if (!sampler.empty()) d.sampler = sd::scheduler_kind_from_name(sampler);
+  if (!sampler.empty()) d.sampler = sd::diffusion_scheduler_kind_from_name(sampler);
   d.noise = sd::noise_kind_from_name(noise);
   d.preview_every = preview_every;
   return d;

@@ -18,7 +18,7 @@ std::string generation_parameters(const GenerateRequest& r, const std::string& m
   std::string out = latin1(r.prompt) + "\n";
   if (!r.negative_prompt.empty()) out += "Negative prompt: " + latin1(r.negative_prompt) + "\n";
   out += fmt::format("Steps: {}, Sampler: {}, CFG scale: {}, Seed: {}, Size: {}x{}", r.steps,
-                     scheduler_kind_name(r.sampler), r.guidance_scale, r.seed, r.width, r.height);
+                     diffusion_scheduler_kind_name(r.sampler), r.guidance_scale, r.seed, r.width, r.height);
   if (r.init_image.defined()) out += fmt::format(", Denoising strength: {}", r.strength);
   if (r.mask.defined()) out += ", Inpaint: true";
   if (r.noise == NoiseKind::Torch) out += ", Noise: torch";

@@ -362,12 +362,13 @@ std::optional<RequestProblem> check_request(const GenerateRequest& r, const Mode
   if (r.steps > most)
     return problem("steps", fmt::format("{} is more than sampler {} can place with this model's scheduler config "
                                         "(at most {})",
-                                        r.steps, scheduler_kind_name(r.sampler), most));
-  if (r.noise == NoiseKind::Torch && r.sampler == SchedulerKind::DpmPPSde)
+                                        r.steps, diffusion_scheduler_kind_name(r.sampler), most));
+  if (r.noise == NoiseKind::Torch && r.sampler == DiffusionSchedulerKind::DpmPPSde)
     return problem("noise", "torch cannot reproduce dpmpp_sde: diffusers draws its noise from torchsde's Brownian "
                             "tree; use rbee noise with this sampler");
   if (std::string why = unsupported_reason(r.sampler, l.schedule); !why.empty())
-    return problem("sampler", fmt::format("{} cannot run this model: {}", scheduler_kind_name(r.sampler), why));
+    return problem("sampler",
+                   fmt::format("{} cannot run this model: {}", diffusion_scheduler_kind_name(r.sampler), why));
   if (!std::isfinite(r.guidance_scale) || r.guidance_scale < 0 || r.guidance_scale > 20)
     return problem("guidance_scale", fmt::format("{} is outside [0, 20]", r.guidance_scale));
   for (auto [field, v] : {std::pair{"width", r.width}, std::pair{"height", r.height}}) {
@@ -497,7 +498,7 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     added.text_embeds = cond.pooled;
   }
 
-  auto sched = make_scheduler(r.sampler, m.schedule);
+  auto sched = make_diffusion_scheduler(r.sampler, m.schedule);
   sched->set_timesteps(r.steps);
   // UNet evaluations of the run: r.steps, or more for samplers that evaluate twice per step (Heun: 2n - 1; PNDM:
   // n + 1); progress counts them, as diffusers' progress bar does.

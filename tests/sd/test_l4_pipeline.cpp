@@ -119,7 +119,7 @@ TEST(SdL4, CheckRequestNamesTheField) {
   r.height = 2056;
   EXPECT_EQ(field(r), "height");
   r = ok;
-  r.sampler = SchedulerKind::Lcm;
+  r.sampler = DiffusionSchedulerKind::Lcm;
   r.steps = 60;  // LCM places at most original_inference_steps (50)
   EXPECT_EQ(field(r), "steps");
   r.steps = 50;
@@ -144,7 +144,7 @@ TEST(SdL4, CheckRequestNamesTheField) {
   EXPECT_EQ(field(r), "initial_noise");
   // generate_latents throws with the field in the message.
   r = ok;
-  r.sampler = SchedulerKind::Lcm;
+  r.sampler = DiffusionSchedulerKind::Lcm;
   r.steps = 60;
   try {
     (void)l4().generate_latents(r);

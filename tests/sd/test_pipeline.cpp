@@ -23,7 +23,7 @@ GenerateRequest base_request() {
   r.steps = 4;
   r.guidance_scale = 7.5;
   r.width = r.height = 32;
-  r.sampler = SchedulerKind::Euler;
+  r.sampler = DiffusionSchedulerKind::Euler;
   return r;
 }
 
@@ -66,7 +66,7 @@ TEST(SdPipeline, SeedIsDeterministic) {
   const Pipeline& p = tiny("sd15");
   GenerateRequest r = base_request();
   r.steps = 2;
-  r.sampler = SchedulerKind::EulerAncestral;  // also draws noise at every step
+  r.sampler = DiffusionSchedulerKind::EulerAncestral;  // also draws noise at every step
   r.seed = 7;
   std::vector<float> a = p.generate_latents(r).to_vector<float>();
   std::vector<float> b = p.generate_latents(r).to_vector<float>();

@@ -1,5 +1,5 @@
 // Samplers built from scheduler configs with fields away from SD 1.5's (tools/goldens/make_sd_scheduler_field_goldens.py):
-// each case is diffusers' <Class>.from_config(SD 1.5 config + fields) against make_scheduler(kind,
+// each case is diffusers' <Class>.from_config(SD 1.5 config + fields) against make_diffusion_scheduler(kind,
 // NoiseSchedule::from_json(the same config)): rescale_betas_zero_snr, use_karras_sigmas on Euler (with sigma_min /
 // sigma_max), final_sigmas_type, clip_sample, trained_betas, squaredcos_cap_v2, the schedulers' own defaults of absent
 // fields, DPM++ 2M without Karras sigmas in every spacing; and the samplers Heun, PNDM, UniPC and DPM++ SDE (its
@@ -11,7 +11,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "rbee/sd/scheduler.h"
+#include "rbee/sd/diffusion_scheduler.h"
 #include "sd/config_json.h"
 #include "sd_test_util.h"
 
@@ -41,7 +41,7 @@ TEST(SdSchedulerFields, SequencesMatchDiffusers) {
   for (const auto& c : goldens()["cases"]) {
     const std::string name = c["name"].get<std::string>();
     SCOPED_TRACE(name);
-    auto sched = make_scheduler(scheduler_kind_from_name(c["sampler"].get<std::string>()),
+    auto sched = make_diffusion_scheduler(diffusion_scheduler_kind_from_name(c["sampler"].get<std::string>()),
                                 NoiseSchedule::from_json(config_of(c, "epsilon")));
     sched->set_timesteps(c["steps"].get<int>());
     const auto& ts = c["timesteps"];
@@ -78,7 +78,7 @@ TEST(SdSchedulerFields, LoopsMatchDiffusers) {
       if (!file.find_tensor(key + "/out")) continue;
       SCOPED_TRACE(key);
       ++loops;
-      auto sched = make_scheduler(scheduler_kind_from_name(c["sampler"].get<std::string>()),
+      auto sched = make_diffusion_scheduler(diffusion_scheduler_kind_from_name(c["sampler"].get<std::string>()),
                                   NoiseSchedule::from_json(config_of(c, pred)));
       sched->set_timesteps(4);
       const Tensor noises = file.tensor(key + "/noise", cpu).clone();
@@ -101,17 +101,17 @@ TEST(SdSchedulerFields, LoopsMatchDiffusers) {
 // do not read the field run.
 TEST(SdSchedulerFields, UnimplementedFieldsAreRefused) {
   const nlohmann::json base = goldens()["config"];
-  const std::vector<std::tuple<const char*, nlohmann::json, SchedulerKind, SchedulerKind>> cases = {
+  const std::vector<std::tuple<const char*, nlohmann::json, DiffusionSchedulerKind, DiffusionSchedulerKind>> cases = {
       // (field, value, a sampler that must refuse it, a sampler that does not read it)
-      {"thresholding", true, SchedulerKind::Ddim, SchedulerKind::Euler},
-      {"interpolation_type", "log_linear", SchedulerKind::Euler, SchedulerKind::Ddim},
-      {"timestep_type", "continuous", SchedulerKind::Euler, SchedulerKind::DpmPP2M},
-      {"use_exponential_sigmas", true, SchedulerKind::Euler, SchedulerKind::EulerAncestral},
-      {"use_beta_sigmas", true, SchedulerKind::DpmPP2MKarras, SchedulerKind::Lcm},
-      {"use_lu_lambdas", true, SchedulerKind::DpmPP2M, SchedulerKind::Euler},
-      {"variance_type", "learned_range", SchedulerKind::DpmPP2M, SchedulerKind::Ddim},
-      {"lambda_min_clipped", -5.1, SchedulerKind::DpmPP2MKarras, SchedulerKind::Euler},
-      {"solver_type", "heun", SchedulerKind::DpmPP2M, SchedulerKind::Euler},
+      {"thresholding", true, DiffusionSchedulerKind::Ddim, DiffusionSchedulerKind::Euler},
+      {"interpolation_type", "log_linear", DiffusionSchedulerKind::Euler, DiffusionSchedulerKind::Ddim},
+      {"timestep_type", "continuous", DiffusionSchedulerKind::Euler, DiffusionSchedulerKind::DpmPP2M},
+      {"use_exponential_sigmas", true, DiffusionSchedulerKind::Euler, DiffusionSchedulerKind::EulerAncestral},
+      {"use_beta_sigmas", true, DiffusionSchedulerKind::DpmPP2MKarras, DiffusionSchedulerKind::Lcm},
+      {"use_lu_lambdas", true, DiffusionSchedulerKind::DpmPP2M, DiffusionSchedulerKind::Euler},
+      {"variance_type", "learned_range", DiffusionSchedulerKind::DpmPP2M, DiffusionSchedulerKind::Ddim},
+      {"lambda_min_clipped", -5.1, DiffusionSchedulerKind::DpmPP2MKarras, DiffusionSchedulerKind::Euler},
+      {"solver_type", "heun", DiffusionSchedulerKind::DpmPP2M, DiffusionSchedulerKind::Euler},
   };
   for (const auto& [key, value, refuses, runs] : cases) {
     nlohmann::json cfg = base;
@@ -119,9 +119,9 @@ TEST(SdSchedulerFields, UnimplementedFieldsAreRefused) {
     const NoiseSchedule s = NoiseSchedule::from_json(cfg);
     const std::string why = unsupported_reason(refuses, s);
     EXPECT_NE(why.find(key), std::string::npos) << key << ": '" << why << "'";
-    EXPECT_THROW(make_scheduler(refuses, s), Error) << key;
+    EXPECT_THROW(make_diffusion_scheduler(refuses, s), Error) << key;
     EXPECT_EQ(unsupported_reason(runs, s), "") << key;
-    EXPECT_NO_THROW(make_scheduler(runs, s)->set_timesteps(4)) << key;
+    EXPECT_NO_THROW(make_diffusion_scheduler(runs, s)->set_timesteps(4)) << key;
   }
   // Values no sampler takes are refused when the config is read.
   for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
@@ -134,7 +134,7 @@ TEST(SdSchedulerFields, UnimplementedFieldsAreRefused) {
   // DPM's lambda_min_clipped default (-inf, null once read) is not a refusal.
   nlohmann::json cfg = base;
   cfg["lambda_min_clipped"] = nullptr;
-  EXPECT_EQ(unsupported_reason(SchedulerKind::DpmPP2M, NoiseSchedule::from_json(cfg)), "");
+  EXPECT_EQ(unsupported_reason(DiffusionSchedulerKind::DpmPP2M, NoiseSchedule::from_json(cfg)), "");
 }
 
 }  // namespace
@@ -158,7 +158,7 @@ TEST(SdSchedulerFields, PythonNonFiniteLiteralsReadAsDefaults) {
   EXPECT_EQ(c["note"], "-Infinity in a string stays");
   const NoiseSchedule s = NoiseSchedule::from_json(c);
   EXPECT_TRUE(s.use_karras_sigmas);
-  EXPECT_EQ(unsupported_reason(SchedulerKind::DpmPP2MKarras, s), "");
+  EXPECT_EQ(unsupported_reason(DiffusionSchedulerKind::DpmPP2MKarras, s), "");
   {
     std::ofstream f(path);
     f << R"({"beta_start": 0.1,)";

@@ -5,7 +5,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "rbee/sd/scheduler.h"
+#include "rbee/sd/diffusion_scheduler.h"
 #include "sd_test_util.h"
 
 namespace rbee::sd {
@@ -42,7 +42,7 @@ class SdSchedulerSequence : public ::testing::TestWithParam<SeqCase> {};
 // Timesteps equal (exactly: they are integers or f32 values), sigmas within f32 rounding (2e-6 relative).
 TEST_P(SdSchedulerSequence, MatchesDiffusers) {
   const SeqCase c = GetParam();
-  auto sched = make_scheduler(scheduler_kind_from_name(c.name), sd15());
+  auto sched = make_diffusion_scheduler(diffusion_scheduler_kind_from_name(c.name), sd15());
   sched->set_timesteps(c.steps);
   const auto& g = goldens()[std::string(c.name) + "/" + std::to_string(c.steps)];
   const auto& ts = g["timesteps"];
@@ -84,7 +84,7 @@ TEST_P(SdSchedulerLoop, MatchesDiffusers) {
   Tensor eps_fixed = file.tensor("eps_fixed", cpu).clone();
   Tensor noises = file.tensor(key + "/noise", cpu).clone();
   const PredictionType pred = std::string(c.pred) == "epsilon" ? PredictionType::Epsilon : PredictionType::VPrediction;
-  auto sched = make_scheduler(scheduler_kind_from_name(c.name), sd15(pred));
+  auto sched = make_diffusion_scheduler(diffusion_scheduler_kind_from_name(c.name), sd15(pred));
   sched->set_timesteps(4);
   Tensor x = ops::affine(x_init, sched->init_noise_sigma(), 0.0);
   for (int i = 0; i < 4; ++i) {
@@ -104,8 +104,8 @@ INSTANTIATE_TEST_SUITE_P(All, SdSchedulerLoop,
                          [](const auto& info) { return std::string(info.param.name) + "_" + info.param.pred; });
 
 TEST(SdSchedulerErrors, BadInputsThrow) {
-  EXPECT_THROW(scheduler_kind_from_name("k_lms"), Error);
-  auto sched = make_scheduler(SchedulerKind::Euler, sd15());
+  EXPECT_THROW(diffusion_scheduler_kind_from_name("k_lms"), Error);
+  auto sched = make_diffusion_scheduler(DiffusionSchedulerKind::Euler, sd15());
   Device& cpu = rbee::test::cpu_device();
   Tensor x = ops::zeros({1, 4, 2, 2}, DType::F32, cpu);
   EXPECT_THROW(sched->step(x, 0, x, Tensor()), Error);  // no set_timesteps
@@ -114,10 +114,10 @@ TEST(SdSchedulerErrors, BadInputsThrow) {
   sched->set_timesteps(4);
   EXPECT_THROW(sched->step(x, 4, x, Tensor()), Error);
   EXPECT_THROW(sched->step(ops::zeros({1, 4, 2, 3}, DType::F32, cpu), 0, x, Tensor()), Error);
-  auto anc = make_scheduler(SchedulerKind::EulerAncestral, sd15());
+  auto anc = make_diffusion_scheduler(DiffusionSchedulerKind::EulerAncestral, sd15());
   anc->set_timesteps(4);
   EXPECT_THROW(anc->step(x, 0, x, Tensor()), Error);  // needs noise
-  auto lcm = make_scheduler(SchedulerKind::Lcm, sd15());
+  auto lcm = make_diffusion_scheduler(DiffusionSchedulerKind::Lcm, sd15());
   EXPECT_THROW(lcm->set_timesteps(51), Error);
   EXPECT_THROW(NoiseSchedule::from_json(nlohmann::json{{"beta_schedule", "cosine"}}), Error);
   EXPECT_THROW(NoiseSchedule::from_json(nlohmann::json{{"prediction_type", "sample"}}), Error);

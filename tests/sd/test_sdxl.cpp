@@ -38,7 +38,7 @@ GenerateRequest base_request() {
   r.steps = 4;
   r.guidance_scale = 5.0;
   r.width = r.height = 32;
-  r.sampler = SchedulerKind::Euler;
+  r.sampler = DiffusionSchedulerKind::Euler;
   return r;
 }
 
@@ -150,7 +150,7 @@ TEST(SdxlPipeline, TurboStyleOneStepMatchesDiffusers) {
   r.initial_noise = g.tensor("t2i_noise", cpu).clone();
   r.steps = 1;
   r.guidance_scale = 0.0;
-  r.sampler = SchedulerKind::EulerAncestral;
+  r.sampler = DiffusionSchedulerKind::EulerAncestral;
   RBEE_EXPECT_TENSOR_NEAR(turbo.generate_latents(r), g.tensor("turbo_latent", cpu), 2e-3, 1e-4);
   // The folder's own "leading" spacing starts lower (t = 1 instead of 999): a different latent.
   EXPECT_GT(test::max_diff(tiny_xl().generate_latents(r), g.tensor("turbo_latent", cpu)).max_abs, 0.1);
@@ -173,7 +173,7 @@ TEST(SdxlPipeline, SeedsAndImages) {
   const Pipeline& p = tiny_xl();
   GenerateRequest r = base_request();
   r.steps = 2;
-  r.sampler = SchedulerKind::EulerAncestral;
+  r.sampler = DiffusionSchedulerKind::EulerAncestral;
   r.seed = 5;
   std::vector<float> a = p.generate_latents(r).to_vector<float>();
   EXPECT_EQ(a, p.generate_latents(r).to_vector<float>());

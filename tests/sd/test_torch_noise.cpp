@@ -43,7 +43,7 @@ const Pipeline& l4() {
   return p;
 }
 
-GenerateRequest torch_request(SchedulerKind sampler, uint64_t seed, int width, int height, int steps) {
+GenerateRequest torch_request(DiffusionSchedulerKind sampler, uint64_t seed, int width, int height, int steps) {
   GenerateRequest r;
   r.prompt = "a photograph of an astronaut riding a horse";
   r.steps = steps;
@@ -60,21 +60,21 @@ GenerateRequest torch_request(SchedulerKind sampler, uint64_t seed, int width, i
 TEST(SdTorchNoise, ImagesEqualDiffusersForTheSeed) {
   Device& cpu = rbee::test::cpu_device();
   auto g = safetensors::File::open(tiny_sd("sd15_l4/goldens.safetensors"));
-  Tensor anc = l4().generate_latents(torch_request(SchedulerKind::EulerAncestral, 1234, 56, 40, 3));
+  Tensor anc = l4().generate_latents(torch_request(DiffusionSchedulerKind::EulerAncestral, 1234, 56, 40, 3));
   RBEE_EXPECT_TENSOR_NEAR(anc, g.tensor("torch_euler_a_latent", cpu), 2e-3, 1e-4);
-  Tensor ddim = l4().generate_latents(torch_request(SchedulerKind::Ddim, 77, 40, 48, 3));
+  Tensor ddim = l4().generate_latents(torch_request(DiffusionSchedulerKind::Ddim, 77, 40, 48, 3));
   RBEE_EXPECT_TENSOR_NEAR(ddim, g.tensor("torch_ddim_latent", cpu), 2e-3, 1e-4);
-  GenerateRequest i2i = torch_request(SchedulerKind::Euler, 9, 56, 40, 4);
+  GenerateRequest i2i = torch_request(DiffusionSchedulerKind::Euler, 9, 56, 40, 4);
   i2i.init_image = g.tensor("torch_i2i_image", cpu).clone();
   i2i.strength = 0.75;
   RBEE_EXPECT_TENSOR_NEAR(l4().generate_latents(i2i), g.tensor("torch_i2i_latent", cpu), 2e-3, 1e-4);
-  GenerateRequest inpaint = torch_request(SchedulerKind::EulerAncestral, 21, 56, 40, 3);
+  GenerateRequest inpaint = torch_request(DiffusionSchedulerKind::EulerAncestral, 21, 56, 40, 3);
   inpaint.init_image = g.tensor("torch_i2i_image", cpu).clone();
   inpaint.mask = g.tensor("torch_inpaint_mask", cpu).clone();
   inpaint.strength = 1.0;
   RBEE_EXPECT_TENSOR_NEAR(l4().generate_latents(inpaint), g.tensor("torch_inpaint_latent", cpu), 2e-3, 1e-4);
   // Another seed, or rbee's own generator, gives another image.
-  GenerateRequest other = torch_request(SchedulerKind::EulerAncestral, 1235, 56, 40, 3);
+  GenerateRequest other = torch_request(DiffusionSchedulerKind::EulerAncestral, 1235, 56, 40, 3);
   EXPECT_GT(test::max_diff(l4().generate_latents(other), anc).max_abs, 0.1);
   other.seed = 1234;
   other.noise = NoiseKind::Rbee;

@@ -8,6 +8,10 @@
 #                                                       the LLM kernels, GPU-vs-CPU model checks
 #          tools/bench/gpu_session.sh compare CARRY     rbee vs llama.cpp, every row of issue 10's table
 #
+# From a helper's worktree: run ITS copy of this script for `pack` with an absolute CARRY inside the lead's
+# checkout (the device machine only sees that one), e.g. /work/main/.devpack-NAME: the pack carries the worktree's
+# build/ci, and its src/include/cmake, which `prepare` compiles the CUDA plug-in from.
+#
 # Logs and JSON go to $OUT (the device tool's result folder) or /tmp/rbee-session/out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,19 +32,24 @@ pack)
   else tools/bench/llamacpp_source.sh /tmp/rbee-pack-tmp/llama.cpp >/dev/null; fi
   tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack
   tar -C /tmp/rbee-pack-tmp -czf "$carry/llama.tgz" llama.cpp
+  # The source tree the plug-in compiles from travels too: the device machine sees the lead's checkout, and a pack
+  # made from another worktree must compile that worktree's kernels.
+  tar -czf "$carry/tree.tgz" src include cmake
   rm -rf /tmp/rbee-pack-tmp
   du -sh "$carry"
   ;;
 prepare)
   mkdir -p "$out" && rm -rf "$work/pack" "$work/llama.cpp" && mkdir -p "$work"
   tar -C "$work" -xzf "$carry/pack.tgz" && tar -C "$work" -xzf "$carry/llama.tgz"
+  tree=$PWD
+  if [ -f "$carry/tree.tgz" ]; then mkdir -p "$work/tree" && tar -C "$work/tree" -xzf "$carry/tree.tgz" && tree=$work/tree; fi
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader; date -u
   export LD_LIBRARY_PATH=$pack:$pack/lib RBEE_BACKEND_PATH=$pack
   stamp "CUDA plug-in (nvcc here) and llama.cpp (in its own session) at once"
   python3 tools/bench/gpu_vs_llamacpp.py --rbee "$pack" --llama-src "$work/llama.cpp" --llama-build /tmp/llama-build \
     --jobs 8 --prepare-only > "$out/prepare.log" 2>&1 &
   prep=$!
-  ROOT=$PWD JOBS=10 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1; tail -n 3 "$out/cuda_plugin.log"
+  ROOT=$tree JOBS=10 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1; tail -n 3 "$out/cuda_plugin.log"
   wait $prep; echo "models + llama.cpp: rc $?"; tail -n 3 "$out/prepare.log"
   [ -f "$pack/librbee_backend_cuda.so" ] || { echo "no CUDA plug-in"; exit 1; }
   "$pack/rbee" devices 2>&1 | tail -n 4

@@ -294,6 +294,9 @@ def main():
             if build_proc.wait() != 0:
                 sys.stderr.write(open(os.path.join(args.models, "llama-build.log")).read()[-4000:])
                 sys.exit("gpu_vs_llamacpp: llama.cpp build failed")
+        if args.prepare_only:
+            log("prepared: llama.cpp built, multi-GPU models written")
+            return
         multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama)
         return
 

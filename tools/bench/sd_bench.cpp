@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     r.width = width;
     r.height = height;
     r.guidance_scale = guidance;
-    r.sampler = rbee::sd::scheduler_kind_from_name(sampler);
+    r.sampler = rbee::sd::diffusion_scheduler_kind_from_name(sampler);
     r.seed = seed;
     if (compare_cpu) {
       RBEE_CHECK(!model.empty(), "--compare-cpu needs --model");

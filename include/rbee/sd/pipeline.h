@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rbee/core/tensor.h"
-#include "rbee/sd/scheduler.h"
+#include "rbee/sd/diffusion_scheduler.h"
 
 namespace rbee {
 class Device;
@@ -69,7 +69,7 @@ struct GenerateRequest {
   // Multiples of the latent scale (8 for SD), up to 2048. Sides that are not multiples of 8 x 2^(UNet levels - 1)
   // work as in diffusers: the UNet upsamples to the size of each skip connection.
   int width = 512, height = 512;
-  SchedulerKind sampler = SchedulerKind::Euler;
+  DiffusionSchedulerKind sampler = DiffusionSchedulerKind::Euler;
   // Optional standard-normal initial latent [1, latent_channels, height / f, width / f]; replaces the seeded draw.
   Tensor initial_noise;
   // img2img / inpaint: the source image [1, 3, height, width] with values in [-1, 1], and how much of the schedule

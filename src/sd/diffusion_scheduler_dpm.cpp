@@ -10,7 +10,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
@@ -24,19 +24,21 @@ AlphaSigma alpha_sigma(double sigma) {
   return {a, s, lambda};
 }
 
-class DpmPP2MScheduler final : public Scheduler {
+class DpmPP2MScheduler final : public DiffusionScheduler {
  public:
   DpmPP2MScheduler(const NoiseSchedule& s, bool karras)
       : s_(s), karras_(karras), train_sigmas_(sigmas_of(sigma_schedule_acp(s))) {
     for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));  // numpy: log of f32 sigmas
   }
-  SchedulerKind kind() const override { return karras_ ? SchedulerKind::DpmPP2MKarras : SchedulerKind::DpmPP2M; }
+  DiffusionSchedulerKind kind() const override {
+    return karras_ ? DiffusionSchedulerKind::DpmPP2MKarras : DiffusionSchedulerKind::DpmPP2M;
+  }
   double init_noise_sigma() const override { return 1.0; }
 
   void set_timesteps(int steps) override {
     const int n = s_.num_train_timesteps;
-    RBEE_CHECK(steps >= 1 && steps <= n, "scheduler {}: steps {} outside [1, {}]", scheduler_kind_name(kind()), steps,
-               n);
+    RBEE_CHECK(steps >= 1 && steps <= n, "scheduler {}: steps {} outside [1, {}]",
+               diffusion_scheduler_kind_name(kind()), steps, n);
     timesteps_.clear();
     sigmas_.clear();
     if (karras_) {
@@ -77,8 +79,8 @@ class DpmPP2MScheduler final : public Scheduler {
   }
 
   Tensor add_noise(const Tensor& x0, const Tensor& noise, int i) const override {
-    RBEE_CHECK(i >= 0 && i < steps(), "scheduler {}: add_noise step {} outside [0, {})", scheduler_kind_name(kind()), i,
-               steps());
+    RBEE_CHECK(i >= 0 && i < steps(), "scheduler {}: add_noise step {} outside [0, {})",
+               diffusion_scheduler_kind_name(kind()), i, steps());
     AlphaSigma a = alpha_sigma(sigmas_[(size_t)i]);
     return lincomb(a.alpha, x0, a.sigma, noise);
   }
@@ -92,7 +94,7 @@ class DpmPP2MScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras) {
+std::unique_ptr<DiffusionScheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras) {
   return std::make_unique<DpmPP2MScheduler>(s, karras);
 }
 

@@ -8,7 +8,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
@@ -21,13 +21,13 @@ Level level(double s) {
   return {a, sg, sg > 0 ? std::log(a) - std::log(sg) : std::numeric_limits<double>::infinity()};
 }
 
-class UniPcScheduler final : public Scheduler {
+class UniPcScheduler final : public DiffusionScheduler {
  public:
   explicit UniPcScheduler(const NoiseSchedule& s) : s_(s), train_sigmas_(sigmas_of(sigma_schedule_acp(s))) {
     for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));
     bh1_ = s.solver_type == "bh1";
   }
-  SchedulerKind kind() const override { return SchedulerKind::UniPC; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::UniPC; }
   double init_noise_sigma() const override { return 1.0; }
 
   void set_timesteps(int steps) override {
@@ -134,6 +134,6 @@ class UniPcScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_unipc(const NoiseSchedule& s) { return std::make_unique<UniPcScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_unipc(const NoiseSchedule& s) { return std::make_unique<UniPcScheduler>(s); }
 
 }  // namespace rbee::sd::detail

@@ -1,4 +1,4 @@
-#include "sd_api/sd_service.h"
+#include "server/sd/sd_service.h"
 
 #include <random>
 
@@ -76,7 +76,7 @@ std::shared_ptr<SdJob> SdService::submit(ImageRequest request) {
   cv_.notify_all();
   const ImageRequest& r = job->request;
   log::info("job={} event=submitted operation={} size={}x{} steps={} sampler={} guidance={} seed={}", job->id,
-            operation_name(r.operation), r.width, r.height, r.steps, sd::scheduler_kind_name(r.sampler),
+            operation_name(r.operation), r.width, r.height, r.steps, sd::diffusion_scheduler_kind_name(r.sampler),
             r.guidance_scale, seed);
   return job;
 }

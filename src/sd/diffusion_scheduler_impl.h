@@ -1,10 +1,10 @@
-// Internal helpers shared by the scheduler implementations (src/sd/scheduler_*.cpp).
+// Internal helpers shared by the scheduler implementations (src/sd/diffusion_scheduler_*.cpp).
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "rbee/sd/scheduler.h"
+#include "rbee/sd/diffusion_scheduler.h"
 
 namespace rbee::sd::detail {
 
@@ -30,13 +30,13 @@ Tensor lincomb(double a, const Tensor& x, double b, const Tensor& y);
 // x clamped to [-range, range] (clip_sample).
 Tensor clamp_abs(const Tensor& x, double range);
 
-std::unique_ptr<Scheduler> make_euler(const NoiseSchedule& s, bool ancestral);
-std::unique_ptr<Scheduler> make_ddim(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras);
-std::unique_ptr<Scheduler> make_lcm(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_heun(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_pndm(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_unipc(const NoiseSchedule& s);
-std::unique_ptr<Scheduler> make_dpmpp_sde(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_euler(const NoiseSchedule& s, bool ancestral);
+std::unique_ptr<DiffusionScheduler> make_ddim(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_dpmpp_2m(const NoiseSchedule& s, bool karras);
+std::unique_ptr<DiffusionScheduler> make_lcm(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_heun(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_pndm(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_unipc(const NoiseSchedule& s);
+std::unique_ptr<DiffusionScheduler> make_dpmpp_sde(const NoiseSchedule& s);
 
 }  // namespace rbee::sd::detail

@@ -4,17 +4,17 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class DdimScheduler final : public Scheduler {
+class DdimScheduler final : public DiffusionScheduler {
  public:
   explicit DdimScheduler(const NoiseSchedule& s) : s_(s), acp_(alphas_cumprod(s)) {
     final_acp_ = s.set_alpha_to_one ? 1.0 : (double)acp_[0];
   }
-  SchedulerKind kind() const override { return SchedulerKind::Ddim; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::Ddim; }
   double init_noise_sigma() const override { return 1.0; }
 
   void set_timesteps(int steps) override {
@@ -70,6 +70,6 @@ class DdimScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_ddim(const NoiseSchedule& s) { return std::make_unique<DdimScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_ddim(const NoiseSchedule& s) { return std::make_unique<DdimScheduler>(s); }
 
 }  // namespace rbee::sd::detail

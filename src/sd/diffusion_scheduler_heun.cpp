@@ -7,17 +7,17 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class HeunScheduler final : public Scheduler {
+class HeunScheduler final : public DiffusionScheduler {
  public:
   explicit HeunScheduler(const NoiseSchedule& s) : s_(s), train_sigmas_(sigmas_of(alphas_cumprod(s))) {
     for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));
   }
-  SchedulerKind kind() const override { return SchedulerKind::Heun; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::Heun; }
   int order() const override { return 2; }
 
   void set_timesteps(int steps) override {
@@ -94,6 +94,6 @@ class HeunScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_heun(const NoiseSchedule& s) { return std::make_unique<HeunScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_heun(const NoiseSchedule& s) { return std::make_unique<HeunScheduler>(s); }
 
 }  // namespace rbee::sd::detail

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sd_api/requests.h"
+#include "server/sd/requests.h"
 #include "server/channel.h"
 
 namespace rbee::server::sd_api {

@@ -9,17 +9,17 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class DpmSdeScheduler final : public Scheduler {
+class DpmSdeScheduler final : public DiffusionScheduler {
  public:
   explicit DpmSdeScheduler(const NoiseSchedule& s) : s_(s), train_sigmas_(sigmas_of(alphas_cumprod(s))) {
     for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));
   }
-  SchedulerKind kind() const override { return SchedulerKind::DpmPPSde; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::DpmPPSde; }
   int order() const override { return 2; }
   bool needs_noise() const override { return true; }
   bool needs_noise_at(int i) const override { return i < steps() - 1; }
@@ -117,6 +117,8 @@ class DpmSdeScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_dpmpp_sde(const NoiseSchedule& s) { return std::make_unique<DpmSdeScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_dpmpp_sde(const NoiseSchedule& s) {
+  return std::make_unique<DpmSdeScheduler>(s);
+}
 
 }  // namespace rbee::sd::detail

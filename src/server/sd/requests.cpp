@@ -1,4 +1,4 @@
-#include "sd_api/requests.h"
+#include "server/sd/requests.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,18 +21,19 @@ const char* operation_name(Operation op) {
 }
 
 namespace {
-// The names of rbee/sd/scheduler.h's scheduler_kind_from_name (kept here so that parsing needs no SD runtime).
-constexpr std::pair<const char*, sd::SchedulerKind> kSamplers[] = {
-    {"euler", sd::SchedulerKind::Euler},
-    {"euler_a", sd::SchedulerKind::EulerAncestral},
-    {"ddim", sd::SchedulerKind::Ddim},
-    {"dpmpp_2m", sd::SchedulerKind::DpmPP2M},
-    {"dpmpp_2m_karras", sd::SchedulerKind::DpmPP2MKarras},
-    {"lcm", sd::SchedulerKind::Lcm},
-    {"heun", sd::SchedulerKind::Heun},
-    {"pndm", sd::SchedulerKind::Pndm},
-    {"unipc", sd::SchedulerKind::UniPC},
-    {"dpmpp_sde", sd::SchedulerKind::DpmPPSde}};
+// The names of rbee/sd/diffusion_scheduler.h's diffusion_scheduler_kind_from_name (kept here so that parsing needs
+// no SD runtime).
+constexpr std::pair<const char*, sd::DiffusionSchedulerKind> kSamplers[] = {
+    {"euler", sd::DiffusionSchedulerKind::Euler},
+    {"euler_a", sd::DiffusionSchedulerKind::EulerAncestral},
+    {"ddim", sd::DiffusionSchedulerKind::Ddim},
+    {"dpmpp_2m", sd::DiffusionSchedulerKind::DpmPP2M},
+    {"dpmpp_2m_karras", sd::DiffusionSchedulerKind::DpmPP2MKarras},
+    {"lcm", sd::DiffusionSchedulerKind::Lcm},
+    {"heun", sd::DiffusionSchedulerKind::Heun},
+    {"pndm", sd::DiffusionSchedulerKind::Pndm},
+    {"unipc", sd::DiffusionSchedulerKind::UniPC},
+    {"dpmpp_sde", sd::DiffusionSchedulerKind::DpmPPSde}};
 }  // namespace
 
 std::vector<std::string> sampler_list() {
@@ -43,7 +44,7 @@ std::vector<std::string> sampler_list() {
 
 std::string sampler_names() { return fmt::format("{}", fmt::join(sampler_list(), ", ")); }
 
-sd::SchedulerKind parse_sampler(const std::string& name, const char* field) {
+sd::DiffusionSchedulerKind parse_sampler(const std::string& name, const char* field) {
   for (const auto& [n, kind] : kSamplers) {
     if (name == n) return kind;
   }

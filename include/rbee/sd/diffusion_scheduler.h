@@ -7,6 +7,9 @@
 // starting from x = initial_noise * init_noise_sigma(). Schedulers that inject noise (needs_noise()) take a
 // fresh standard-normal tensor of x's shape at every step; the others ignore it. The scheduler keeps the state
 // multistep methods need (DPM++ 2M keeps the previous x0 prediction), so one scheduler serves one run at a time.
+//
+// Not to be confused with rbee::llm::Scheduler (rbee/llm/scheduler.h), the LLM worker's job batcher. The worker
+// API and the CLI call a diffusion scheduler a `sampler`.
 #pragma once
 
 #include <memory>
@@ -20,11 +23,13 @@
 
 namespace rbee::sd {
 
-enum class SchedulerKind { Euler, EulerAncestral, Ddim, DpmPP2MKarras, Lcm, DpmPP2M, Heun, Pndm, UniPC, DpmPPSde };
+enum class DiffusionSchedulerKind {
+  Euler, EulerAncestral, Ddim, DpmPP2MKarras, Lcm, DpmPP2M, Heun, Pndm, UniPC, DpmPPSde
+};
 // "euler", "euler_a", "ddim", "dpmpp_2m", "dpmpp_2m_karras", "lcm", "heun", "pndm", "unipc", "dpmpp_sde" (the names
 // the worker's `sampler` field takes).
-SchedulerKind scheduler_kind_from_name(std::string_view name);
-const char* scheduler_kind_name(SchedulerKind kind);
+DiffusionSchedulerKind diffusion_scheduler_kind_from_name(std::string_view name);
+const char* diffusion_scheduler_kind_name(DiffusionSchedulerKind kind);
 
 enum class PredictionType { Epsilon, VPrediction };
 enum class BetaSchedule { Linear, ScaledLinear, SquaredCosCapV2 };
@@ -72,7 +77,7 @@ struct NoiseSchedule {
   bool has(std::string_view key) const;
   // This schedule with the fields absent from the config set to `kind`'s defaults in diffusers (betas: Euler, DDIM,
   // DPM++ 0.0001..0.02 linear; LCM 0.00085..0.012 scaled_linear; set_alpha_to_one and clip_sample: DDIM true).
-  NoiseSchedule with_defaults_of(SchedulerKind kind) const;
+  NoiseSchedule with_defaults_of(DiffusionSchedulerKind kind) const;
 };
 
 // betas[t] (after rescale_betas_zero_snr) and alphas_cumprod[t] for t < num_train_timesteps, in f32 as diffusers
@@ -82,10 +87,10 @@ struct NoiseSchedule {
 std::vector<float> betas(const NoiseSchedule& schedule);
 std::vector<float> alphas_cumprod(const NoiseSchedule& schedule);
 
-class Scheduler {
+class DiffusionScheduler {
  public:
-  virtual ~Scheduler() = default;
-  virtual SchedulerKind kind() const = 0;
+  virtual ~DiffusionScheduler() = default;
+  virtual DiffusionSchedulerKind kind() const = 0;
   // Fixes the timesteps of one run and resets the multistep state. Throws InvalidArgument for steps < 1 or
   // more steps than the scheduler can place.
   virtual void set_timesteps(int steps) = 0;
@@ -123,13 +128,14 @@ class Scheduler {
   std::vector<double> sigmas_;
 };
 
-std::unique_ptr<Scheduler> make_scheduler(SchedulerKind kind, const NoiseSchedule& schedule);
+std::unique_ptr<DiffusionScheduler> make_diffusion_scheduler(DiffusionSchedulerKind kind,
+                                                             const NoiseSchedule& schedule);
 
 // The most inference steps `kind` can place with `schedule` (LCM: original_inference_steps; the others:
 // num_train_timesteps).
-int max_steps(SchedulerKind kind, const NoiseSchedule& schedule);
+int max_steps(DiffusionSchedulerKind kind, const NoiseSchedule& schedule);
 // Why `kind` cannot run with `schedule` (a config field diffusers' scheduler of that kind reads and rbee does
 // not implement), or "" when it can.
-std::string unsupported_reason(SchedulerKind kind, const NoiseSchedule& schedule);
+std::string unsupported_reason(DiffusionSchedulerKind kind, const NoiseSchedule& schedule);
 
 }  // namespace rbee::sd

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rbee/sd/pipeline.h"
-#include "rbee/sd/scheduler.h"
+#include "rbee/sd/diffusion_scheduler.h"
 
 namespace rbee::server::sd_api {
 
@@ -32,7 +32,7 @@ struct RequestDefaults {
   int steps = 20;
   double guidance_scale = 7.5;
   int width = 512, height = 512;
-  sd::SchedulerKind sampler = sd::SchedulerKind::Euler;
+  sd::DiffusionSchedulerKind sampler = sd::DiffusionSchedulerKind::Euler;
   sd::NoiseKind noise = sd::NoiseKind::Rbee;
   double strength = 0.8;          // image_transform (diffusers' img2img default)
   double inpaint_strength = 1.0;  // image_inpaint (diffusers' inpaint default)
@@ -46,7 +46,7 @@ struct ImageRequest {
   double guidance_scale = 7.5;
   std::optional<uint64_t> seed;  // absent: the worker draws one and reports it
   int width = 512, height = 512;
-  sd::SchedulerKind sampler = sd::SchedulerKind::Euler;
+  sd::DiffusionSchedulerKind sampler = sd::DiffusionSchedulerKind::Euler;
   sd::NoiseKind noise = sd::NoiseKind::Rbee;  // "noise": "rbee" or "torch"
   double strength = 0.8;         // transform and inpaint
   sd::Image init_image;          // transform and inpaint (RGB8, width x height)
@@ -64,7 +64,7 @@ ImageRequest parse_image_job(const nlohmann::json& body, const RequestDefaults& 
 ImageRequest parse_openai_image(const nlohmann::json& body, const RequestDefaults& defaults);
 
 // "euler", "euler_a", ... -> kind; ApiError(400) naming `field` and listing the names otherwise.
-sd::SchedulerKind parse_sampler(const std::string& name, const char* field);
+sd::DiffusionSchedulerKind parse_sampler(const std::string& name, const char* field);
 // Every sampler name, in the order of --help; sampler_names() comma-separated.
 std::vector<std::string> sampler_list();
 std::string sampler_names();

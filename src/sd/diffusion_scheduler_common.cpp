@@ -6,41 +6,41 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "rbee/sd/scheduler.h"
-#include "sd/scheduler_impl.h"
+#include "rbee/sd/diffusion_scheduler.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd {
 
-SchedulerKind scheduler_kind_from_name(std::string_view name) {
-  if (name == "euler") return SchedulerKind::Euler;
-  if (name == "euler_a" || name == "euler_ancestral") return SchedulerKind::EulerAncestral;
-  if (name == "ddim") return SchedulerKind::Ddim;
-  if (name == "dpmpp_2m_karras" || name == "dpm++_2m_karras") return SchedulerKind::DpmPP2MKarras;
-  if (name == "dpmpp_2m" || name == "dpm++_2m") return SchedulerKind::DpmPP2M;
-  if (name == "lcm") return SchedulerKind::Lcm;
-  if (name == "heun") return SchedulerKind::Heun;
-  if (name == "pndm" || name == "plms") return SchedulerKind::Pndm;
-  if (name == "unipc") return SchedulerKind::UniPC;
-  if (name == "dpmpp_sde" || name == "dpm++_sde") return SchedulerKind::DpmPPSde;
+DiffusionSchedulerKind diffusion_scheduler_kind_from_name(std::string_view name) {
+  if (name == "euler") return DiffusionSchedulerKind::Euler;
+  if (name == "euler_a" || name == "euler_ancestral") return DiffusionSchedulerKind::EulerAncestral;
+  if (name == "ddim") return DiffusionSchedulerKind::Ddim;
+  if (name == "dpmpp_2m_karras" || name == "dpm++_2m_karras") return DiffusionSchedulerKind::DpmPP2MKarras;
+  if (name == "dpmpp_2m" || name == "dpm++_2m") return DiffusionSchedulerKind::DpmPP2M;
+  if (name == "lcm") return DiffusionSchedulerKind::Lcm;
+  if (name == "heun") return DiffusionSchedulerKind::Heun;
+  if (name == "pndm" || name == "plms") return DiffusionSchedulerKind::Pndm;
+  if (name == "unipc") return DiffusionSchedulerKind::UniPC;
+  if (name == "dpmpp_sde" || name == "dpm++_sde") return DiffusionSchedulerKind::DpmPPSde;
   RBEE_CHECK(false,
              "sampler: unknown name '{}' (euler, euler_a, ddim, dpmpp_2m, dpmpp_2m_karras, lcm, heun, pndm, unipc, "
              "dpmpp_sde)",
              name);
-  return SchedulerKind::Euler;
+  return DiffusionSchedulerKind::Euler;
 }
 
-const char* scheduler_kind_name(SchedulerKind kind) {
+const char* diffusion_scheduler_kind_name(DiffusionSchedulerKind kind) {
   switch (kind) {
-    case SchedulerKind::Euler: return "euler";
-    case SchedulerKind::EulerAncestral: return "euler_a";
-    case SchedulerKind::Ddim: return "ddim";
-    case SchedulerKind::DpmPP2MKarras: return "dpmpp_2m_karras";
-    case SchedulerKind::Lcm: return "lcm";
-    case SchedulerKind::DpmPP2M: return "dpmpp_2m";
-    case SchedulerKind::Heun: return "heun";
-    case SchedulerKind::Pndm: return "pndm";
-    case SchedulerKind::UniPC: return "unipc";
-    case SchedulerKind::DpmPPSde: return "dpmpp_sde";
+    case DiffusionSchedulerKind::Euler: return "euler";
+    case DiffusionSchedulerKind::EulerAncestral: return "euler_a";
+    case DiffusionSchedulerKind::Ddim: return "ddim";
+    case DiffusionSchedulerKind::DpmPP2MKarras: return "dpmpp_2m_karras";
+    case DiffusionSchedulerKind::Lcm: return "lcm";
+    case DiffusionSchedulerKind::DpmPP2M: return "dpmpp_2m";
+    case DiffusionSchedulerKind::Heun: return "heun";
+    case DiffusionSchedulerKind::Pndm: return "pndm";
+    case DiffusionSchedulerKind::UniPC: return "unipc";
+    case DiffusionSchedulerKind::DpmPPSde: return "dpmpp_sde";
   }
   return "?";
 }
@@ -307,30 +307,31 @@ Tensor clamp_abs(const Tensor& x, double range) {
 
 }  // namespace detail
 
-Tensor Scheduler::scale_model_input(const Tensor& sample, int step_index) const { return sample; }
+Tensor DiffusionScheduler::scale_model_input(const Tensor& sample, int step_index) const { return sample; }
 
-void Scheduler::check_step(int step_index, const Tensor& model_output, const Tensor& sample) const {
-  RBEE_CHECK(!timesteps_.empty(), "scheduler {}: set_timesteps was not called", scheduler_kind_name(kind()));
+void DiffusionScheduler::check_step(int step_index, const Tensor& model_output, const Tensor& sample) const {
+  RBEE_CHECK(!timesteps_.empty(), "scheduler {}: set_timesteps was not called", diffusion_scheduler_kind_name(kind()));
   RBEE_CHECK(step_index >= 0 && step_index < steps(), "scheduler {}: step index {} outside [0, {})",
-             scheduler_kind_name(kind()), step_index, steps());
+             diffusion_scheduler_kind_name(kind()), step_index, steps());
   RBEE_CHECK(model_output.shape() == sample.shape(), "scheduler {}: model output {} and sample {} differ in shape",
-             scheduler_kind_name(kind()), model_output.shape().to_string(), sample.shape().to_string());
+             diffusion_scheduler_kind_name(kind()), model_output.shape().to_string(), sample.shape().to_string());
 }
 
-NoiseSchedule NoiseSchedule::with_defaults_of(SchedulerKind kind) const {
+NoiseSchedule NoiseSchedule::with_defaults_of(DiffusionSchedulerKind kind) const {
   NoiseSchedule s = *this;
-  const bool lcm = kind == SchedulerKind::Lcm, heun = kind == SchedulerKind::Heun || kind == SchedulerKind::DpmPPSde;
+  const bool lcm = kind == DiffusionSchedulerKind::Lcm,
+             heun = kind == DiffusionSchedulerKind::Heun || kind == DiffusionSchedulerKind::DpmPPSde;
   if (!has("beta_start")) s.beta_start = lcm || heun ? 0.00085 : 0.0001;
   if (!has("beta_end")) s.beta_end = lcm || heun ? 0.012 : 0.02;
   if (!has("beta_schedule")) s.beta_schedule = lcm ? BetaSchedule::ScaledLinear : BetaSchedule::Linear;
-  if (!has("set_alpha_to_one")) s.set_alpha_to_one = kind == SchedulerKind::Ddim || lcm;
-  if (!has("clip_sample")) s.clip_sample = kind == SchedulerKind::Ddim;
+  if (!has("set_alpha_to_one")) s.set_alpha_to_one = kind == DiffusionSchedulerKind::Ddim || lcm;
+  if (!has("clip_sample")) s.clip_sample = kind == DiffusionSchedulerKind::Ddim;
   // DDIM, DPM++, Heun, Euler: linspace unless given; DDIM, LCM, PNDM: leading (each scheduler applies its default).
   return s;
 }
 
-int max_steps(SchedulerKind kind, const NoiseSchedule& s) {
-  if (kind == SchedulerKind::Lcm) return std::min(s.lcm_original_inference_steps, s.num_train_timesteps);
+int max_steps(DiffusionSchedulerKind kind, const NoiseSchedule& s) {
+  if (kind == DiffusionSchedulerKind::Lcm) return std::min(s.lcm_original_inference_steps, s.num_train_timesteps);
   return s.num_train_timesteps;
 }
 
@@ -338,8 +339,8 @@ namespace {
 
 // The scheduler_config.json fields each diffusers scheduler class reads, among those rbee keeps in
 // NoiseSchedule::unimplemented (non-default values not implemented here).
-bool reads(SchedulerKind kind, std::string_view key) {
-  using K = SchedulerKind;
+bool reads(DiffusionSchedulerKind kind, std::string_view key) {
+  using K = DiffusionSchedulerKind;
   const bool euler = kind == K::Euler, dpm = kind == K::DpmPP2M || kind == K::DpmPP2MKarras, unipc = kind == K::UniPC;
   if (key == "interpolation_type" || key == "timestep_type") return euler;
   if (key == "thresholding") return kind == K::Ddim || kind == K::Lcm || dpm || unipc;
@@ -353,39 +354,39 @@ bool reads(SchedulerKind kind, std::string_view key) {
 
 }  // namespace
 
-std::string unsupported_reason(SchedulerKind kind, const NoiseSchedule& s) {
+std::string unsupported_reason(DiffusionSchedulerKind kind, const NoiseSchedule& s) {
   for (const auto& [key, value] : s.unimplemented)
     if (reads(kind, key)) return fmt::format("scheduler config field {} = {} is not implemented", key, value);
-  if (kind == SchedulerKind::Pndm && !s.skip_prk_steps)
+  if (kind == DiffusionSchedulerKind::Pndm && !s.skip_prk_steps)
     return "scheduler config field skip_prk_steps is false (or absent): PNDM's Runge-Kutta warm-up steps are not "
            "implemented, only its linear multistep part (skip_prk_steps true, as SD 1.x configs say)";
-  if (kind == SchedulerKind::UniPC && s.solver_order != 2 && s.has("solver_order"))
+  if (kind == DiffusionSchedulerKind::UniPC && s.solver_order != 2 && s.has("solver_order"))
     return fmt::format("scheduler config field solver_order = {} is not implemented (2)", s.solver_order);
-  if (kind == SchedulerKind::UniPC && !s.solver_type.empty() && s.solver_type != "bh1" && s.solver_type != "bh2" &&
-      s.solver_type != "midpoint" && s.solver_type != "heun" && s.solver_type != "logrho")
+  if (kind == DiffusionSchedulerKind::UniPC && !s.solver_type.empty() && s.solver_type != "bh1" &&
+      s.solver_type != "bh2" && s.solver_type != "midpoint" && s.solver_type != "heun" && s.solver_type != "logrho")
     return fmt::format("scheduler config field solver_type = \"{}\" is not implemented (bh1, bh2)", s.solver_type);
-  const bool dpm = kind == SchedulerKind::DpmPP2M || kind == SchedulerKind::DpmPP2MKarras;
+  const bool dpm = kind == DiffusionSchedulerKind::DpmPP2M || kind == DiffusionSchedulerKind::DpmPP2MKarras;
   if (dpm && !s.solver_type.empty() && s.solver_type != "midpoint" && s.solver_type != "logrho" &&
       s.solver_type != "bh1" && s.solver_type != "bh2")  // diffusers maps the UniPC names to midpoint
     return fmt::format("scheduler config field solver_type = \"{}\" is not implemented (midpoint)", s.solver_type);
   return "";
 }
 
-std::unique_ptr<Scheduler> make_scheduler(SchedulerKind kind, const NoiseSchedule& given) {
+std::unique_ptr<DiffusionScheduler> make_diffusion_scheduler(DiffusionSchedulerKind kind, const NoiseSchedule& given) {
   const std::string why = unsupported_reason(kind, given);
-  RBEE_CHECK_CODE(why.empty(), ErrorCode::Unsupported, "scheduler {}: {}", scheduler_kind_name(kind), why);
+  RBEE_CHECK_CODE(why.empty(), ErrorCode::Unsupported, "scheduler {}: {}", diffusion_scheduler_kind_name(kind), why);
   const NoiseSchedule schedule = given.with_defaults_of(kind);
   switch (kind) {
-    case SchedulerKind::Euler: return detail::make_euler(schedule, false);
-    case SchedulerKind::EulerAncestral: return detail::make_euler(schedule, true);
-    case SchedulerKind::Ddim: return detail::make_ddim(schedule);
-    case SchedulerKind::DpmPP2MKarras: return detail::make_dpmpp_2m(schedule, true);
-    case SchedulerKind::DpmPP2M: return detail::make_dpmpp_2m(schedule, false);
-    case SchedulerKind::Heun: return detail::make_heun(schedule);
-    case SchedulerKind::Pndm: return detail::make_pndm(schedule);
-    case SchedulerKind::UniPC: return detail::make_unipc(schedule);
-    case SchedulerKind::DpmPPSde: return detail::make_dpmpp_sde(schedule);
-    case SchedulerKind::Lcm: return detail::make_lcm(schedule);
+    case DiffusionSchedulerKind::Euler: return detail::make_euler(schedule, false);
+    case DiffusionSchedulerKind::EulerAncestral: return detail::make_euler(schedule, true);
+    case DiffusionSchedulerKind::Ddim: return detail::make_ddim(schedule);
+    case DiffusionSchedulerKind::DpmPP2MKarras: return detail::make_dpmpp_2m(schedule, true);
+    case DiffusionSchedulerKind::DpmPP2M: return detail::make_dpmpp_2m(schedule, false);
+    case DiffusionSchedulerKind::Heun: return detail::make_heun(schedule);
+    case DiffusionSchedulerKind::Pndm: return detail::make_pndm(schedule);
+    case DiffusionSchedulerKind::UniPC: return detail::make_unipc(schedule);
+    case DiffusionSchedulerKind::DpmPPSde: return detail::make_dpmpp_sde(schedule);
+    case DiffusionSchedulerKind::Lcm: return detail::make_lcm(schedule);
   }
   RBEE_CHECK(false, "scheduler: unknown kind {}", (int)kind);
   return nullptr;

@@ -7,17 +7,17 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class PndmScheduler final : public Scheduler {
+class PndmScheduler final : public DiffusionScheduler {
  public:
   explicit PndmScheduler(const NoiseSchedule& s) : s_(s), acp_(alphas_cumprod(s)) {
     final_acp_ = s.set_alpha_to_one ? 1.0 : (double)acp_[0];
   }
-  SchedulerKind kind() const override { return SchedulerKind::Pndm; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::Pndm; }
   double init_noise_sigma() const override { return 1.0; }
 
   void set_timesteps(int steps) override {
@@ -114,6 +114,6 @@ class PndmScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_pndm(const NoiseSchedule& s) { return std::make_unique<PndmScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_pndm(const NoiseSchedule& s) { return std::make_unique<PndmScheduler>(s); }
 
 }  // namespace rbee::sd::detail

@@ -1,7 +1,7 @@
 // The request checks that need the loaded model (rbee/sd/pipeline.h's check_request), apart from requests.cpp so
 // that the body parsers build without the SD runtime (fuzz/fuzz_sd_request).
 #include "rbee/sd/pipeline.h"
-#include "sd_api/requests.h"
+#include "server/sd/requests.h"
 #include "server/api_error.h"
 
 namespace rbee::server::sd_api {

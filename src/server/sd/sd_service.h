@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "rbee/sd/pipeline.h"
-#include "sd_api/sd_job.h"
+#include "server/sd/sd_job.h"
 #include "server/metrics.h"
 
 namespace rbee::server::sd_api {

@@ -5,19 +5,21 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class EulerScheduler final : public Scheduler {
+class EulerScheduler final : public DiffusionScheduler {
  public:
   EulerScheduler(const NoiseSchedule& s, bool ancestral)
       : s_(s), ancestral_(ancestral), train_sigmas_(sigmas_of(sigma_schedule_acp(s))) {
     for (double v : train_sigmas_) log_sigmas_.push_back((double)std::log((float)v));  // numpy: log of f32 sigmas
   }
 
-  SchedulerKind kind() const override { return ancestral_ ? SchedulerKind::EulerAncestral : SchedulerKind::Euler; }
+  DiffusionSchedulerKind kind() const override {
+    return ancestral_ ? DiffusionSchedulerKind::EulerAncestral : DiffusionSchedulerKind::Euler;
+  }
   bool needs_noise() const override { return ancestral_; }
 
   void set_timesteps(int steps) override {
@@ -92,7 +94,7 @@ class EulerScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_euler(const NoiseSchedule& s, bool ancestral) {
+std::unique_ptr<DiffusionScheduler> make_euler(const NoiseSchedule& s, bool ancestral) {
   return std::make_unique<EulerScheduler>(s, ancestral);
 }
 

@@ -4,17 +4,17 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
-#include "sd/scheduler_impl.h"
+#include "sd/diffusion_scheduler_impl.h"
 
 namespace rbee::sd::detail {
 namespace {
 
-class LcmScheduler final : public Scheduler {
+class LcmScheduler final : public DiffusionScheduler {
  public:
   explicit LcmScheduler(const NoiseSchedule& s) : s_(s), acp_(alphas_cumprod(s)) {
     final_acp_ = s.set_alpha_to_one ? 1.0 : (double)acp_[0];
   }
-  SchedulerKind kind() const override { return SchedulerKind::Lcm; }
+  DiffusionSchedulerKind kind() const override { return DiffusionSchedulerKind::Lcm; }
   double init_noise_sigma() const override { return 1.0; }
   bool needs_noise() const override { return true; }
   bool needs_noise_at(int i) const override { return i != steps() - 1; }
@@ -81,6 +81,6 @@ class LcmScheduler final : public Scheduler {
 
 }  // namespace
 
-std::unique_ptr<Scheduler> make_lcm(const NoiseSchedule& s) { return std::make_unique<LcmScheduler>(s); }
+std::unique_ptr<DiffusionScheduler> make_lcm(const NoiseSchedule& s) { return std::make_unique<LcmScheduler>(s); }
 
 }  // namespace rbee::sd::detail

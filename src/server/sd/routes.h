@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sd_api/requests.h"
-#include "sd_api/sd_service.h"
+#include "server/sd/requests.h"
+#include "server/sd/sd_service.h"
 #include "server/device_stats.h"
 #include "server/http_server.h"
 #include "server/lifecycle.h"

@@ -1,4 +1,4 @@
-#include "sd_api/routes.h"
+#include "server/sd/routes.h"
 
 #include <fmt/format.h>
 
@@ -43,7 +43,7 @@ nlohmann::json SdWorkerContext::info() {
       {"samplers", sampler_list()},
       {"defaults",
        {{"steps", defaults.steps}, {"guidance_scale", defaults.guidance_scale}, {"width", defaults.width},
-        {"height", defaults.height}, {"sampler", sd::scheduler_kind_name(defaults.sampler)},
+        {"height", defaults.height}, {"sampler", sd::diffusion_scheduler_kind_name(defaults.sampler)},
         {"noise", sd::noise_kind_name(defaults.noise)},
         {"strength", defaults.strength}, {"inpaint_strength", defaults.inpaint_strength},
         {"preview_every", defaults.preview_every}}},
