@@ -59,14 +59,29 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
       const int rows = (int)std::min<int64_t>(pr, n - p * pr);
       gemm.pack(wp + p * pr * w_row_bytes, w_row_bytes, rows, k, base + (p - p0) * panel_bytes);
     }
+    // Partial sums of the row block's tiles while one panel walks K in slices of about 16 KiB of panel (they
+    // stay in L1 across the block's tiles).
+    thread_local std::vector<float> states;
+    const int64_t tiles = kRowsPerBlock / quant::kQGemmTileRows;
+    if (states.size() < (size_t)(tiles * quant::kQGemmStateFloats + 16)) {
+      states.resize((size_t)(tiles * quant::kQGemmStateFloats + 16));
+    }
+    float* state = states.data() + (16 - reinterpret_cast<uintptr_t>(states.data()) / sizeof(float) % 16) % 16;
+    const int64_t blocks = k / gemm.block_elems;
+    const int64_t slice = std::max<int64_t>(1, (int64_t{16} << 10) / gemm.panel_block_bytes);
     for (int64_t r0 = 0; r0 < m; r0 += kRowsPerBlock) {
       const int64_t r1 = std::min(m, r0 + kRowsPerBlock);
       for (int64_t p = p0; p < p1; ++p) {
         const int cols = (int)std::min<int64_t>(pr, n - p * pr);
         const unsigned char* panel = base + (p - p0) * panel_bytes;
-        for (int64_t r = r0; r < r1; r += quant::kQGemmTileRows) {
-          const int rows = (int)std::min<int64_t>(quant::kQGemmTileRows, r1 - r);
-          gemm.tile(k, panel, xp + r * x_row_bytes, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols);
+        for (int64_t b0 = 0; b0 < blocks; b0 += slice) {
+          const int64_t b1 = std::min(blocks, b0 + slice);
+          for (int64_t r = r0; r < r1; r += quant::kQGemmTileRows) {
+            const int rows = (int)std::min<int64_t>(quant::kQGemmTileRows, r1 - r);
+            float* st = state + (r - r0) / quant::kQGemmTileRows * quant::kQGemmStateFloats;
+            gemm.tile(k, panel, xp + r * x_row_bytes, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols, b0,
+                      b1, st);
+          }
         }
       }
     }

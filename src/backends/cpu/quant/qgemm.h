@@ -30,8 +30,15 @@ struct QGemm {
   void (*pack)(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel);
   // out[r * os + c] = dot(weight row c of the panel, activation row r) for r < mrows (<= kQGemmTileRows),
   // c < ncols; activation row r at (const char*)x + r * xs, laid out as quant.h's activation rows.
-  void (*tile)(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os, int ncols);
+  // One call covers blocks [b0, b1) of the k / block_elems blocks, so a caller can walk K in slices that keep a
+  // panel slice in L1: the partial sums live in `state` (kQGemmStateFloats floats, 64-byte aligned) between
+  // calls; b0 == 0 starts them at zero, b1 == the last block writes out. The per-block order is unchanged.
+  void (*tile)(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os, int ncols,
+               int64_t b0, int64_t b1, float* state);
+  int64_t block_elems;       // elements per block (32 or 256)
+  int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
 };
+inline constexpr int kQGemmStateFloats = kQGemmTileRows * 2 * 16 + kQGemmTileRows * 4;
 
 // The GEMM for `weight` on this CPU, or nullptr (no AVX-512 VNNI, a Highway target other than AVX2 / AVX3 chosen
 // for the row kernels, RBEE_CPU_QGEMM=0 in the environment, or a type without one).

@@ -125,7 +125,7 @@ struct Legacy {
 
   template <int MR>
   RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
-                             int ncols) {
+                             int ncols, int64_t b0, int64_t b1, float* state) {
     using X = typename T::X;
     const int64_t nb = k / kQK;
     const auto* lev = static_cast<const uint8_t*>(panel);
@@ -145,10 +145,12 @@ struct Legacy {
     __m512 acc[MR][2];
     __m128 macc[MR];
     for (int r = 0; r < MR; ++r) {
-      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-      macc[r] = _mm_setzero_ps();
+      const bool fresh = b0 == 0;
+      acc[r][0] = fresh ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32);
+      acc[r][1] = fresh ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32 + 16);
+      macc[r] = fresh ? _mm_setzero_ps() : _mm_load_ps(state + kQGemmTileRows * 32 + r * 4);
     }
-    for (int64_t ib = 0; ib < nb; ++ib) {
+    for (int64_t ib = b0; ib < b1; ++ib) {
       const __m512i w0 = _mm512_load_si512(lev + ib * 128), w1 = _mm512_load_si512(lev + ib * 128 + 64);
       const __m512 d4 = _mm512_castps128_ps512(_mm_loadu_ps(d + ib * 4));
       const __m512 dA = _mm512_permutexvar_ps(pick0, d4), dB = _mm512_permutexvar_ps(pick1, d4);
@@ -166,6 +168,14 @@ struct Legacy {
         if constexpr (T::kMacc) macc[r] = _mm_fmadd_ps(mw4, _mm_set1_ps(xd[r][nb + ib]), macc[r]);
       }
     }
+    if (b1 < nb) {
+      for (int r = 0; r < MR; ++r) {
+        _mm512_store_ps(state + r * 32, acc[r][0]);
+        _mm512_store_ps(state + r * 32 + 16, acc[r][1]);
+        _mm_store_ps(state + kQGemmTileRows * 32 + r * 4, macc[r]);
+      }
+      return;
+    }
     for (int r = 0; r < MR; ++r) {
       alignas(64) float v[32];
       alignas(16) float m4[4];
@@ -180,15 +190,15 @@ struct Legacy {
   }
 
   static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
-                      int ncols) {
+                      int ncols, int64_t b0, int64_t b1, float* state) {
     switch (mrows) {
-      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols);
-      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols);
-      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols);
-      default: return Tile<4>(k, panel, x, xs, out, os, ncols);
+      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      default: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
     }
   }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, 128 + 32};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -346,7 +356,7 @@ struct KQuant {
 
   template <int MR>
   RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
-                             int ncols) {
+                             int ncols, int64_t b0, int64_t b1, float* state) {
     const int64_t nsb = k / kQKK;
     const auto* lev = static_cast<const uint8_t*>(panel);
     const auto* gsc = reinterpret_cast<const int16_t*>(lev + nsb * 1024);
@@ -358,8 +368,11 @@ struct KQuant {
     const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i pick1 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     __m512 acc[MR][2];
-    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int r = 0; r < MR; ++r) {
+      acc[r][0] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32);
+      acc[r][1] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32 + 16);
+    }
+    for (int64_t sb = b0; sb < b1; ++sb) {
       __m512i isum[MR][2];
       for (int r = 0; r < MR; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
       const uint8_t* l = lev + sb * 1024;
@@ -391,6 +404,13 @@ struct KQuant {
         acc[r][1] = _mm512_fnmadd_ps(_mm512_mul_ps(dcB, dx), corr1, acc[r][1]);
       }
     }
+    if (b1 < nsb) {
+      for (int r = 0; r < MR; ++r) {
+        _mm512_store_ps(state + r * 32, acc[r][0]);
+        _mm512_store_ps(state + r * 32 + 16, acc[r][1]);
+      }
+      return;
+    }
     for (int r = 0; r < MR; ++r) {
       alignas(64) float v[32];
       _mm512_store_ps(v, acc[r][0]);
@@ -403,15 +423,15 @@ struct KQuant {
   }
 
   static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
-                      int ncols) {
+                      int ncols, int64_t b0, int64_t b1, float* state) {
     switch (mrows) {
-      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols);
-      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols);
-      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols);
-      default: return Tile<4>(k, panel, x, xs, out, os, ncols);
+      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      default: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
     }
   }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQKK, kSbBytes};
 };
 
 }  // namespace
