@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "common/default_model.h"
 #include "rbee/llm/generate.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
@@ -52,22 +53,7 @@ class Recorder : public JobSink {
   std::condition_variable cv_;
 };
 
-class SchedulerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(RBEE_DEFAULT_MODEL)) return;
-    model_ = Model::load(RBEE_DEFAULT_MODEL).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << RBEE_DEFAULT_MODEL << " is missing: run scripts/setup.sh";
-  }
-  static Model* model_;
-};
-Model* SchedulerTest::model_ = nullptr;
+class SchedulerTest : public DefaultModelTest {};
 
 void expect_same_as_alone(Model& model, const SamplingParams& sp, int prefill_budget) {
   const auto texts = std::vector<std::string>{"The capital of France is", "Once upon a time, a small bee",

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "common/default_model.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
@@ -54,21 +55,7 @@ class Recorder : public JobSink {
   std::condition_variable cv_;
 };
 
-class SchedulerChoices : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (std::filesystem::exists(RBEE_DEFAULT_MODEL)) model_ = Model::load(RBEE_DEFAULT_MODEL).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << RBEE_DEFAULT_MODEL << " is missing: run scripts/setup.sh";
-  }
-  static Model* model_;
-};
-Model* SchedulerChoices::model_ = nullptr;
+class SchedulerChoices : public DefaultModelTest {};
 
 std::vector<std::shared_ptr<Recorder>> run(Model& model, const JobRequest& req, int blocks = 128) {
   KvCache cache(model.device(), model.config(), blocks, 16);

@@ -23,36 +23,27 @@
 namespace rbee::sampling {
 
 // ---- float operations rounded once ----
-RBEE_HOST_DEVICE inline float mul(float a, float b) {
+// a op b rounded once: the device's round-to-nearest intrinsic, or the host's operator with contraction into an
+// FMA turned off where the compiler could apply it.
+enum class RoundedOp { Add, Sub, Mul };
+template <RoundedOp op>
+RBEE_HOST_DEVICE inline float rounded(float a, float b) {
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+  if constexpr (op == RoundedOp::Add) return __fadd_rn(a, b);
+  else if constexpr (op == RoundedOp::Sub) return __fsub_rn(a, b);
+  else return __fmul_rn(a, b);
 #else
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-  return a * b;
+  if constexpr (op == RoundedOp::Add) return a + b;
+  else if constexpr (op == RoundedOp::Sub) return a - b;
+  else return a * b;
 #endif
 }
-RBEE_HOST_DEVICE inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-  return a + b;
-#endif
-}
-RBEE_HOST_DEVICE inline float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-  return a - b;
-#endif
-}
+RBEE_HOST_DEVICE inline float mul(float a, float b) { return rounded<RoundedOp::Mul>(a, b); }
+RBEE_HOST_DEVICE inline float add(float a, float b) { return rounded<RoundedOp::Add>(a, b); }
+RBEE_HOST_DEVICE inline float sub(float a, float b) { return rounded<RoundedOp::Sub>(a, b); }
 RBEE_HOST_DEVICE inline float div(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);

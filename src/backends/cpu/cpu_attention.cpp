@@ -17,6 +17,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/common/attention_math.h"
 #include "backends/cpu/cpu_attention_blocks.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
@@ -29,9 +30,8 @@ constexpr int64_t kRowBlock = 32;          // rows per task: enough to reuse eac
 constexpr int64_t kKeyBlock = 64;          // keys per online-softmax step (score tile kRowBlock x kKeyBlock)
 constexpr int64_t kMinKeysPerSplit = 256;  // a split below this costs more in merging than it gains
 
-struct Geometry {
-  int64_t batch, q_heads, kv_heads, group, tq, tk, dim, dim_v;
-  int64_t rows;        // rows per (batch, kv head) = group * tq
+// The call's sizes (attention_math.h) and how this backend splits the work.
+struct Geometry : attention::AttentionShape {
   int64_t row_block;   // rows per task, min(kRowBlock, rows)
   int64_t row_blocks;  // ceil(rows / row_block)
   int64_t splits;      // key-range splits per item
@@ -41,10 +41,7 @@ struct Geometry {
 
 // Keys [lo, hi) that query i may see.
 void visible_keys(const Geometry& g, int64_t i, int64_t& lo, int64_t& hi) {
-  const int64_t pos = g.tk - g.tq + i;
-  hi = g.params.causal ? std::clamp<int64_t>(pos + 1, 0, g.tk) : g.tk;
-  lo = g.params.window > 0 ? std::clamp<int64_t>(pos - g.params.window + 1, 0, g.tk) : 0;
-  lo = std::min(lo, hi);
+  attention::visible_keys(g.tq, g.tk, g.params.causal, g.params.window, i, lo, hi);
 }
 
 int64_t choose_splits(int64_t items, int64_t tk) {
@@ -231,17 +228,7 @@ class AttentionRun {
 void CpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                            Tensor& out) {
   Geometry g;
-  g.batch = q.dim(0);
-  g.q_heads = q.dim(1);
-  g.tq = q.dim(2);
-  g.dim = q.dim(3);
-  g.kv_heads = k.dim(1);
-  g.tk = k.dim(2);
-  g.dim_v = v.dim(3);
-  RBEE_ASSERT(g.kv_heads > 0 && g.q_heads % g.kv_heads == 0, "attention: {} query heads over {} kv heads", g.q_heads,
-              g.kv_heads);
-  g.group = g.q_heads / g.kv_heads;
-  g.rows = g.group * g.tq;
+  static_cast<attention::AttentionShape&>(g) = attention::attention_shape(q, k, v);
   if (g.batch == 0 || g.rows == 0 || g.dim_v == 0) return;
   g.row_block = std::min(kRowBlock, g.rows);
   g.row_blocks = (g.rows + g.row_block - 1) / g.row_block;

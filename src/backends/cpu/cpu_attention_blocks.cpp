@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/common/attention_math.h"
 #include "backends/cpu/cpu_attention_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -311,7 +312,7 @@ void softmax_step(double* s, int64_t s_stride, int64_t rows, int64_t nk, const i
     }
     double block_max = -std::numeric_limits<double>::infinity();
     for (int64_t j = a; j < b; ++j) {
-      if (softcap > 0) row[j] = softcap * std::tanh(row[j] / softcap);
+      row[j] = attention::soft_cap(row[j], softcap);
       block_max = std::max(block_max, row[j]);
     }
     const double m_new = std::max(m[r], block_max);

@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "backends/common/conv_geometry.h"
 #include "backends/cpu/conv_columns.h"
 #include "backends/cpu/conv_gemm.h"
-#include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 
@@ -18,7 +18,9 @@ namespace rbee::cpu {
 
 namespace {
 
-using conv::ConvGeometry;
+using ::rbee::conv::ConvGeometry;
+using ::rbee::conv::geometry_1d;
+using ::rbee::conv::geometry_2d;
 using conv::Tap;
 
 // x [n, cin, h, w], w [cout, cin / groups, kh, kw] -> out [n, cout, ho, wo], all contiguous.
@@ -99,7 +101,7 @@ void im2col_forward(const T* x, const ConvGeometry& g, T* out) {
 }  // namespace
 
 void CpuKernels::conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p, Tensor& out) {
-  const ConvGeometry g = conv::geometry_1d(x, w, out, p);
+  const ConvGeometry g = geometry_1d(x, w, out, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
@@ -107,7 +109,7 @@ void CpuKernels::conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p,
 }
 
 void CpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, Tensor& out) {
-  const ConvGeometry g = conv::geometry_2d(x, w, out, p);
+  const ConvGeometry g = geometry_2d(x, w, out, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
@@ -115,10 +117,7 @@ void CpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
 }
 
 void CpuKernels::im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p, Tensor& out) {
-  const int64_t ho = (x.dim(2) + 2 * p.pad_h - (int64_t)p.dilation_h * (kernel_h - 1) - 1) / p.stride_h + 1;
-  const int64_t wo = (x.dim(3) + 2 * p.pad_w - (int64_t)p.dilation_w * (kernel_w - 1) - 1) / p.stride_w + 1;
-  const ConvGeometry g{x.dim(0),   x.dim(1),   x.dim(2), x.dim(3), x.dim(1),     kernel_h,     kernel_w, ho, wo,
-                       p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.dilation_h, p.dilation_w, 1};
+  const ConvGeometry g = ::rbee::conv::geometry_im2col(x, kernel_h, kernel_w, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     im2col_forward(static_cast<const T*>(x.data()), g, static_cast<T*>(out.data()));

@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include "backends/common/conv_geometry.h"
 #include "backends/cpu/conv_columns.h"
 #include "backends/cpu/conv_gemm.h"
-#include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 
@@ -19,7 +19,9 @@ namespace rbee::cpu {
 
 namespace {
 
-using conv::ConvGeometry;
+using ::rbee::conv::ConvGeometry;
+using ::rbee::conv::geometry_1d;
+using ::rbee::conv::geometry_2d;
 using conv::Tap;
 
 // One output phase: outputs (py + sh * qy, px + sw * qx) for qy < rows, qx < cols.
@@ -122,7 +124,7 @@ void conv_transpose_forward(const T* x, const T* w, const ConvGeometry& g, T* ou
 }  // namespace
 
 void CpuKernels::conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p, Tensor& out) {
-  const ConvGeometry g = conv::geometry_1d(x, w, out, p);
+  const ConvGeometry g = geometry_1d(x, w, out, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     conv_transpose_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g,
@@ -131,7 +133,7 @@ void CpuKernels::conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1d
 }
 
 void CpuKernels::conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, Tensor& out) {
-  const ConvGeometry g = conv::geometry_2d(x, w, out, p);
+  const ConvGeometry g = geometry_2d(x, w, out, p);
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     conv_transpose_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g,

@@ -9,12 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/axis_split.h"
+#include "backends/common/index_ops.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 
 namespace rbee::cpu {
 
 namespace {
+
+using index_ops::position_string;
+using index_ops::visit_element_bits;
 
 // Row-major without gaps. Empty tensors count as dense whatever their strides (Tensor::is_contiguous() can
 // answer false for them).
@@ -29,15 +34,6 @@ int64_t grain_for(int64_t task_elements) {
   return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(task_elements, 1));
 }
 
-std::string position_string(const Shape& shape, int64_t flat) {
-  if (shape.rank() == 1) return std::to_string(flat);
-  std::vector<int64_t> idx((size_t)shape.rank());
-  for (int d = shape.rank() - 1; d >= 0; --d) {
-    idx[(size_t)d] = shape[d] == 0 ? 0 : flat % shape[d];
-    flat = shape[d] == 0 ? 0 : flat / shape[d];
-  }
-  return Shape(std::span<const int64_t>(idx)).to_string();
-}
 
 // ids (contiguous, I64/I32/U32) as int64, after checking each lies in [0, limit).
 std::vector<int64_t> checked_ids(const char* op, const Tensor& ids, int axis, int64_t limit) {
@@ -56,27 +52,11 @@ std::vector<int64_t> checked_ids(const char* op, const Tensor& ids, int axis, in
   return out;
 }
 
-// An unsigned integer of the element's size: indexing ops that only move elements copy their bits.
-template <class F>
-void visit_element_bits(DType t, F&& f) {
-  switch (dtype_type_size(t)) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-    default: RBEE_THROW(ErrorCode::Unsupported, "indexing is not defined for {}", dtype_name(t));
-  }
-}
-
-// a + b in T: floats compute in compute_t<T> and round once, integers wrap around like the dtype.
+// a + b in T: floats compute in compute_t<T> and round once, integers wrap around (index_ops.h).
 template <class T>
 inline T add_elements(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return (T)(U)((U)a + (U)b);
-  } else {
-    return store<T>(load(a) + load(b));
-  }
+  if constexpr (std::is_integral_v<T>) return index_ops::wrapping_add(a, b);
+  else return store<T>(load(a) + load(b));
 }
 
 // Coordinates of a tensor of `shape` split around `axis`: offsets (through `strides`) of every before-axis
@@ -107,10 +87,8 @@ SplitOffsets split_offsets(const Shape& shape, const Strides& strides, int axis)
 // any two positions that differ only along `axis` run in row-major order on one thread.
 template <class Fn>
 void for_each_id(const Shape& shape, int axis, Fn&& fn) {
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= shape[d];
-  for (int d = axis + 1; d < shape.rank(); ++d) inner *= shape[d];
-  const int64_t m = shape[axis];
+  const axis::AxisSplit split = axis::split_at(shape, axis);
+  const int64_t outer = split.outer, m = split.n, inner = split.inner;
   if (outer * m * inner == 0) return;
   const int64_t chunks = (inner + kInnerChunk - 1) / kInnerChunk;
   const int64_t task_elements = m * std::min(inner, kInnerChunk);
@@ -129,10 +107,9 @@ void for_each_id(const Shape& shape, int axis, Fn&& fn) {
 void CpuKernels::index_select(const Tensor& x, const Tensor& ids, int axis, Tensor& out) {
   RBEE_ASSERT(dense(x) && dense(out), "index_select expects contiguous tensors");
   const std::vector<int64_t> id = checked_ids("index_select", ids, axis, x.dim(axis));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x.dim(d);
-  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
-  const int64_t n = x.dim(axis), m = (int64_t)id.size();
+  const axis::AxisSplit split = axis::split_at(x.shape(), axis);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
+  const int64_t m = (int64_t)id.size();
   if (outer * m * inner == 0) return;
   const size_t row_bytes = (size_t)(inner * dtype_type_size(x.dtype()));
   const char* src = static_cast<const char*>(x.data());
@@ -165,10 +142,9 @@ void CpuKernels::gather(const Tensor& x, const Tensor& ids, int axis, Tensor& ou
 void CpuKernels::index_add(const Tensor& ids, const Tensor& src, int axis, Tensor& out) {
   RBEE_ASSERT(dense(src) && dense(out), "index_add expects contiguous src and out");
   const std::vector<int64_t> id = checked_ids("index_add", ids, axis, out.dim(axis));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= out.dim(d);
-  for (int d = axis + 1; d < out.rank(); ++d) inner *= out.dim(d);
-  const int64_t n = out.dim(axis), m = (int64_t)id.size();
+  const axis::AxisSplit split = axis::split_at(out.shape(), axis);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
+  const int64_t m = (int64_t)id.size();
   if (outer * m * inner == 0) return;
   visit_plain_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -4,6 +4,7 @@
 // f16/bf16 rows are widened to f32 first, f64 rows use plain double loops. Rows run in parallel.
 // Layer and group norm take the variance as the mean of squared deviations from the mean (two passes),
 // which keeps precision when |mean| is large against the spread.
+// Attribution: the f32 rms_norm follows the order of operations of ggml / llama.cpp (MIT License; NOTICE).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_norm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -3,6 +3,8 @@
 // (f16/bf16 promoted to f32 in registers). 16-bit caches follow the op contract's tensor-core semantics (PagedAttention
 // in rbee/backend/op_table.def): q rounded to the cache's type, each probability rounded to it before it weights V (the
 // running sum takes the f32 value).
+// Attribution: the f32 path's order of operations follows ggml / llama.cpp (MIT License) and llamafile's tinyBLAS
+// (Apache License 2.0); NOTICE holds the license texts.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_paged_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -13,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/common/attention_math.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
@@ -128,7 +131,7 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
       const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
       const C* kj = kc + slot * row_stride + g * d;
       float s = DotQK(qv, kj, d) * params.scale;
-      if (params.softcap > 0.0f) s = params.softcap * std::tanh(s / params.softcap);
+      s = attention::soft_cap(s, params.softcap);
       const float new_max = std::max(running_max, s);
       const float correction = std::exp(running_max - new_max);  // 0 on the first key
       const float p = std::exp(s - new_max);

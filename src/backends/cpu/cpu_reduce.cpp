@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/common/axis_split.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/simd_reduce.h"
@@ -36,16 +37,8 @@ constexpr int64_t kInnerChunk = 16384;
 constexpr int64_t kMinRowsPerSplit = 32;
 
 // x seen as [outer, n, inner] around the reduced axis (out as [outer, inner]).
-struct AxisSplit {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-AxisSplit split_at(const Shape& shape, int axis) {
-  AxisSplit s;
-  for (int d = 0; d < axis; ++d) s.outer *= shape[d];
-  s.n = shape[axis];
-  for (int d = axis + 1; d < shape.rank(); ++d) s.inner *= shape[d];
-  return s;
-}
+using axis::AxisSplit;
+using axis::split_at;
 
 int64_t grain_rows(int64_t row_elements) {
   return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(row_elements, 1));

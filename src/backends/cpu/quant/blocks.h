@@ -13,13 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/common/kquant_pack.h"
 #include "rbee/core/half.h"
 
 namespace rbee::cpu::quant {
 
 inline constexpr int kQK = 32;    // elements per legacy block
 inline constexpr int kQKK = 256;  // elements per K-quant super-block
-inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
+inline constexpr int kKScaleBytes = kquant::kScaleMinBytes;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
 inline float f16_to_f32(uint16_t h) { return f16_bits_to_f32(h); }
 inline uint16_t f32_to_f16(float f) { return f32_to_f16_bits(f); }
@@ -124,18 +125,8 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 
-// Sub-block j (< 8) of the 12 packed bytes of Q4_K / Q5_K: bytes 0-3 hold scales 0-3 in their low 6 bits,
-// bytes 4-7 mins 0-3; bytes 8-11 hold the low 4 bits of scale 4-7 (low nibble) and min 4-7 (high nibble),
-// whose top 2 bits sit in the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
-inline void unpack_scale_min_k4(const uint8_t* s, int j, uint8_t& scale, uint8_t& min) {
-  if (j < 4) {
-    scale = s[j] & 63;
-    min = s[j + 4] & 63;
-  } else {
-    scale = (uint8_t)((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-    min = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
-}
+// Sub-block j (< 8) of the 12 packed scale and min bytes of Q4_K / Q5_K (layout: backends/common/kquant_pack.h).
+using kquant::unpack_scale_min_k4;
 
 // Signed scale i (< 16) of Q3_K, in -32..31.
 inline int q3k_scale(const uint8_t* s, int i) {

@@ -3,6 +3,7 @@
 //   _0 types: sum_blocks d_w * d_x * sum_j q_w[j] * q_x[j]            (q_w with its offset removed)
 //   _1 types: sum_blocks d_w * d_x * sum_j q_w[j] * q_x[j] + m_w * s_x  (s_x = d_x * sum_j q_x[j])
 // Integer sums are exact; only the per-block scaling happens in float.
+// Attribution: the accumulation order follows ggml / llama.cpp (MIT License; NOTICE holds the license text).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/quant/dot_legacy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -1,5 +1,6 @@
 // Per-type quantizers behind quantize_row (quantize_legacy.cpp, quantize_k.cpp) and the scale searches the
 // K-quants share (backends/common/kquant_fit.h). `nb` counts blocks; x holds nb * block_size floats.
+// Attribution: the quantization rules follow ggml / llama.cpp (MIT License; NOTICE holds the license text).
 #pragma once
 
 #include <cstdint>

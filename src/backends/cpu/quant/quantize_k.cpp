@@ -7,80 +7,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/common/kquant_pack.h"
 #include "backends/cpu/quant/quantize_internal.h"
 
 namespace rbee::cpu::quant {
 
-namespace {
-// Packs 2-bit levels L[0..256) as Q2_K / Q3_K store them: element 128n + 32j + l at bits 2j of qs[32n + l].
-void pack_2bit(const uint8_t* L, uint8_t* qs) {
-  for (int n = 0; n < 2; ++n) {
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t* e = L + 128 * n + l;
-      qs[32 * n + l] = (uint8_t)(e[0] | (e[32] << 2) | (e[64] << 4) | (e[96] << 6));
-    }
-  }
-}
-
-// Packs 6-bit scales and mins of 8 sub-blocks into Q4_K / Q5_K's 12 bytes (layout: unpack_scale_min_k4).
-void pack_scale_min_k4(const uint8_t* sc, const uint8_t* mn, uint8_t* s) {
-  std::memset(s, 0, kKScaleBytes);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      s[j] = sc[j];
-      s[j + 4] = mn[j];
-    } else {
-      s[j + 4] = (uint8_t)((sc[j] & 0x0F) | ((mn[j] & 0x0F) << 4));
-      s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
-      s[j] |= (uint8_t)((mn[j] >> 4) << 6);
-    }
-  }
-}
-
-// Steps (2) and (3) of Q4_K / Q5_K: 6-bit scales and mins of 8 sub-blocks of 32 against f16 d and dmin,
-// then levels L in [0, nmax] under the decoded scales.
-void finish_k4(const float* x, const float* scales, const float* mins, int nmax, uint16_t& d, uint16_t& dmin,
-               uint8_t* packed_scales, uint8_t* L) {
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    max_scale = std::fmax(max_scale, scales[j]);
-    max_min = std::fmax(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = (uint8_t)clamp_int(nearest_int(inv_scale * scales[j]), 0, 63);
-    mn[j] = (uint8_t)clamp_int(nearest_int(inv_min * mins[j]), 0, 63);
-  }
-  pack_scale_min_k4(sc, mn, packed_scales);
-  d = f32_to_f16(max_scale / 63.f);
-  dmin = f32_to_f16(max_min / 63.f);
-  const float df = f16_to_f32(d), dminf = f16_to_f32(dmin);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t s, m;
-    unpack_scale_min_k4(packed_scales, j, s, m);
-    const float dl = df * (float)s;
-    if (dl == 0.f) continue;  // keeps the levels of step (1)
-    const float ml = dminf * (float)m;
-    for (int i = 32 * j; i < 32 * j + 32; ++i) L[i] = (uint8_t)clamp_int(nearest_int((x[i] + ml) / dl), 0, nmax);
-  }
-}
-
-// Step (1) of Q4_K / Q5_K: weights sqrt(mean(x^2)) + |x| favour large elements.
-void fit_k4_subblocks(const float* x, int nmax, float rmin, float rdelta, int nstep, float* scales, float* mins,
-                      uint8_t* L) {
-  float w[32];
-  for (int j = 0; j < 8; ++j) {
-    const float* xs = x + 32 * j;
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-    const float av = std::sqrt(sum_x2 / 32.f);
-    for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(xs[l]);
-    scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, rdelta, nstep, false);
-  }
-}
-}  // namespace
+// Packing and the Q4_K / Q5_K sub-block scales are shared with the GPU kernels (backends/common/kquant_pack.h).
+using kquant::finish_k4;
+using kquant::fit_k4_subblocks;
+using kquant::pack_2bit;
 
 void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {

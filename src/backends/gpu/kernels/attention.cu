@@ -17,6 +17,7 @@
 #include <iterator>
 #include <type_traits>
 
+#include "backends/common/attention_math.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/attention_gemm.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -32,9 +33,8 @@ constexpr int kMaxKeysPerThread = 4;              // BK <= 32
 constexpr size_t kAttnSmemBytes = 48 << 10;       // the portable per-block limit
 constexpr int kMinKeysPerSplit = 256;
 
-struct AttnGeometry {
-  int64_t batch, q_heads, kv_heads, group, tq, tk, dim, dim_v;
-  int64_t rows;        // rows per (batch, kv head) = group * tq
+// The call's sizes (attention_math.h) and the kernels' tiling.
+struct AttnGeometry : attention::AttentionShape {
   int bq, bk;          // rows per block, keys per tile
   int64_t dc;          // head dims of q and k held in shared memory at once
   int64_t row_tiles;   // ceil(rows / bq)
@@ -48,14 +48,7 @@ struct AttnGeometry {
 
 // Keys [lo, hi) that query i may see.
 __device__ inline void visible_keys(const AttnGeometry& g, int64_t i, int64_t& lo, int64_t& hi) {
-  const int64_t pos = g.tk - g.tq + i;
-  hi = g.causal ? (pos + 1 < 0 ? 0 : (pos + 1 > g.tk ? g.tk : pos + 1)) : g.tk;
-  lo = 0;
-  if (g.window > 0) {
-    lo = pos - g.window + 1;
-    lo = lo < 0 ? 0 : (lo > g.tk ? g.tk : lo);
-  }
-  if (lo > hi) lo = hi;
+  attention::visible_keys(g.tq, g.tk, g.causal, g.window, i, lo, hi);
 }
 
 template <class C>
@@ -199,7 +192,7 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
           s[u] = neg_inf;
           continue;
         }
-        if (g.softcap > 0) s[u] = (C)g.softcap * tanh(s[u] / (C)g.softcap);
+        s[u] = attention::soft_cap(s[u], (C)g.softcap);
         tile_max = s[u] > tile_max ? s[u] : tile_max;
       }
       const C m_new_raw = row_max(tile_max);
@@ -321,17 +314,7 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
                            Tensor& out) {
   device_.activate();
   AttnGeometry g{};
-  g.batch = q.dim(0);
-  g.q_heads = q.dim(1);
-  g.tq = q.dim(2);
-  g.dim = q.dim(3);
-  g.kv_heads = k.dim(1);
-  g.tk = k.dim(2);
-  g.dim_v = v.dim(3);
-  RBEE_ASSERT(g.kv_heads > 0 && g.q_heads % g.kv_heads == 0, "attention: {} query heads over {} kv heads",
-              g.q_heads, g.kv_heads);
-  g.group = g.q_heads / g.kv_heads;
-  g.rows = g.group * g.tq;
+  static_cast<attention::AttentionShape&>(g) = attention::attention_shape(q, k, v);
   if (g.batch == 0 || g.rows == 0 || g.dim_v == 0) return;
   // Long unmasked 16-bit sequences: tensor-core GEMMs through the vendor Blas (attention_gemm.cu).
   if (attention_gemm(device_, q, k, v, params, out)) return;

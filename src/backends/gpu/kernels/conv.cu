@@ -13,6 +13,7 @@
 //   out[n, co, oy, ox] = sum over (ky, kx) with oy + ph - ky * dh = iy * sh, ox + pw - kx * dw = ix * sw of
 //                        cols[n, co, ky, kx, iy, ix]
 // and rounds once. 16-bit inputs are widened to f32 first, as the CPU does.
+#include "backends/common/conv_geometry.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/gemm.h"
@@ -33,20 +34,10 @@ constexpr int64_t kColumnBytes16 = int64_t{256} << 20;
 // GEMM operands; odd row lengths send cuBLAS to much slower kernels).
 constexpr int64_t kPositionAlign = 64;
 
-// NCHW sizes of one call: x [n, cin, h, w], out [n, cout, ho, wo], kernel kh x kw.
-struct ConvGeometry {
-  int64_t n, cin, h, w, cout, kh, kw, ho, wo;
-  int64_t sh, sw, ph, pw, dh, dw, groups;
-};
-
-ConvGeometry geometry_2d(const Tensor& x, const Tensor& w, const Tensor& out, const Conv2dParams& p) {
-  return {x.dim(0),   x.dim(1),   x.dim(2),   x.dim(3),   out.dim(1),   w.dim(2),     w.dim(3), out.dim(2),
-          out.dim(3), p.stride_h, p.stride_w, p.pad_h,    p.pad_w,      p.dilation_h, p.dilation_w, p.groups};
-}
-ConvGeometry geometry_1d(const Tensor& x, const Tensor& w, const Tensor& out, const Conv1dParams& p) {
-  return {x.dim(0), x.dim(1), 1, x.dim(2), out.dim(1), 1, w.dim(2), 1, out.dim(2),
-          1,        p.stride, 0, p.padding, 1,         p.dilation, p.groups};
-}
+// NCHW sizes of one call (conv_geometry.h): x [n, cin, h, w], out [n, cout, ho, wo], kernel kh x kw.
+using conv::ConvGeometry;
+using conv::geometry_1d;
+using conv::geometry_2d;
 
 // ---- conv: columns ----
 
@@ -326,10 +317,7 @@ void GpuKernels::im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2
   device_.activate();
   const int64_t total = out.numel();
   if (total == 0) return;
-  const int64_t ho = (x.dim(2) + 2 * p.pad_h - (int64_t)p.dilation_h * (kernel_h - 1) - 1) / p.stride_h + 1;
-  const int64_t wo = (x.dim(3) + 2 * p.pad_w - (int64_t)p.dilation_w * (kernel_w - 1) - 1) / p.stride_w + 1;
-  const ConvGeometry g{x.dim(0),   x.dim(1),   x.dim(2), x.dim(3), x.dim(1),     kernel_h,     kernel_w, ho, wo,
-                       p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.dilation_h, p.dilation_w, 1};
+  const ConvGeometry g = conv::geometry_im2col(x, kernel_h, kernel_w, p);
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     im2col_kernel<T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(static_cast<const T*>(x.data()), g,

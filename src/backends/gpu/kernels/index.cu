@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/axis_split.h"
+#include "backends/common/index_ops.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
@@ -19,6 +21,11 @@
 namespace rbee::gpu {
 
 namespace {
+
+using axis::AxisSplit;
+using axis::split_at;
+using index_ops::position_string;
+using index_ops::visit_element_bits;
 
 constexpr int kThreads = 256;
 constexpr unsigned long long kNoBadId = ~0ull;
@@ -55,15 +62,6 @@ void visit_id_type(DType t, F&& f) {
   }
 }
 
-std::string position_string(const Shape& shape, int64_t flat) {
-  if (shape.rank() == 1) return std::to_string(flat);
-  std::vector<int64_t> idx((size_t)shape.rank());
-  for (int d = shape.rank() - 1; d >= 0; --d) {
-    idx[(size_t)d] = shape[d] == 0 ? 0 : flat % shape[d];
-    flat = shape[d] == 0 ? 0 : flat / shape[d];
-  }
-  return Shape(std::span<const int64_t>(idx)).to_string();
-}
 
 // The device flag of one call and the error it reports.
 class BadIdFlag {
@@ -105,27 +103,11 @@ class BadIdFlag {
 
 // ---- element arithmetic ----
 
-// An unsigned integer of the element's size: ops that only move elements copy their bits.
-template <class F>
-void visit_element_bits(DType t, F&& f) {
-  switch (dtype_type_size(t)) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-    default: RBEE_THROW(ErrorCode::Unsupported, "indexing is not defined for {}", dtype_name(t));
-  }
-}
-
-// a + b in T: floats compute in compute_t<T> and round once, integers wrap around like the dtype.
+// a + b in T: floats compute in compute_t<T> and round once, integers wrap around (index_ops.h).
 template <class T>
 __device__ inline void add_into(T* dst, const T& v) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    *dst = (T)(U)((U)*dst + (U)v);
-  } else {
-    store(dst, load(dst) + load(&v));
-  }
+  if constexpr (std::is_integral_v<T>) *dst = index_ops::wrapping_add(*dst, v);
+  else store(dst, load(dst) + load(&v));
 }
 
 // ---- index_select ----
@@ -215,18 +197,6 @@ __global__ void scatter_kernel(const I* ids, const T* src, int64_t outer, int64_
   }
 }
 
-// outer / m / inner of `shape` around `axis`.
-struct AxisSplit {
-  int64_t outer = 1, m = 1, inner = 1;
-};
-AxisSplit split_at(const Shape& shape, int axis) {
-  AxisSplit s;
-  for (int d = 0; d < axis; ++d) s.outer *= shape[d];
-  s.m = shape[axis];
-  for (int d = axis + 1; d < shape.rank(); ++d) s.inner *= shape[d];
-  return s;
-}
-
 // `shape` with `strides` (a contiguous tensor's) and a 0 stride on `axis`.
 Layout layout_with_zero_axis(const Shape& shape, const Strides& strides, int axis) {
   Layout l{};
@@ -252,7 +222,7 @@ void scatter_impl(GpuDevice& dev, const char* op, const Tensor& ids, const Tenso
       const int64_t columns = s.outer * s.inner;
       if (columns == 0) return;
       scatter_kernel<kAdd, T, I><<<grid_for(columns, kThreads), kThreads, 0, dev.stream()>>>(
-          static_cast<const I*>(ids.data()), static_cast<const T*>(src.data()), s.outer, s.m, s.inner, limit, ol,
+          static_cast<const I*>(ids.data()), static_cast<const T*>(src.data()), s.outer, s.n, s.inner, limit, ol,
           out.stride(axis), static_cast<T*>(out.data()), flag.data());
       RBEE_GPU_CHECK_LAUNCH();
     };

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/common/attention_math.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/paged_common.cuh"
@@ -33,23 +34,12 @@ constexpr int kThreads = 128;
 constexpr int kMaxRows = 16;
 constexpr size_t kSmemLimit = 48 * 1024;  // no opt-in needed above this on either vendor
 
-struct PagedParams {
-  PagedSeqs seqs;
-  const float* q;
-  int64_t q_s0, q_s1;
-  const void* k_cache;
-  const void* v_cache;
-  const int32_t* tables;
-  int max_blocks, num_blocks, block_size;
-  int hq, hkv, d;
-  float scale, softcap;
-  int window;
-  int group, head_chunk, n_head_chunks, tile_tokens, rows;
-  int kt, split_len, n_splits;
+// The shared launch parameters (paged_common.cuh) and this kernel's own.
+struct PagedParams : PagedLaunch {
+  int d;
+  int rows;        // tile_tokens * head_chunk
+  int kt;          // keys per tile
   bool vec_cache;  // 4-element vector loads of cache rows
-  float* out;       // [nq, hq, d] when n_splits == 1
-  float* part_acc;  // [n_splits, nq, hq, d]
-  float* part_ml;   // [n_splits, nq, hq, 2]: running max, running sum
 };
 
 // Shared-memory layout of the attention kernel (offsets in bytes, each 16-byte aligned).
@@ -222,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
               const float4 kv = load4(kr + i);
               dot += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
             }
-            s = p.softcap > 0.f ? p.softcap * tanhf(dot / p.softcap) : dot;
+            s = attention::soft_cap(dot, p.softcap);
           }
           sc[r * p.kt + j] = s;
         }
@@ -435,36 +425,13 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
                   "paged_attention: head size {} does not fit the {} kernel's shared memory", d, RBEE_GPU_BACKEND_NAME);
 
   PagedParams p{};
-  p.seqs = PagedSeqs{static_cast<const int32_t*>(seq_info.data()), n_seq, nq, max_blocks * block_size};
-  p.q = static_cast<const float*>(q.data());
-  p.q_s0 = q.stride(0);
-  p.q_s1 = q.stride(1);
-  p.k_cache = k_cache.data();
-  p.v_cache = v_cache.data();
-  p.tables = static_cast<const int32_t*>(block_tables.data());
-  p.max_blocks = max_blocks;
-  p.num_blocks = num_blocks;
-  p.block_size = block_size;
-  p.hq = hq;
-  p.hkv = hkv;
+  const int64_t tiles = fill_paged_launch(p, q, k_cache, v_cache, seq_info, block_tables, params, rows_max);
   p.d = d;
-  p.scale = params.scale;
-  p.softcap = params.softcap;
-  p.window = params.window;
-  p.group = hq / hkv;
-  p.head_chunk = std::min(p.group, rows_max);
-  p.n_head_chunks = (p.group + p.head_chunk - 1) / p.head_chunk;
-  // Tokens per tile: as many as fit, but no more than the sequences have on average (decode: 1), since the
-  // P.V accumulation works on every row of the tile, used or not. Any value is correct: the grid below covers
-  // sum over sequences of ceil(q_len / tile_tokens) tiles for every split of nq tokens over n_seq sequences.
-  p.tile_tokens = std::max(1, std::min(rows_max / p.head_chunk, (nq + n_seq - 1) / n_seq));
   p.rows = p.tile_tokens * p.head_chunk;
   p.kt = kt;
   p.vec_cache = d % 4 == 0 && reinterpret_cast<uintptr_t>(k_cache.data()) % (4 * elem) == 0 &&
                 reinterpret_cast<uintptr_t>(v_cache.data()) % (4 * elem) == 0;
 
-  // Tiles: at most one per token, and sum over sequences of ceil(q_len / tile_tokens) <= nq / tile + n_seq.
-  const int64_t tiles = std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
   // Splits: enough blocks for ~4 per multiprocessor, each split at least one key tile.
   const int64_t max_ctx = (int64_t)max_blocks * block_size;
   const int64_t base_blocks = tiles * hkv * p.n_head_chunks;

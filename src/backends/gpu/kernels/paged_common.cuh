@@ -2,10 +2,12 @@
 // reading seq_info defensively, finding a block's query tile, the split-K partials (merged by paged.cu).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "backends/gpu/kernels/common.cuh"
+#include "rbee/backend/op_kinds.h"
 
 namespace rbee::gpu {
 
@@ -27,6 +29,60 @@ struct PagedMergeParams {
   const float* part_ml;
   float* out;  // [nq, hq, d]
 };
+
+// The launch parameters both paged attention kernels read (paged.cu's scalar kernel extends them as PagedParams,
+// paged_flash.cuh's tensor-core kernel as FlashParams), filled by fill_paged_launch: the call's tensors and sizes,
+// and the tiling of query rows into blocks. Each kernel reads the caches through pointers of its element type.
+struct PagedLaunch {
+  PagedSeqs seqs;
+  const float* q;  // [nq, hq, d], strides q_s0, q_s1 (elements), innermost contiguous
+  int64_t q_s0, q_s1;
+  const void* k_cache;    // [num_blocks, block_size, hkv, d] of the cache dtype
+  const void* v_cache;
+  const int32_t* tables;  // [n_seq, max_blocks]
+  int max_blocks, num_blocks, block_size;
+  int hq, hkv;
+  float scale, softcap;
+  int window;
+  int group;          // hq / hkv: query heads per kv head
+  int head_chunk;     // query heads of one group a block takes: min(group, the kernel's rows)
+  int n_head_chunks;  // ceil(group / head_chunk)
+  int tile_tokens;    // tokens per query tile: tile_tokens * head_chunk <= the kernel's rows
+  int split_len, n_splits;  // the key range of one split; set by the caller
+  float* out;       // [nq, hq, d] when n_splits == 1
+  float* part_acc;  // [n_splits, nq, hq, d]
+  float* part_ml;   // [n_splits, nq, hq, 2]: running max, running sum
+};
+
+// Fills p's inputs from the paged_attention call and tiles its query rows for a kernel whose blocks hold `rows`
+// query rows; returns the number of query tiles to launch (at most one per token, and sum over sequences of
+// ceil(q_len / tile_tokens) <= nq / tile_tokens + n_seq). Any tile_tokens >= 1 is correct; it is as many tokens as
+// fit, but no more than the sequences have on average (decode: 1), since a block works on every row of its tile.
+inline int64_t fill_paged_launch(PagedLaunch& p, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                 const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
+                                 int rows) {
+  const int nq = (int)q.dim(0), n_seq = (int)seq_info.dim(0);
+  p.max_blocks = (int)block_tables.dim(1);
+  p.seqs = PagedSeqs{static_cast<const int32_t*>(seq_info.data()), n_seq, nq, p.max_blocks * (int)k_cache.dim(1)};
+  p.q = static_cast<const float*>(q.data());
+  p.q_s0 = q.stride(0);
+  p.q_s1 = q.stride(1);
+  p.k_cache = k_cache.data();
+  p.v_cache = v_cache.data();
+  p.tables = static_cast<const int32_t*>(block_tables.data());
+  p.num_blocks = (int)k_cache.dim(0);
+  p.block_size = (int)k_cache.dim(1);
+  p.hq = (int)q.dim(1);
+  p.hkv = (int)k_cache.dim(2);
+  p.scale = params.scale;
+  p.softcap = params.softcap;
+  p.window = params.window;
+  p.group = p.hq / p.hkv;
+  p.head_chunk = std::min(p.group, rows);
+  p.n_head_chunks = (p.group + p.head_chunk - 1) / p.head_chunk;
+  p.tile_tokens = std::max(1, std::min(rows / p.head_chunk, (nq + n_seq - 1) / n_seq));
+  return std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
+}
 
 namespace {
 

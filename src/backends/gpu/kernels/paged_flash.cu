@@ -33,7 +33,7 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
 
   const int nq = (int)q.dim(0), hq = (int)q.dim(1);
   const int n_seq = (int)seq_info.dim(0), max_blocks = (int)block_tables.dim(1);
-  const int num_blocks = (int)k_cache.dim(0), block_size = (int)k_cache.dim(1), hkv = (int)k_cache.dim(2);
+  const int block_size = (int)k_cache.dim(1), hkv = (int)k_cache.dim(2);
   const int group = hq / hkv;
   // Query rows of a sequence on average: one 16-row tile or less is a decode shape.
   const int64_t rows_per_seq = (int64_t)((nq + n_seq - 1) / n_seq) * group;
@@ -56,28 +56,7 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
   if (!found) return false;
 
   FlashParams p{};
-  p.seqs = PagedSeqs{static_cast<const int32_t*>(seq_info.data()), n_seq, nq, max_blocks * block_size};
-  p.q = static_cast<const float*>(q.data());
-  p.q_s0 = q.stride(0);
-  p.q_s1 = q.stride(1);
-  p.k_cache = static_cast<const uint16_t*>(k_cache.data());
-  p.v_cache = static_cast<const uint16_t*>(v_cache.data());
-  p.tables = static_cast<const int32_t*>(block_tables.data());
-  p.max_blocks = max_blocks;
-  p.num_blocks = num_blocks;
-  p.block_size = block_size;
-  p.hq = hq;
-  p.hkv = hkv;
-  p.scale = params.scale;
-  p.softcap = params.softcap;
-  p.window = params.window;
-  p.group = group;
-  p.head_chunk = std::min(group, shape.rows);
-  p.n_head_chunks = (group + p.head_chunk - 1) / p.head_chunk;
-  // Tokens per tile: as many as the rows hold, but no more than the sequences have on average. Any value is
-  // correct: the grid covers sum over sequences of ceil(q_len / tile_tokens) <= nq / tile_tokens + n_seq tiles.
-  p.tile_tokens = (int)std::max<int64_t>(1, std::min<int64_t>(shape.rows / p.head_chunk, (nq + n_seq - 1) / n_seq));
-  const int64_t tiles = std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
+  const int64_t tiles = fill_paged_launch(p, q, k_cache, v_cache, seq_info, block_tables, params, shape.rows);
   RBEE_CHECK_CODE(tiles <= INT32_MAX && (int64_t)hkv * p.n_head_chunks <= 65535, ErrorCode::Unsupported,
                   "paged_attention: launch too large ({} tiles, {} kv heads)", tiles, hkv);
 

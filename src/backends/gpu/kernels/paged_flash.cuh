@@ -25,23 +25,8 @@
 
 namespace rbee::gpu {
 
-struct FlashParams {
-  PagedSeqs seqs;
-  const float* q;
-  int64_t q_s0, q_s1;
-  const uint16_t* k_cache;  // [num_blocks, block_size, hkv, D]
-  const uint16_t* v_cache;
-  const int32_t* tables;    // [n_seq, max_blocks]
-  int max_blocks, num_blocks, block_size;
-  int hq, hkv;
-  float scale, softcap;
-  int window;
-  int group, head_chunk, n_head_chunks, tile_tokens;
-  int split_len, n_splits;
-  float* out;       // [nq, hq, D] when n_splits == 1
-  float* part_acc;  // [n_splits, nq, hq, D]
-  float* part_ml;   // [n_splits, nq, hq, 2]
-};
+// The shared launch parameters (paged_common.cuh); the caches hold 16-bit elements [num_blocks, block_size, hkv, D].
+struct FlashParams : PagedLaunch {};
 
 namespace {
 
@@ -139,8 +124,8 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
       const bool in = pos < key_hi;
       const int blk = in ? min(max(table[pos / p.block_size], 0), p.num_blocks - 1) : 0;
       const int64_t row = ((int64_t)blk * p.block_size + (in ? pos % p.block_size : 0)) * p.hkv + g;
-      copy_async_16(kd + j * kLd + c, p.k_cache + row * D + c, in);
-      copy_async_16(vd + j * kLd + c, p.v_cache + row * D + c, in);
+      copy_async_16(kd + j * kLd + c, static_cast<const uint16_t*>(p.k_cache) + row * D + c, in);
+      copy_async_16(vd + j * kLd + c, static_cast<const uint16_t*>(p.v_cache) + row * D + c, in);
     }
     copy_async_commit();
   };

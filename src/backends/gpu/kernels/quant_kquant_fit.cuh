@@ -9,15 +9,19 @@
 #include <cstdint>
 
 #include "backends/common/kquant_fit.h"
+#include "backends/common/kquant_pack.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_math.cuh"
 
 namespace rbee::gpu::quant {
 
-// The scale searches are shared with the CPU (backends/common/kquant_fit.h).
+// The scale searches and the packing are shared with the CPU (backends/common/kquant_fit.h, kquant_pack.h).
+using ::rbee::kquant::finish_k4;
+using ::rbee::kquant::fit_k4_subblocks;
 using ::rbee::kquant::fit_scale_min;
 using ::rbee::kquant::fit_symmetric_descent;
 using ::rbee::kquant::fit_symmetric_grid;
+using ::rbee::kquant::pack_2bit;
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
@@ -26,16 +30,6 @@ __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
   p[1] = (uint8_t)(v >> 8);
 }
 __device__ __forceinline__ void put_f16(uint8_t* p, float v) { put_u16(p, ::rbee::f32_to_f16_bits(v)); }
-
-// Packs 2-bit levels L[0..256) as Q2_K / Q3_K store them: element 128n + 32j + l at bits 2j of qs[32n + l].
-__device__ inline void pack_2bit(const uint8_t* L, uint8_t* qs) {
-  for (int n = 0; n < 2; ++n) {
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t* e = L + 128 * n + l;
-      qs[32 * n + l] = (uint8_t)(e[0] | (e[32] << 2) | (e[64] << 4) | (e[96] << 6));
-    }
-  }
-}
 
 // Q2_K: scales[16] @0, qs[64] @16, d @80, dmin @82.
 __device__ inline void quantize_block_q2_k(const float* x, uint8_t* y) {
@@ -116,57 +110,15 @@ __device__ inline void quantize_block_q3_k(const float* x, uint8_t* y) {
   pack_2bit(low, y + 32);
 }
 
-// Packs 6-bit scales and mins of 8 sub-blocks into Q4_K / Q5_K's 12 bytes.
-__device__ inline void pack_scale_min_k4(const uint8_t* sc, const uint8_t* mn, uint8_t* s) {
-  for (int i = 0; i < 12; ++i) s[i] = 0;
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      s[j] = sc[j];
-      s[j + 4] = mn[j];
-    } else {
-      s[j + 4] = (uint8_t)((sc[j] & 0x0F) | ((mn[j] & 0x0F) << 4));
-      s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
-      s[j] |= (uint8_t)((mn[j] >> 4) << 6);
-    }
-  }
-}
-
 // Q4_K (nmax 15) / Q5_K (nmax 31): d @0, dmin @2, scales[12] @4; levels L[256] in [0, nmax] on return.
 __device__ inline void quantize_k4_common(const float* x, int nmax, float rmin, float rdelta, int nstep, uint8_t* y,
                                           uint8_t* L) {
-  float scales[8], mins[8], w[32];
-  for (int j = 0; j < 8; ++j) {
-    const float* xs = x + 32 * j;
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-    const float av = sqrtf(sum_x2 / 32.f);
-    for (int l = 0; l < 32; ++l) w[l] = av + fabsf(xs[l]);
-    scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, rdelta, nstep, false);
-  }
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    max_scale = fmaxf(max_scale, scales[j]);
-    max_min = fmaxf(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = (uint8_t)clamp_int(nearest_int(inv_scale * scales[j]), 0, 63);
-    mn[j] = (uint8_t)clamp_int(nearest_int(inv_min * mins[j]), 0, 63);
-  }
-  pack_scale_min_k4(sc, mn, y + 4);
-  const uint16_t dh = ::rbee::f32_to_f16_bits(max_scale / 63.f), mh = ::rbee::f32_to_f16_bits(max_min / 63.f);
-  put_u16(y, dh);
-  put_u16(y + 2, mh);
-  const float df = f16_to_float(dh), dminf = f16_to_float(mh);
-  for (int j = 0; j < 8; ++j) {
-    // sc / mn are exactly what the packed bytes decode to.
-    const float dl = df * (float)sc[j];
-    if (dl == 0.f) continue;
-    const float ml = dminf * (float)mn[j];
-    for (int i = 32 * j; i < 32 * j + 32; ++i) L[i] = (uint8_t)clamp_int(nearest_int((x[i] + ml) / dl), 0, nmax);
-  }
+  float scales[8], mins[8];
+  fit_k4_subblocks(x, nmax, rmin, rdelta, nstep, scales, mins, L);
+  uint16_t d, dmin;
+  finish_k4(x, scales, mins, nmax, d, dmin, y + 4, L);
+  put_u16(y, d);
+  put_u16(y + 2, dmin);
 }
 
 // Q4_K: qs[128] @16.

@@ -404,6 +404,23 @@ struct Mmq {
   }
 };
 
+// A thread's accumulators acc[tm][tn][e] (at row m0 + rows[tm][e / kMmaI8Cols], column n0 + cols[tn][e % kMmaI8Cols]
+// of the [m, n] result) into dst[row * ld + col], the rows < m and columns < n only.
+template <int TM, int TN>
+__device__ __forceinline__ void store_mmq_acc(const float (&acc)[TM][TN][kMmaI8AccPerLane],
+                                              const int (&rows)[TM][kMmaI8Rows], const int (&cols)[TN][kMmaI8Cols],
+                                              int64_t m0, int64_t n0, int64_t m, int64_t n, float* dst, int64_t ld) {
+#pragma unroll
+  for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+    for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+      for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+        const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
+        if (row < m && col < n) dst[row * ld + col] = acc[tm][tn][e];
+      }
+}
+
 // grid (ceil(N / BN), ceil(M / BM), splits); block Mmq::kThreads; dynamic shared memory MmqLayout::kBytes.
 // Split z covers steps [z * steps_per_split, ...); with gridDim.z > 1 it writes partial[z][M][N] and counts itself on
 // counters[blockIdx.y * gridDim.x + blockIdx.x] (zero at launch); the last split of a tile writes the tile and sets
@@ -467,28 +484,12 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
   }
 
   if (gridDim.z == 1) {
-#pragma unroll
-    for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-      for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-        for (int e = 0; e < kMmaI8AccPerLane; ++e) {
-          const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
-          if (row < a.m && col < a.n) a.out[row * a.ldo + col] = acc[tm][tn][e];
-        }
+    store_mmq_acc<TM, TN>(acc, rows, cols, m0, n0, a.m, a.n, a.out, a.ldo);
     return;
   }
   // Split K: publish this split's partial tile, count it; the last split of the tile adds them all in z order.
   const int64_t mn = a.m * a.n;
-#pragma unroll
-  for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-    for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-      for (int e = 0; e < kMmaI8AccPerLane; ++e) {
-        const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
-        if (row < a.m && col < a.n) partial[blockIdx.z * mn + row * a.n + col] = acc[tm][tn][e];
-      }
+  store_mmq_acc<TM, TN>(acc, rows, cols, m0, n0, a.m, a.n, partial + blockIdx.z * mn, a.n);
   thread_fence();
   __syncthreads();
   if (tid == 0) mmq_last = atomic_add_i32(&counters[blockIdx.y * gridDim.x + blockIdx.x], 1) == (int)gridDim.z - 1;

@@ -12,6 +12,7 @@
 // the sequential scan's answer whatever the split.
 #include <cmath>
 
+#include "backends/common/axis_split.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
@@ -208,10 +209,8 @@ __global__ void softmax_kernel(const T* x, T* out, int64_t rows, int64_t n, int 
 void GpuKernels::reduce(ReduceOp op, const Tensor& x, int axis, Tensor& out) {
   device_.activate();
   if (out.numel() == 0) return;
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x.dim(d);
-  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
-  const int64_t n = x.dim(axis);
+  const axis::AxisSplit split = axis::split_at(x.shape(), axis);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   visit_plain_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(x.data());
