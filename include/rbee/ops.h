@@ -63,6 +63,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
 // x [N, C, ...]; weight/bias [C] or undefined.
 Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
+// silu(group_norm(x)) in one pass, rounded once (op_table.def GroupNormSilu).
+Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
 
 // Rotary position embedding frequencies, with the scaling schemes models declare.
 struct RopeScaling {
@@ -99,6 +101,10 @@ Tensor qmatmul(const Tensor& x, const Tensor& w);
 // ---- convolution family ----
 Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
+// act(conv2d(x, w) + bias + residual) in one op, rounded once (op_table.def Conv2dFused): bias [Cout] or [N, Cout]
+// or undefined, residual [N, Cout, Ho, Wo] or undefined, act silu when `silu`.
+Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                    const Conv2dParams& p = {}, bool silu = false);
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
 Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
 Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p = {});
