@@ -18,6 +18,9 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/conv_igemm.h"
+
+#include <cstdlib>
+#include <string_view>
 #include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
@@ -213,6 +216,12 @@ void launch_igemm(GpuDevice& dev, IgemmParams p, int ks) {
 
 bool conv2d_igemm(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                   const Conv2dParams& cp, bool silu, Tensor& out) {
+  // RBEE_CONV_IGEMM=0 sends every fused convolution through im2col + GEMM + epilogue (A/B comparisons, bisecting).
+  static const bool enabled = [] {
+    const char* env = std::getenv("RBEE_CONV_IGEMM");
+    return !(env && std::string_view(env) == "0");
+  }();
+  if (!enabled) return false;
   const DType dt = x.dtype();
   if (dt != DType::F16 && dt != DType::BF16) return false;
   const int64_t kh = w.dim(2), kw = w.dim(3);
