@@ -294,9 +294,11 @@ Tensor Transformer::embed(const Rank& rank, const Tensor& ids, std::span<const i
   const Tensor& table = rank.token_embd;
   Device& device = *rank.device;
   const int64_t n = ids.dim(0), vocab = table.dim(0), hidden = config_.hidden_size;
-  auto row = [&](int32_t id) {  // embedding row `id` as F32 [1, hidden]
+  // Embedding row `id` as a new F32 [1, hidden] tensor: never a view of the table (the step writes into the residual
+  // stream in place, e.g. a tensor split's all-reduce, and an F32 table may be a read-only mapping of the file).
+  auto row = [&](int32_t id) {
     const Tensor r = table.narrow(0, id, 1);
-    return is_quantized(table.dtype()) ? ops::dequantize(r) : r.dtype() == DType::F32 ? r : ops::cast(r, DType::F32);
+    return is_quantized(table.dtype()) ? ops::dequantize(r) : r.dtype() == DType::F32 ? r.clone() : ops::cast(r, DType::F32);
   };
   Tensor x;
   if ((int64_t)host_ids.size() == n && n <= kRowwiseEmbedTokens) {
