@@ -12,6 +12,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/llm/memory_plan.h"
 #include "rbee/llm/placement.h"
+#include "common/default_model.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
@@ -44,22 +45,7 @@ class Sink : public JobSink {
   std::condition_variable cv_;
 };
 
-class PrefixCacheScheduler : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(RBEE_DEFAULT_MODEL)) return;
-    model_ = Model::load(RBEE_DEFAULT_MODEL).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << RBEE_DEFAULT_MODEL << " is missing: run scripts/setup.sh";
-  }
-  static Model* model_;
-};
-Model* PrefixCacheScheduler::model_ = nullptr;
+class PrefixCacheScheduler : public DefaultModelTest {};
 
 // A shared "system prompt" of a few hundred tokens and short different questions after it.
 std::string system_prompt() {

@@ -14,6 +14,7 @@
 #include "rbee/core/dtype.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/model_files.h"
+#include "common/default_model.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
@@ -46,22 +47,7 @@ class Sink : public JobSink {
   std::condition_variable cv_;
 };
 
-class SpeculativeScheduler : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(RBEE_DEFAULT_MODEL)) return;
-    model_ = Model::load(RBEE_DEFAULT_MODEL).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << RBEE_DEFAULT_MODEL << " is missing: run scripts/setup.sh";
-  }
-  static Model* model_;
-};
-Model* SpeculativeScheduler::model_ = nullptr;
+class SpeculativeScheduler : public DefaultModelTest {};
 
 // Copy-heavy prompts: the answer repeats text of the prompt, so prompt lookup finds drafts.
 const std::vector<std::string> kPrompts = {
