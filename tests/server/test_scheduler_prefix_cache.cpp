@@ -13,37 +13,12 @@
 #include "rbee/llm/memory_plan.h"
 #include "rbee/llm/placement.h"
 #include "common/default_model.h"
+#include "common/text_sink.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
 namespace rbee::llm {
 namespace {
-
-class Sink : public JobSink {
- public:
-  void on_started() override {}
-  void on_text(int, const std::string& t) override {
-    std::lock_guard lock(m_);
-    text += t;
-  }
-  void on_finished(const JobSummary& s) override {
-    std::lock_guard lock(m_);
-    summary = s;
-    done = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return done; });
-  }
-  std::string text;
-  JobSummary summary;
-  bool done = false;
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-};
 
 class PrefixCacheScheduler : public DefaultModelTest {};
 
@@ -71,7 +46,7 @@ std::vector<Outcome> run(Model& model, KvCache& cache, const std::vector<std::ve
                          const SchedulerOptions& opt, const SamplingParams& sp, bool wave, int max_tokens = 16,
                          SchedulerStats* stats = nullptr) {
   Scheduler sched(model, cache, opt);
-  std::vector<std::shared_ptr<Sink>> sinks;
+  std::vector<std::shared_ptr<TextSink>> sinks;
   for (size_t i = 0; i < prompts.size(); ++i) {
     JobRequest req;
     req.id = "p";
@@ -80,7 +55,7 @@ std::vector<Outcome> run(Model& model, KvCache& cache, const std::vector<std::ve
     req.sampling = sp;
     req.sampling.seed = sp.seed + i;
     req.max_tokens = max_tokens;
-    auto sink = std::make_shared<Sink>();
+    auto sink = std::make_shared<TextSink>();
     EXPECT_EQ(sched.submit(req, sink, nullptr), Scheduler::Submit::Accepted);
     if (!wave) sink->wait();
     sinks.push_back(sink);
@@ -187,8 +162,8 @@ TEST_F(PrefixCacheScheduler, SeededSamplingAndChoicesAreIdenticalWithAndWithoutT
       req.sampling = sp;
       req.max_tokens = 12;
       req.n = 3;
-      std::vector<std::shared_ptr<Sink>> sinks{std::make_shared<Sink>(), std::make_shared<Sink>(),
-                                               std::make_shared<Sink>()};
+      std::vector<std::shared_ptr<TextSink>> sinks{std::make_shared<TextSink>(), std::make_shared<TextSink>(),
+                                               std::make_shared<TextSink>()};
       std::vector<std::shared_ptr<JobSink>> as_sinks(sinks.begin(), sinks.end());
       ASSERT_EQ(sched.submit(req, as_sinks, nullptr), Scheduler::Submit::Accepted);
       for (auto& s : sinks) {
@@ -222,7 +197,7 @@ TEST_F(PrefixCacheScheduler, MultiTurnContinuationReusesGeneratedBlocks) {
     req.sampling = sp;
     req.max_tokens = max_tokens;
     req.ignore_eos = true;
-    auto sink = std::make_shared<Sink>();
+    auto sink = std::make_shared<TextSink>();
     EXPECT_EQ(sched.submit(req, sink, nullptr), Scheduler::Submit::Accepted);
     sink->wait();
     return sink;
@@ -247,7 +222,7 @@ TEST_F(PrefixCacheScheduler, MultiTurnContinuationReusesGeneratedBlocks) {
   req.sampling = sp;
   req.max_tokens = 8;
   req.ignore_eos = true;
-  auto sink = std::make_shared<Sink>();
+  auto sink = std::make_shared<TextSink>();
   ASSERT_EQ(plain.submit(req, sink, nullptr), Scheduler::Submit::Accepted);
   sink->wait();
   EXPECT_EQ(b->text, sink->text);

@@ -15,37 +15,12 @@
 #include "rbee/core/error.h"
 #include "rbee/llm/model_files.h"
 #include "common/default_model.h"
+#include "common/text_sink.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
 namespace rbee::llm {
 namespace {
-
-class Sink : public JobSink {
- public:
-  void on_started() override {}
-  void on_text(int, const std::string& t) override {
-    std::lock_guard lock(m_);
-    text += t;
-  }
-  void on_finished(const JobSummary& s) override {
-    std::lock_guard lock(m_);
-    summary = s;
-    done = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return done; });
-  }
-  std::string text;
-  JobSummary summary;
-  bool done = false;
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-};
 
 class SpeculativeScheduler : public DefaultModelTest {};
 
@@ -71,7 +46,7 @@ SpecRun run(Model& model, const SchedulerOptions& opt, const SamplingParams& sp,
   Scheduler sched(model, cache, opt);
   SpecRun out;
   for (int round = 0; round < rounds; ++round) {
-    std::vector<std::shared_ptr<Sink>> sinks;
+    std::vector<std::shared_ptr<TextSink>> sinks;
     for (size_t i = 0; i < kPrompts.size(); ++i) {
       JobRequest req;
       req.id = "s";
@@ -81,7 +56,7 @@ SpecRun run(Model& model, const SchedulerOptions& opt, const SamplingParams& sp,
       req.sampling.seed = sp.seed + i;
       req.max_tokens = max_tokens;
       req.stop = stop;
-      auto sink = std::make_shared<Sink>();
+      auto sink = std::make_shared<TextSink>();
       EXPECT_EQ(sched.submit(req, sink, nullptr), Scheduler::Submit::Accepted);
       sinks.push_back(sink);
     }
