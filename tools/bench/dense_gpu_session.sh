@@ -5,6 +5,8 @@
 #   NO_LLAMA=1 tools/bench/gpu_session.sh pack /ABS/PATH/.devpack-dense     (+ cp this script into that folder)
 # there:
 #   CARRY=.devpack-dense .devpack-dense/dense_gpu_session.sh profile|ab
+# (ab: with AB_ENV, CONF_FILTER and MEMCHECK_FILTER as below; the lead's final run: docs/perf-notes/gpu-llm.md,
+# "16-bit rows".)
 #
 # profile: per model, tg128 (rbee bench, limits measured), the per-op profile (RBEE_OP_PROFILE=1: every op
 #          synchronized, graphs off) and Nsight Compute's kernel durations of replayed decode steps (graphs on:
@@ -16,7 +18,7 @@
 set -u
 phase=${1:?usage: dense_gpu_session.sh profile|ab}
 carry=${CARRY:-.devpack-dense}
-work=/tmp/rbee-session
+work=/tmp/rbee-dense   # not gpu_session.sh's /tmp/rbee-session: a warm machine may hold another helper's pack there
 pack=$work/pack
 out=${OUT:-$work/out}
 models=/dev/shm/rbee-dense
@@ -26,9 +28,11 @@ t0=$(date +%s)
 note() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$out/summary.txt"; }
 
 # ---- pack, plug-in (compiled here from the carried tree unless the pack has one), models in the background ----
-if [ ! -x "$pack/rbee" ]; then
+# Unpacked again unless this very pack was (a second call on the warm machine).
+stamp_now=$(md5sum "$carry/pack.tgz" "$carry/tree.tgz" | md5sum | cut -c1-16)
+if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp_now" ]; then
   rm -rf "$work/pack" "$work/tree" && mkdir -p "$work/tree"
-  tar -C "$work" -xzf "$carry/pack.tgz" && tar -C "$work/tree" -xzf "$carry/tree.tgz"
+  tar -C "$work" -xzf "$carry/pack.tgz" && tar -C "$work/tree" -xzf "$carry/tree.tgz" && echo "$stamp_now" > "$work/stamp"
 fi
 export LD_LIBRARY_PATH=$pack:$pack/lib RBEE_BACKEND_PATH=$pack
 rbee=$pack/rbee
@@ -40,8 +44,8 @@ write() {  # preset type
 }
 ( write llama3.2-1b f16; write llama2-7b f16; [ "$phase" = profile ] && write llama2-7b q4_0 ) &
 if [ ! -f "$pack/librbee_backend_cuda.so" ]; then
-  ROOT=$work/tree JOBS=16 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1
-  note "CUDA plug-in: exit $?, $(tail -1 "$out/cuda_plugin.log")"
+  ROOT=$work/tree JOBS=16 "$pack/build_cuda_plugin.sh" > "$work/cuda_plugin.log" 2>&1   # $OUT takes 8 files
+  note "CUDA plug-in: exit $?, $(tail -c 600 "$work/cuda_plugin.log")"
   [ -f "$pack/librbee_backend_cuda.so" ] || { note "no CUDA plug-in: stop"; exit 1; }
 fi
 wait_model() { while [ ! -f "$models/$1-$2.done" ]; do sleep 1; done; echo "$models/$1-$2.gguf"; }
@@ -81,8 +85,10 @@ profile)
   row "7B Q4_0 batched 128 op profile" profile RBEE_OP_PROFILE=1 -- -m "$m4" -p 128 -n 32 -r 1 --batch 128 --no-limits
   ;;
 ab)
+  # AB_ENV: the switches that give main's behaviour for every change of the branch, e.g.
+  # "RBEE_ATTN_SPLIT_MIN_CTX=0 RBEE_REDUCE_SPLIT=0"; each switch also alone on the 1B row.
   if [ -n "${CONF_FILTER:-}" ]; then
-    timeout 120 "$pack/tests/rbee_conformance" --gtest_brief=1 --gtest_filter="$CONF_FILTER" > "$out/conformance.log" 2>&1
+    timeout 150 "$pack/tests/rbee_conformance" --gtest_brief=1 --gtest_filter="$CONF_FILTER" > "$out/conformance.log" 2>&1
     note "conformance (exit $?): $(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$out/conformance.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
   fi
@@ -94,12 +100,21 @@ ab)
   m1=$(wait_model llama3.2-1b f16)
   row "1B F16 tg128 new" tg -- -m "$m1" -p 0 -n 128 -r 3
   row "1B F16 tg128 base ($ab_env)" tg $ab_env -- -m "$m1" -p 0 -n 128 -r 3
-  row "1B F16 tg128 new (again)" tg -- -m "$m1" -p 0 -n 128 -r 3
+  for sw in $ab_env; do row "1B F16 tg128 new but $sw" tg "$sw" -- -m "$m1" -p 0 -n 128 -r 3 --no-limits; done
+  row "1B F16 tg128 new + RBEE_PDL=1" tg RBEE_PDL=1 -- -m "$m1" -p 0 -n 128 -r 3 --no-limits
   m7=$(wait_model llama2-7b f16)
   row "7B F16 tg128 new" tg -- -m "$m7" -p 0 -n 128 -r 2
   row "7B F16 tg128 base ($ab_env)" tg $ab_env -- -m "$m7" -p 0 -n 128 -r 2
-  row "7B F16 batched new" batched -- -m "$m7" -p 128 -n 128 -r 1 --batch 16,128 --no-limits
-  row "7B F16 batched base ($ab_env)" batched $ab_env -- -m "$m7" -p 128 -n 128 -r 1 --batch 16,128 --no-limits
+  row "7B F16 batched new" batched -- -m "$m7" -p 128 -n 128 -r 1 --batch 16,64,128 --no-limits
+  row "7B F16 batched base ($ab_env)" batched $ab_env -- -m "$m7" -p 128 -n 128 -r 1 --batch 16,64,128 --no-limits
+  row "7B F16 batched 128 op profile" profile RBEE_OP_PROFILE=1 -- -m "$m7" -p 128 -n 32 -r 1 --batch 128 --no-limits
+  timeout 60 "$pack/rbee_bench_gpu_llm" --backend cuda --only matvec --types f16 --reps 5 > "$out/kernels.txt" 2>&1
+  note "kernel rows: exit $?"
+  if command -v ncu >/dev/null; then
+    timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 400 --launch-count 300 \
+      --csv "$rbee" bench --backend cuda -q -m "$m1" -p 0 -n 8 -r 1 --no-limits > "$out/ncu_1b.csv" 2>&1
+    note "ncu 1B F16 kernel durations: exit $?"
+  fi
   row "1B F16 op profile new" profile RBEE_OP_PROFILE=1 -- -m "$m1" -p 0 -n 32 -r 1 --no-limits
   ;;
 *) echo "dense_gpu_session.sh: unknown phase $phase" >&2; exit 2 ;;

@@ -8,8 +8,6 @@
 // used for the R rows. Rows that are not 16-byte aligned (K * element size not a multiple of 16, or a
 // misaligned base) take the element-wise variant.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
@@ -52,10 +50,7 @@ __device__ __forceinline__ float activation(float v) {
   else return v;
 }
 
-// kBatch > 0: each lane loads the weight chunks of kBatch consecutive passes of the warp (kBatch x R 16-byte
-// loads in flight) before using any of them, then the remaining passes one by one; kBatch = 0: the loop as it was
-// before (`#pragma unroll 2`, the compiler's choice of schedule), kept for A/B measurements (RBEE_GEMV_BATCH=0).
-template <class T, int M, int R, bool kVec, int kBatch>
+template <class T, int M, int R, bool kVec>
 __global__ void __launch_bounds__(kMatvecThreads)
     float_gemv_kernel(const T* __restrict__ w, int64_t n, int64_t k, const float* __restrict__ x, int m_valid,
                       float* __restrict__ out, int64_t ldo, const float* __restrict__ residual, bool prefetch) {
@@ -80,8 +75,14 @@ __global__ void __launch_bounds__(kMatvecThreads)
     for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
   }
   const int64_t chunks = k / C;
-  // acc[r][m] += the products of chunk c (weights wf[r] already unpacked) with activation row m's chunk.
-  auto accumulate = [&](int64_t c, const float (&wf)[R][C]) {
+#pragma unroll 2
+  for (int64_t c = lane; c < chunks; c += W) {
+    float wf[R][C];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kVec) unpack16<T>(reinterpret_cast<const uint4*>(rows[r])[c], wf[r]);
+      else wf[r][0] = load_f32(rows[r] + c);
+    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float* xr = x + (m < m_valid ? m : m_valid - 1) * k + c * C;
@@ -104,65 +105,22 @@ __global__ void __launch_bounds__(kMatvecThreads)
         acc[r][m] = s;
       }
     }
-  };
-  auto unpack_chunk = [&](int r, int64_t c, float (&f)[C]) {
-    if constexpr (kVec) unpack16<T>(reinterpret_cast<const uint4*>(rows[r])[c], f);
-    else f[0] = load_f32(rows[r] + c);
-  };
-  int64_t c0 = lane;
-  if constexpr (kBatch > 0 && kVec) {
-    // Full batches: kBatch x R raw 16-byte loads issued back to back, then unpacked and used.
-    for (; c0 + (int64_t)(kBatch - 1) * W < chunks; c0 += (int64_t)kBatch * W) {
-      uint4 raw[kBatch][R];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) raw[b][r] = reinterpret_cast<const uint4*>(rows[r])[c0 + (int64_t)b * W];
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        float wf[R][C];
-#pragma unroll
-        for (int r = 0; r < R; ++r) unpack16<T>(raw[b][r], wf[r]);
-        accumulate(c0 + (int64_t)b * W, wf);
-      }
-    }
-  }
-  // The rest (kBatch = 0: every pass).
-#pragma unroll 2
-  for (int64_t c = c0; c < chunks; c += W) {
-    float wf[R][C];
-#pragma unroll
-    for (int r = 0; r < R; ++r) unpack_chunk(r, c, wf[r]);
-    accumulate(c, wf);
   }
   reduce_and_store<M, R>(acc, lane, row0, n, m_valid, out, ldo, residual);
 }
 
-template <class T, int M, int R, bool kVec, int kBatch = 0>
+template <class T, int M, int R, bool kVec>
 void launch_shape(GpuDevice& device, const GemvArgs& a) {
   const int64_t warps_per_block = kMatvecThreads / device.props().warp_size;
   const int64_t blocks = ((a.n + R - 1) / R + warps_per_block - 1) / warps_per_block;
-  launch_decode_kernel(float_gemv_kernel<T, M, R, kVec, kBatch>, dim3((unsigned)blocks), dim3(kMatvecThreads), 0,
+  launch_decode_kernel(float_gemv_kernel<T, M, R, kVec>, dim3((unsigned)blocks), dim3(kMatvecThreads), 0,
                        device.stream(), static_cast<const T*>(a.w), a.n, a.k, a.x, a.m, a.out, a.ldo, a.residual,
                        a.prefetch);
 }
 
-// Weight chunks a lane of the M = 1 gemv loads before using them (float_gemv_kernel's kBatch): 4 (64 bytes in
-// flight per lane, what short-N shapes such as a 1B model's [2048, 8192] down projection need to approach the
-// DRAM bandwidth with few warps per multiprocessor), or RBEE_GEMV_BATCH=0 for the loop of before.
-bool gemv_batched_loads() {
-  static const bool on = [] {
-    const char* v = std::getenv("RBEE_GEMV_BATCH");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return on;
-}
-
 template <class T, bool kVec>
 void launch_rows(GpuDevice& device, const GemvArgs& a) {
-  if (a.m == 1 && kVec && gemv_batched_loads()) launch_shape<T, 1, 1, kVec, 4>(device, a);
-  else if (a.m == 1) launch_shape<T, 1, 1, kVec>(device, a);
+  if (a.m == 1) launch_shape<T, 1, 1, kVec>(device, a);
   else if (a.m == 2) launch_shape<T, 2, 2, kVec>(device, a);
   else if (a.m <= 4) launch_shape<T, 4, 2, kVec>(device, a);
   else launch_shape<T, 8, 4, kVec>(device, a);
