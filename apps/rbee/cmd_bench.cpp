@@ -1,8 +1,10 @@
 // `rbee bench`: prompt-processing and decode throughput of a model, measured the way llama-bench measures it so
 // the two can be set side by side:
 //   ppN  one sequence, N random prompt tokens in one forward pass (logits of the last token only)
-//   tgN  one sequence from an empty cache, N forward passes of one random token each (no sampling: the
-//        next token is random, as llama-bench does, so only the model is timed)
+//   tgN  one sequence from an empty cache, N forward passes of one token each: the first token random, every
+//        later one the greedy pick (argmax on the device) of the step before, read back to the host before the
+//        next step is issued. So each step waits for the previous one on every device, as real decoding does
+//        (llama-bench also waits for each step); a split over devices cannot overlap consecutive tokens.
 // Each test runs once unmeasured (warm-up: page faults of the mapped weights, thread pool start), then
 // `repetitions` times; the cache is emptied between runs. Reports mean and standard deviation of tokens/s.
 //
@@ -25,6 +27,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/thread_pool.h"
+#include "rbee/llm/generate.h"
 
 namespace rbee::cli {
 
@@ -77,14 +80,11 @@ double run_once(llm::Model& model, llm::KvCache& cache, int n_prompt, int n_gen,
     device.synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  batch.tokens.resize(1);
+  // Real decoding: the first token random, every later one the previous step's greedy pick, read back before the
+  // next step starts (llm::greedy_decode_steps), so no step overlaps the next on any device.
+  const llm::TokenId first = token(rng);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n_gen; ++i) {
-    batch.tokens[0] = token(rng);
-    batch.seqs[0] = {&seq, 1, i + 1, false};
-    model.forward(batch, cache);
-    seq.length = i + 1;
-  }
+  llm::greedy_decode_steps(model, cache, seq, first, n_gen);
   device.synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -290,7 +290,8 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("-p,--n-prompt", opt->prompt, "Prompt lengths to time (ppN), comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("-n,--n-gen", opt->gen, "Generated lengths to time (tgN), comma-separated")
+  sub->add_option("-n,--n-gen", opt->gen, "Generated lengths to time (tgN), comma-separated: N greedy decode steps from an empty cache, each fed "
+                  "the previous step's argmax (every step waits for the one before, on every device)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("-r,--repetitions", opt->repetitions, "Timed runs of each test (after one warm-up run)")

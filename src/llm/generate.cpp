@@ -5,6 +5,7 @@
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/ops.h"
 
 namespace rbee::llm {
 
@@ -122,6 +123,32 @@ GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& req
   }
   result.decode_seconds = seconds_since(t_decode);
   return result;
+}
+
+std::vector<TokenId> greedy_decode_steps(Model& model, KvCache& cache, SequenceKv& seq, TokenId first, int steps) {
+  RBEE_CHECK(steps >= 0, "greedy_decode_steps: steps must be >= 0, got {}", steps);
+  const int vocab = model.config().vocab_size;
+  RBEE_CHECK(first >= 0 && first < vocab, "greedy_decode_steps: first token {} is outside the vocabulary [0, {})",
+             first, vocab);
+  RBEE_CHECK((int64_t)seq.blocks().size() * cache.block_size() >= (int64_t)seq.length + steps,
+             "greedy_decode_steps: the sequence has room for {} positions, needs {}",
+             (int64_t)seq.blocks().size() * cache.block_size(), (int64_t)seq.length + steps);
+  std::vector<TokenId> out;
+  out.reserve((size_t)steps);
+  ForwardBatch batch;
+  batch.tokens = {first};
+  batch.seqs.resize(1);
+  for (int i = 0; i < steps; ++i) {
+    batch.seqs[0] = {&seq, 1, seq.length + 1, false};
+    const Tensor logits = model.forward(batch, cache);  // [1, vocab]
+    seq.length += 1;
+    // Reading the id back waits for this step on the logits' device, which waited for every other device's part.
+    const int64_t id = ops::argmax(logits.narrow(0, 0, 1), 1).to_vector<int64_t>()[0];
+    RBEE_CHECK(id >= 0 && id < vocab, "greedy_decode_steps: argmax {} outside the vocabulary", id);
+    out.push_back((TokenId)id);
+    batch.tokens[0] = (TokenId)id;
+  }
+  return out;
 }
 
 }  // namespace rbee::llm

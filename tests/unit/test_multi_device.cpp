@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,62 @@ TEST(MultiDevice, CacheOfAnotherPlacementIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("another placement"), std::string::npos) << e.what();
   }
+}
+
+// `rbee bench`'s tgN loop (greedy_decode_steps): every step is fed the previous step's argmax, so its tokens are
+// generate()'s greedy tokens from the same first token, on one device, a layer split and a tensor split (a loop
+// that fed fixed or random tokens, which lets split devices overlap consecutive steps, fails this).
+std::vector<TokenId> bench_steps(Model& m, TokenId first, int steps) {
+  KvCache cache(m.kv_layout(), 16, 16);
+  SequenceKv seq;
+  EXPECT_TRUE(seq.reserve(cache, steps));
+  std::vector<TokenId> out = greedy_decode_steps(m, cache, seq, first, steps);
+  EXPECT_EQ(seq.length, steps);
+  seq.release(cache);
+  return out;
+}
+std::vector<TokenId> generated_from(Model& m, TokenId first, int steps) {
+  KvCache cache(m.kv_layout(), 16, 16);
+  GenerateRequest req;
+  req.prompt = {first};
+  req.max_tokens = steps;
+  req.sampling.temperature = 0;
+  req.ignore_eos = true;
+  return generate(m, cache, req, [](const std::string&) { return true; }).tokens;
+}
+void expect_bench_steps_are_greedy(Model& m) {
+  SCOPED_TRACE(m.placement().describe());
+  for (TokenId first : {3, 117}) {
+    const auto got = bench_steps(m, first, 24);
+    ASSERT_EQ(got.size(), 24u);
+    EXPECT_EQ(got, generated_from(m, first, 24));
+    // Not one token repeated: a loop that ignored its own output could not match by accident.
+    EXPECT_GT(std::set<TokenId>(got.begin(), got.end()).size(), 2u);
+  }
+}
+
+TEST(MultiDevice, BenchDecodeStepsAreGreedyGeneration) {
+  const std::string path = tiny("llama");
+  auto one = load(path, {});
+  expect_bench_steps_are_greedy(*one);
+  const int n = one->config().n_layers;
+  auto split = load(path, layers({&cpu(0), &cpu(1)}, {0, n / 2, n}));
+  expect_bench_steps_are_greedy(*split);
+  auto tp = load(path, tensor(describe_model(path), {&cpu(0), &cpu(3)}));
+  ASSERT_EQ(tp->placement().split, SplitMode::Tensor);
+  expect_bench_steps_are_greedy(*tp);
+  // Bad arguments are refused with the argument named.
+  KvCache cache(one->kv_layout(), 16, 16);
+  SequenceKv seq;
+  ASSERT_TRUE(seq.reserve(cache, 4));
+  EXPECT_THROW(greedy_decode_steps(*one, cache, seq, -1, 2), Error);
+  try {
+    greedy_decode_steps(*one, cache, seq, 1, 1000);
+    FAIL() << "1000 steps on a sequence with room for 16 positions were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("room for"), std::string::npos) << e.what();
+  }
+  seq.release(cache);
 }
 
 // A device with a small budget: the plan (gpu_layers auto) keeps as many layers on it as fit, the rest on the host.
@@ -366,6 +423,12 @@ TEST(MultiDevice, TensorSplitOverGpuDevices) {
     // GPU kernels against the CPU: the tolerance of rbee compare, not of summation order.
     expect_tensor_split_matches(tiny(arch), {&gpu->device(0), &gpu->device(1)}, 1e-3, false);
   }
+  // The bench's decode loop over both GPUs, layer split and tensor split (the one-shot collective in graphs).
+  const std::string path = tiny("llama");
+  auto split = load(path, layers({&gpu->device(0), &gpu->device(1)}, {0, 1, 2}));
+  expect_bench_steps_are_greedy(*split);
+  auto tp = load(path, tensor(describe_model(path), {&gpu->device(0), &gpu->device(1)}));
+  expect_bench_steps_are_greedy(*tp);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ Only the Python standard library is used (the GPU machine has no network).
 as 7b-q4_0,1b-f16,batched-7b-f16. --only-rbee / --only-llama run one engine (the table then shows one side).
 
 --multi-gpu N runs the multi-device table instead (issue 14) on N GPUs: Llama-2-7B F16 tg128 / pp512 on one GPU,
-with rbee's --split tensor and --split layer over N GPUs and llama.cpp's -sm none / -sm row / -sm layer, the same
+with rbee's --split tensor and --split layer over N GPUs and llama.cpp's -sm none / -sm tensor / -sm layer, the same
 with 64 batched streams (S_TG), and a Llama-2-70B-shape Q8_0 model (too large for one card) with both splits.
 --multi-rows picks from 7b, batched, 70b (default all three).
 """
@@ -52,9 +52,13 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+COMMAND_TIMEOUT = None  # --timeout: seconds one engine command may run (a hung run then fails its row only)
+
+
 def run(cmd, env=None, timeout=None):
-    """Runs cmd, returns stdout; raises with stderr's tail on failure."""
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=timeout)
+    """Runs cmd, returns stdout; raises with stderr's tail on failure (or when it runs past the timeout)."""
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          timeout=timeout or COMMAND_TIMEOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return proc.stdout
@@ -147,7 +151,11 @@ def multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama):
     n = args.multi_gpu
     devices = ",".join(f"cuda:{i}" for i in range(n))
     modes = [("1 GPU", None, ["-sm", "none", "-mg", "0"]),
-             (f"tensor x{n}", ["--devices", devices, "--split", "tensor"], ["-sm", "row"]),
+             # llama.cpp's tensor parallelism is -sm tensor (LLAMA_SPLIT_MODE_TENSOR; flash attention on, which
+             # its default "auto" turns on): the CUDA backend of this version has no split buffers, so -sm row
+             # fails to load ("device CUDA0 does not support split buffers"). -sm is a common option, so
+             # llama-batched-bench takes it too.
+             (f"tensor x{n}", ["--devices", devices, "--split", "tensor"], ["-sm", "tensor"]),
              (f"layer x{n}", ["--devices", devices, "--split", "layer"], ["-sm", "layer"])]
     want = args.multi_rows.split(",")
     m7 = os.path.join(args.models, "llama2-7b-f16.gguf")
@@ -258,9 +266,12 @@ def main():
     ap.add_argument("--md-out")
     ap.add_argument("--multi-gpu", type=int, default=0, help="run the multi-device table over this many GPUs")
     ap.add_argument("--multi-rows", default="7b,batched,70b")
+    ap.add_argument("--timeout", type=float, default=0,
+                    help="seconds one benchmark command may run before its row is recorded as failed (0: no limit)")
     args = ap.parse_args()
-    global BACKEND
+    global BACKEND, COMMAND_TIMEOUT
     BACKEND = args.backend
+    COMMAND_TIMEOUT = args.timeout if args.timeout > 0 else None
 
     rbee = os.path.join(os.path.abspath(args.rbee), "rbee")
     env = dict(os.environ)

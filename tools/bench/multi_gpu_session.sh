@@ -10,13 +10,13 @@
 #   3. the memory plan against what the allocators hold (rbee plan --check) for 7B on one GPU and over two;
 #   4. speed (tools/bench/gpu_vs_llamacpp.py --multi-gpu): 7B F16 tg128 / pp512 on one GPU, --split tensor and
 #      --split layer over the GPUs, 64 batched streams, the Llama-2-70B-shape Q8_0 model over two cards, and
-#      llama.cpp's -sm none / row / layer on the same files, in the same run.
+#      llama.cpp's -sm none / tensor / layer on the same files, in the same run.
 # Every step writes into $OUT as it finishes (summary.txt first), so a session cut short keeps what it measured.
 #
 #   OUT=/tmp/out tools/bench/multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]
 #   e.g. (device machine)  cd .devpack-multidev && OUT=$OUT ./multi_gpu_session.sh . llama.cpp /tmp/rbee-models
 # Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, ROWS=7b,batched,70b (bench rows), REPS=3,
-# NGPU=2.
+# NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 set -u
 pack=$(cd "${1:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}" && pwd)
 llama_src=${2:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}
@@ -53,10 +53,14 @@ note "NCCL: $(ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/local/lib/libnccl.so
 # llama.cpp builds in the background while the models are written and the correctness steps run.
 bench_py=(python3 "$here/gpu_vs_llamacpp.py" --rbee "$pack" --llama-src "$llama_src" --models "$models"
           --reps "$reps" --multi-gpu "$ngpu" --multi-rows "${ROWS:-7b,batched,70b}" --json-out "$out/bench.json"
-          --md-out "$out/bench.md")
-if [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; then
+          --md-out "$out/bench.md" --timeout "${BENCH_TIMEOUT:-0}")
+# LLAMA_BUILD_DONE=FILE: the caller already started the build (e.g. while compiling the CUDA plug-in) and touches
+# FILE when it ends; the bench waits for it instead of starting another build.
+if [ -n "${LLAMA_BUILD_DONE:-}" ]; then
+  :
+elif [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; then
   (cmake -S "$llama_src" -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-     -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+     -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$out/llama-build.log" 2>&1 &&
    cmake --build /tmp/llama-build -j "$(nproc)" --target llama-bench llama-batched-bench >> "$out/llama-build.log" 2>&1;
    echo "exit $?" >> "$out/llama-build.log") &
@@ -72,8 +76,9 @@ done
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   note "$(stamp) unit tests on the GPUs"
-  RBEE_LOG_LEVEL=warn "$pack/tests/rbee_unit_tests" --gtest_brief=1 \
-    --gtest_filter='MultiDevice.TensorSplitOverGpuDevices:MemoryPlan.*' > "$out/unit.log" 2>&1 || status=1
+  RBEE_LOG_LEVEL=warn timeout "${TEST_TIMEOUT:-300}" "$pack/tests/rbee_unit_tests" --gtest_brief=1 \
+    --gtest_filter='MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecodeSteps*:Collective.*:MemoryPlan.*' \
+    > "$out/unit.log" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/unit.log" | tee -a "$out/summary.txt"
 fi
 
@@ -81,7 +86,7 @@ if [ "${SKIP_COMPARE:-0}" != 1 ]; then
   for mode in "--devices $devices --split tensor" "--devices $devices --split layer" "--backend cuda --gpu-layers 16"; do
     note "$(stamp) rbee compare 7B F16 ($mode) against one GPU, 64 greedy steps"
     # shellcheck disable=SC2086
-    timeout 240 "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q > "$out/compare.log.tmp" 2>&1 ||
+    timeout "${COMPARE_TIMEOUT:-240}" "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q > "$out/compare.log.tmp" 2>&1 ||
       status=1
     grep -E "^(compare|greedy|prefill)" "$out/compare.log.tmp" | tee -a "$out/summary.txt"
     cat "$out/compare.log.tmp" >> "$out/compare.log"
@@ -107,7 +112,10 @@ if [ "${SKIP_PLAN:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  if [ -n "${llama_build_pid:-}" ]; then
+  if [ -n "${LLAMA_BUILD_DONE:-}" ]; then
+    note "$(stamp) waiting for the llama.cpp build ($LLAMA_BUILD_DONE)"
+    while [ ! -e "$LLAMA_BUILD_DONE" ]; do sleep 2; done
+  elif [ -n "${llama_build_pid:-}" ]; then
     note "$(stamp) waiting for the llama.cpp build"
     wait "$llama_build_pid"
     tail -1 "$out/llama-build.log" | tee -a "$out/summary.txt"

@@ -39,4 +39,12 @@ struct GenerateResult {
 GenerateResult generate(Model& model, KvCache& cache, const GenerateRequest& request,
                         const std::function<bool(const std::string& piece)>& on_text);
 
+// Greedy decoding as `rbee bench` times it (tgN): `steps` forward passes of one token each on `seq` (which must
+// have room for seq.length + steps positions), the first fed `first`, each later one the argmax of the previous
+// step's logits. The argmax runs on the logits' device and only the token id crosses to the host, which waits
+// for it before the next step is issued: every step depends on the previous step's output, on every device of
+// the placement, as in real decoding (consecutive steps can never overlap, e.g. two layer-split stages working
+// on two tokens at once). Returns the `steps` tokens picked (ties: the first index), leaves seq.length advanced.
+std::vector<TokenId> greedy_decode_steps(Model& model, KvCache& cache, SequenceKv& seq, TokenId first, int steps);
+
 }  // namespace rbee::llm

@@ -58,49 +58,60 @@ namespace {
 
 // One rank's arguments of a one-shot round (the same launch shape on every rank).
 struct OneShotArgs {
-  float* x;                                 // this rank's data, n elements, summed in place
+  float* x;                                           // this rank's data, n elements, summed in place
   int64_t n;
-  float* own_staging;                       // this rank's staging buffer (2 parities x chunk)
-  const float* staging[GpuCommunicator::kMaxRanks];  // every rank's staging buffer (own included)
-  uint32_t* own_flags;                      // [blocks][ranks]: slot p is written by rank p
-  uint32_t* flags[GpuCommunicator::kMaxRanks];       // every rank's flags
-  uint32_t* rounds;                         // [blocks]: this rank's last finished round per block
-  int64_t chunk;                            // elements per parity
+  uint64_t* inbox[GpuCommunicator::kMaxRanks];        // every rank's inbox: [2 parities][ranks][chunk] words
+  uint32_t* rounds;                                   // [blocks]: this rank's last finished round per block
+  int64_t chunk;                                      // elements per (parity, sender) slot
   int rank, ranks;
 };
 
+// Push-then-poll all-reduce of one chunk. Block b owns elements i with (i mod stride) / blockDim == b, the same
+// on every rank and for every n, so a block's round counter, parity and inbox slots are its own.
+//  1. Every element the block owns goes, as one 8-byte word (value bits | round << 32), into slot `rank` of
+//     every peer's inbox (stores through peer access; no fence or flag: value and round travel in one word,
+//     which a reader sees whole).
+//  2. Each element is summed in rank order (this rank's own value from x), spinning on each peer's word until
+//     it carries this round: the same bits on every rank.
+// Reuse: rank r writes round k + 2 into parity k & 1 only after its round k + 1 got every peer's round k + 1
+// words for this block, which a peer sends only after its round k kernel (all its reads of that parity) ended.
+// Round 0 is skipped at wrap-around (rounds go 0xffffffff -> 2, keeping the parity), so a word never written
+// (zero) never matches.
 __global__ void one_shot_all_reduce(OneShotArgs a) {
   const int b = (int)blockIdx.x;
-  const uint32_t round = a.rounds[b] + 1;
-  const int64_t parity = (int64_t)(round & 1u) * a.chunk;
+  uint32_t round = a.rounds[b] + 1u;
+  if (round == 0u) round = 2u;
+  const uint64_t tag = (uint64_t)round << 32;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + threadIdx.x;
-  // 1. This block's slice of x into the staging buffer the peers read.
-  for (int64_t i = first; i < a.n; i += stride) a.own_staging[parity + i] = a.x[i];
-  threadfence_system();
-  __syncthreads();
-  // 2. Tell every rank that this block's slice of round `round` is staged; wait until all have said so.
-  if ((int)threadIdx.x < a.ranks) {
-    volatile uint32_t* slot = a.flags[threadIdx.x] + b * GpuCommunicator::kMaxRanks + a.rank;
-    *slot = round;
-  }
-  __syncthreads();  // every flag of this block written before thread 0 waits (lanes of one warp included)
-  if (threadIdx.x == 0) {
+  const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
+  for (int64_t i = first; i < a.n; i += stride) {
+    const uint64_t word = tag | (uint64_t)__float_as_uint(a.x[i]);
     for (int p = 0; p < a.ranks; ++p) {
-      volatile uint32_t* slot = a.own_flags + b * GpuCommunicator::kMaxRanks + p;
-      while ((int32_t)(*slot - round) < 0) {
-      }
+      if (p == a.rank) continue;
+      *((volatile uint64_t*)a.inbox[p] + parity + (int64_t)a.rank * a.chunk + i) = word;
     }
-    threadfence_system();
   }
+  // The block's pushes all issued before any of its threads spins: on a GPU it costs a barrier; where threads
+  // are run one after the other (tools/gpu_emu) it makes the ranks hand over once per block, not per thread.
   __syncthreads();
-  // 3. Sum the slices of every rank in rank order (the same bits on every rank).
+  const volatile uint64_t* own = (const volatile uint64_t*)a.inbox[a.rank] + parity;
   for (int64_t i = first; i < a.n; i += stride) {
     float s = 0.f;
-    for (int p = 0; p < a.ranks; ++p) s += ((volatile const float*)a.staging[p])[parity + i];
+    for (int p = 0; p < a.ranks; ++p) {
+      float v;
+      if (p == a.rank) {
+        v = a.x[i];
+      } else {
+        uint64_t w = own[(int64_t)p * a.chunk + i];
+        while ((uint32_t)(w >> 32) != round) w = own[(int64_t)p * a.chunk + i];
+        v = __int_as_float((int)(uint32_t)w);
+      }
+      s += v;
+    }
     a.x[i] = s;
   }
-  __syncthreads();
+  __syncthreads();  // every thread read the round before it advances
   if (threadIdx.x == 0) a.rounds[b] = round;
 }
 
@@ -147,19 +158,17 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     }
   }
   if (p2p_) {
+    const size_t inbox_bytes = (size_t)(2 * ranks) * (size_t)kOneShotChunk * sizeof(uint64_t);
     for (GpuDevice* d : devices_) {
       d->activate();
-      void* staging = nullptr;
-      void* flags = nullptr;
+      void* inbox = nullptr;
       void* rounds = nullptr;
-      RBEE_GPU_CHECK(device_malloc_coherent(&staging, (size_t)(2 * kOneShotChunk) * sizeof(float)));
-      RBEE_GPU_CHECK(device_malloc_coherent(&flags, (size_t)kBlocks * kMaxRanks * sizeof(uint32_t)));
+      RBEE_GPU_CHECK(device_malloc_coherent(&inbox, inbox_bytes));
       RBEE_GPU_CHECK(device_malloc_coherent(&rounds, (size_t)kBlocks * sizeof(uint32_t)));
-      RBEE_GPU_CHECK(memset_async(flags, 0, (size_t)kBlocks * kMaxRanks * sizeof(uint32_t), d->stream()));
+      RBEE_GPU_CHECK(memset_async(inbox, 0, inbox_bytes, d->stream()));
       RBEE_GPU_CHECK(memset_async(rounds, 0, (size_t)kBlocks * sizeof(uint32_t), d->stream()));
       RBEE_GPU_CHECK(stream_synchronize(d->stream()));
-      staging_.push_back(static_cast<float*>(staging));
-      flags_.push_back(static_cast<uint32_t*>(flags));
+      inbox_.push_back(static_cast<uint64_t*>(inbox));
       rounds_.push_back(static_cast<uint32_t*>(rounds));
     }
   }
@@ -176,11 +185,10 @@ GpuCommunicator::~GpuCommunicator() {
   for (size_t r = 0; r < comms_.size(); ++r) {
     if (comms_[r]) nccl_->comm_destroy(comms_[r]);
   }
-  for (size_t r = 0; r < staging_.size(); ++r) {
+  for (size_t r = 0; r < inbox_.size(); ++r) {
     if (set_device(devices_[r]->index()) != kSuccess) continue;  // the runtime may be gone at exit
     stream_synchronize(devices_[r]->stream());
-    device_free(staging_[r]);
-    device_free(flags_[r]);
+    device_free(inbox_[r]);
     device_free(rounds_[r]);
   }
 }
@@ -208,22 +216,18 @@ void GpuCommunicator::abort(const std::string& why) {
 void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
   GpuDevice& dev = *devices_[(size_t)rank];
   OneShotArgs a{};
-  a.own_staging = staging_[(size_t)rank];
-  a.own_flags = flags_[(size_t)rank];
   a.rounds = rounds_[(size_t)rank];
   a.chunk = kOneShotChunk;
   a.rank = rank;
   a.ranks = size();
-  for (int p = 0; p < size(); ++p) {
-    a.staging[p] = staging_[(size_t)p];
-    a.flags[p] = flags_[(size_t)p];
-  }
+  for (int p = 0; p < size(); ++p) a.inbox[p] = inbox_[(size_t)p];
   for (int64_t off = 0; off < n; off += kOneShotChunk) {
     a.x = x + off;
     a.n = std::min(kOneShotChunk, n - off);
-    // Always kBlocks blocks: block b owns the same elements (and flags, rounds and staging slots) in every call,
-    // whatever its size, so a rank that runs one call ahead never overwrites staging a slower peer still reads
-    // in another block's slice (its writes go to the other parity of the same block's round).
+    // Always kBlocks blocks: block b owns the same elements (and round counter and inbox words) in every call,
+    // whatever its size, so a rank that runs one call ahead never overwrites words a slower peer still reads
+    // in another block's slice (its writes go to the other parity of the same block's round). The blocks of
+    // both ranks must be resident at once (each waits for its peer's twin): kBlocks x kThreads fits any GPU.
     one_shot_all_reduce<<<kBlocks, kThreads, 0, dev.stream()>>>(a);
     RBEE_GPU_CHECK_LAUNCH();
   }

@@ -1,0 +1,205 @@
+// all_reduce_sum (rbee/backend/communicator.h) against sums computed here: the host communicator over instances
+// of the CPU (always), and the GPU backend's communicator over two or three of its devices where present (the
+// emulator: RBEE_EMU_DEVICES=2 or 3 with tools/gpu_emu's plug-in; or real GPUs, where graph replay is checked
+// too). Each rank's thread calls the same sequence of all-reduces of changing sizes (1 element, odd tails, one
+// decode row, a batch of rows, more than one one-shot chunk), several rounds in a row, so that the one-shot
+// kernel's double-buffered inboxes are reused at both parities with other sizes in between. Every rank must hold
+// the same bits afterwards; those bits must equal the f32 sum in rank order where the one-shot kernel or the
+// host adds (the contract), and be within f32 rounding of the double sum where a collective library adds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rbee/backend/communicator.h"
+#include "rbee/backend/device.h"
+#include "rbee/core/tensor.h"
+
+namespace rbee {
+namespace {
+
+// Sizes of consecutive all-reduces; 262144 is the one-shot chunk (GpuCommunicator::kOneShotChunk).
+const std::vector<int64_t> kSizes = {4096, 1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 4096};
+
+std::vector<float> random_values(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v((size_t)n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Runs fn(rank) on one thread per rank, all at once (a collective needs every rank in flight).
+template <class Fn>
+void on_ranks(int ranks, Fn fn) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors((size_t)ranks);
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[(size_t)r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) ASSERT_EQ(errors[(size_t)r], "") << "rank " << r;
+}
+
+// `exact`: the contract's f32 sum in rank order (one-shot kernel, host); else within f32 rounding of the
+// double sum (a library's reduction order).
+void check_sum(const std::vector<std::vector<float>>& in, const std::vector<std::vector<float>>& out, bool exact,
+               const std::string& what) {
+  const size_t ranks = in.size(), n = in[0].size();
+  for (size_t r = 1; r < ranks; ++r) {
+    ASSERT_EQ(0, std::memcmp(out[0].data(), out[r].data(), n * sizeof(float))) << what << ": rank " << r
+                                                                               << " differs from rank 0";
+  }
+  for (size_t i = 0; i < n; ++i) {
+    float s = 0.f;
+    double d = 0, mag = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      s += in[r][i];
+      d += in[r][i];
+      mag += std::fabs(in[r][i]);
+    }
+    if (exact) {
+      ASSERT_EQ(0, std::memcmp(&s, &out[0][i], sizeof(float))) << what << ": element " << i << " is " << out[0][i]
+                                                               << ", the f32 sum in rank order is " << s;
+    } else {
+      ASSERT_NEAR(out[0][i], d, 4e-7 * mag + 1e-30) << what << ": element " << i;
+    }
+  }
+}
+
+// kSizes one after another, `rounds` times, eagerly. `library_above`: messages above this many bytes may go
+// through a collective library (not summed in rank order); -1: never.
+void check_eager(Communicator& comm, int rounds, int64_t library_above) {
+  const int ranks = comm.size();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < kSizes.size(); ++k) {
+      const int64_t n = kSizes[k];
+      std::vector<std::vector<float>> in((size_t)ranks), out((size_t)ranks);
+      for (int r = 0; r < ranks; ++r) in[(size_t)r] = random_values(n, 1000 * round + 10 * k + r);
+      on_ranks(ranks, [&](int r) {
+        Tensor x = Tensor::from_vector(in[(size_t)r], {n}, comm.device(r));
+        comm.all_reduce_sum(r, x);
+        out[(size_t)r] = x.to_vector<float>();
+      });
+      const bool exact = library_above < 0 || n * (int64_t)sizeof(float) <= library_above;
+      check_sum(in, out, exact, comm.name() + " round " + std::to_string(round) + ", " + std::to_string(n) + " floats");
+    }
+  }
+}
+
+TEST(Collective, HostCommunicatorSumsInRankOrder) {
+  Registry& registry = Registry::global();
+  for (int ranks : {2, 3}) {
+    std::vector<Device*> devices;
+    for (int r = 0; r < ranks; ++r) devices.push_back(&registry.select("cpu", r + 1));
+    auto comm = make_host_communicator(devices);
+    check_eager(*comm, 2, -1);
+  }
+}
+
+Backend* gpu_backend(int min_devices) {
+  Registry& registry = Registry::global();
+  registry.load_plugins();
+  for (const char* name : {"cuda", "rocm"}) {
+    Backend* b = registry.find(name);
+    if (b && b->device_count() >= min_devices) return b;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Communicator> gpu_communicator(Backend& backend, int ranks, std::string* why) {
+  std::vector<Device*> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(&backend.device(r));
+  return backend.make_communicator(devices, why);
+}
+
+TEST(Collective, GpuCommunicatorEager) {
+  Backend* gpu = gpu_backend(2);
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
+  for (int ranks = 2; ranks <= std::min(3, gpu->device_count()); ++ranks) {
+    std::string why;
+    auto comm = gpu_communicator(*gpu, ranks, &why);
+    ASSERT_TRUE(comm) << why;
+    SCOPED_TRACE(comm->name() + " over " + std::to_string(ranks) + " devices: " + why);
+    // With peer access and a library, messages above the one-shot limit (1 MiB) go through the library outside
+    // graphs; with a library alone, all of them; the one-shot kernel and the host add in rank order.
+    const std::string name = comm->name();
+    const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
+    check_eager(*comm, 3, !library ? -1 : p2p ? (int64_t)1 << 20 : 0);
+  }
+}
+
+// Three all-reduces recorded into one graph per rank, replayed with new inputs each time: the one-shot kernel
+// keeps its round numbers on the device, so replays need no host update.
+TEST(Collective, GpuCommunicatorInGraphs) {
+  Backend* gpu = gpu_backend(2);
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices";
+  if (!gpu->device(0).supports_graphs()) GTEST_SKIP() << gpu->device(0).id() << " records no graphs (the emulator)";
+  std::string why;
+  auto comm = gpu_communicator(*gpu, 2, &why);
+  ASSERT_TRUE(comm) << why;
+  if (!comm->capturable()) GTEST_SKIP() << comm->name() << " cannot be recorded: " << why;
+  const int ranks = comm->size();
+  for (int64_t n : {(int64_t)4096, (int64_t)64 * 4096, (int64_t)262144 + 3}) {
+    SCOPED_TRACE(std::to_string(n) + " floats");
+    std::vector<Tensor> x((size_t)ranks);
+    std::vector<Device::GraphId> graphs((size_t)ranks);
+    for (int r = 0; r < ranks; ++r) x[(size_t)r] = Tensor::from_vector(random_values(n, r), {n}, comm->device(r));
+    std::vector<std::string> no_capture((size_t)ranks);
+    on_ranks(ranks, [&](int r) {
+      Device& dev = comm->device(r);
+      try {
+        dev.begin_graph_capture();
+      } catch (const std::exception& e) {  // the emulator claims graphs but cannot record
+        no_capture[(size_t)r] = e.what();
+        return;
+      }
+      try {
+        for (int k = 0; k < 3; ++k) comm->all_reduce_sum(r, x[(size_t)r]);
+      } catch (...) {
+        dev.end_graph_capture();
+        throw;
+      }
+      graphs[(size_t)r] = dev.end_graph_capture();
+    });
+    if (!no_capture[0].empty() || !no_capture[1].empty()) GTEST_SKIP() << no_capture[0] << no_capture[1];
+    for (int rep = 0; rep < 4; ++rep) {
+      std::vector<std::vector<float>> in((size_t)ranks), out((size_t)ranks);
+      for (int r = 0; r < ranks; ++r) {
+        in[(size_t)r] = random_values(n, 77 * rep + r);
+        comm->device(r).copy_from_host(x[(size_t)r].data(), in[(size_t)r].data(), (size_t)n * sizeof(float));
+      }
+      on_ranks(ranks, [&](int r) {
+        comm->device(r).replay_graph(graphs[(size_t)r]);
+        out[(size_t)r] = x[(size_t)r].to_vector<float>();
+      });
+      // Expected: three rounds of the rank-order f32 sum.
+      std::vector<std::vector<float>> expect = in;
+      for (int k = 0; k < 3; ++k) {
+        std::vector<float> s((size_t)n, 0.f);
+        for (int r = 0; r < ranks; ++r) {
+          for (int64_t i = 0; i < n; ++i) s[(size_t)i] += expect[(size_t)r][(size_t)i];
+        }
+        for (int r = 0; r < ranks; ++r) expect[(size_t)r] = s;
+      }
+      for (int r = 0; r < ranks; ++r) {
+        ASSERT_EQ(0, std::memcmp(expect[(size_t)r].data(), out[(size_t)r].data(), (size_t)n * sizeof(float)))
+            << "replay " << rep << ", rank " << r;
+      }
+    }
+    for (int r = 0; r < ranks; ++r) comm->device(r).release_graph(graphs[(size_t)r]);
+  }
+}
+
+}  // namespace
+}  // namespace rbee
