@@ -121,6 +121,8 @@ void BM_QDotKernelL2(benchmark::State& state, DType type) {
 }
 
 const DType kBenchTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+// BM_QMatmulPrompt runs the prompt GEMM (src/backends/cpu/quant/qgemm.h) where the CPU has one; RBEE_CPU_QGEMM=0
+// runs the row kernels instead, for an A/B on the same machine.
 
 // With --benchmark_repetitions=N, "max" reports the best rate of the N runs (times in that row are the worst;
 // read the counters): on a shared machine the best run is the one least disturbed by other processes.
@@ -139,7 +141,11 @@ int register_benchmarks() {
   for (DType t : kBenchTypes) {
     const std::string name(rbee::dtype_name(t));
     benchmark::RegisterBenchmark(("BM_QMatmulPrompt/" + name).c_str(), BM_QMatmulPrompt, t)
+        ->Args({4, 4096, 4096})
+        ->Args({8, 4096, 4096})
+        ->Args({16, 4096, 4096})
         ->Args({128, 4096, 4096})
+        ->Args({512, 4096, 4096})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->ComputeStatistics("max", max_of);

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -29,6 +32,7 @@
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/llm/routes.h"
+#include "server/llm/serving_metrics.h"
 #include "server/util.h"
 #include "server/worker_base.h"
 #include "server/worker_options.h"
@@ -46,6 +50,9 @@ struct Options {
   std::string chat_template_file;  // replaces the model's chat template
   std::string pooling = "auto";    // /v1/embeddings
   bool matryoshka = false;
+  bool no_prefix_cache = false;
+  std::string spec_method = "off", draft;  // speculative decoding
+  int spec_tokens = 4, spec_ngram_min = 2, spec_ngram_max = 4;
   // Several devices and partial offload (docs/DESIGN.md section 7).
   std::string devices, split = "layer", split_ratio, gpu_layers = "auto";
   bool fit = true;
@@ -86,7 +93,7 @@ int run(const Options& opt) {
 
   HttpOptions http_opt = worker_http_options(opt.w, opt.parallel + opt.queue_size + 16);
   // The chat page is static HTML holding no secret: it loads without the token, asks for it and sends it as a header.
-  http_opt.public_paths = {"/health", "/"};
+  http_opt.public_paths.push_back("/");
   HttpServer http(http_opt, metrics);
 
   llm_api::LlmWorkerContext ctx(lifecycle, metrics, device_stats);
@@ -105,27 +112,29 @@ int run(const Options& opt) {
   llm_api::add_openai_routes(http, ctx);
   llm_api::add_tokenize_routes(http, ctx);
   llm_api::add_page_route(http, rbee::worker::kChatPage);
-  metrics.describe_gauge("rbee_queue_depth", "Jobs waiting for a slot.");
-  metrics.describe_gauge("rbee_running_sequences", "Jobs in the running batch.");
-  metrics.describe_gauge("rbee_parallel_slots", "Running jobs at most (--parallel).");
-  metrics.describe_gauge("rbee_kv_cache_blocks_free", "Free KV cache blocks.");
-  metrics.describe_gauge("rbee_kv_cache_blocks_total", "KV cache blocks in total.");
-  metrics.add_collector([&ctx](Metrics& m) {
-    m.set("rbee_parallel_slots", ctx.parallel);
-    if (llm_api::LlmService* s = ctx.service.load()) {
-      const auto st = s->scheduler().stats();
-      m.set("rbee_queue_depth", st.queued);
-      m.set("rbee_running_sequences", st.running);
-      m.set("rbee_kv_cache_blocks_free", st.free_blocks);
-      m.set("rbee_kv_cache_blocks_total", st.total_blocks);
+  // Queue, slots, KV cache and prefix cache for routers: rbee's names and vLLM's (server/llm/serving_metrics.h).
+  llm_api::ServingMetrics serving_metrics(metrics);
+  auto figures = [&ctx] {
+    llm_api::LlmService* s = ctx.service.load();
+    if (!s) {
+      llm_api::ServingFigures idle;
+      idle.parallel = ctx.parallel;
+      return idle;
     }
+    return llm_api::serving_figures(s->scheduler().stats(), ctx.parallel);
+  };
+  metrics.add_collector([&ctx, &serving_metrics, figures](Metrics&) {
+    if (ctx.service.load()) serving_metrics.update(figures());
+    else serving_metrics.update_idle(ctx.parallel);
   });
 
   WorkerFrontEnd front(http, ctx.identity, device_stats);
-  front.start(opt.w, !http_opt.api_token.empty(), [&ctx] { return llm_api::worker_status(ctx); });
+  front.start(opt.w, !http_opt.api_token.empty(), [&ctx] { return llm_api::worker_status(ctx); },
+              [figures] { return llm_api::serving_json(figures()); });
 
-  std::unique_ptr<llm::Model> model;
-  std::unique_ptr<llm::KvCache> cache;
+  std::unique_ptr<llm::Model> model, draft_model;
+  std::unique_ptr<llm::KvCache> cache, draft_cache;
+  std::unique_ptr<llm::DraftModel> drafter;
   llm::MemoryPlan plan;
   try {
     // The plan first, from the model's metadata: a model that cannot fit is refused before any weight is read.
@@ -138,10 +147,20 @@ int run(const Options& opt) {
     req.ctx_size = opt.ctx_size;
     req.ctx_given = opt.ctx_option && opt.ctx_option->count() > 0;
     req.parallel = opt.parallel;
-    req.batch_tokens = opt.prefill_chunk + opt.parallel;
-    req.logit_rows = opt.parallel;
+    // The largest step: a prompt chunk beside every decoding job's next token and, with speculation, its drafts
+    // (each with a row of logits).
+    const int rows_per_job = opt.spec_method == "off" ? 1 : 1 + opt.spec_tokens;
+    req.batch_tokens = opt.prefill_chunk + opt.parallel * rows_per_job;
+    req.logit_rows = opt.parallel * rows_per_job;
     req.kv_dtype = *dtype_from_name(opt.kv_dtype);
     req.fit = opt.fit;
+    // The draft model counts in the plan (on the device of the model's logits): one that does not fit with the
+    // model is refused here, from metadata, before any weight is read.
+    std::optional<llm::ModelDescription> draft_desc;
+    if (!opt.draft.empty()) {
+      draft_desc = llm::describe_model(opt.draft);
+      req.draft = &*draft_desc;
+    }
     plan = llm::plan_memory(desc, req);
     for (const auto& line : split_lines(plan.table())) log::info("event=memory_plan {}", line);
     llm::require_fit(plan);
@@ -151,12 +170,30 @@ int run(const Options& opt) {
     load.placement = plan.placement;
     load.progress = [&lifecycle](float f) { lifecycle.set_progress(f * 0.95f); };
     const auto baseline = llm::held_bytes(plan.placement.devices);
+    // Fault injection (docs/RELIABILITY.md): a slow load, so that tests can see what answers while loading.
+    if (const char* delay = std::getenv("RBEE_FAULT_LOAD_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::strtol(delay, nullptr, 10)));
+    }
     model = llm::Model::load(opt.w.model, load);
     const auto& cfg = model->config();
     cache = std::make_unique<llm::KvCache>(model->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
     log::info("event=model_loaded model=\"{}\" {} kv_positions={} kv_mib={:.1f} weights_mib={:.1f} placement=\"{}\"",
               opt.w.model, cfg.summary(), plan.ctx_size, (double)cache->bytes() / (1 << 20),
               (double)model->weight_bytes() / (1 << 20), plan.placement.describe());
+    if (!opt.draft.empty()) {
+      // The draft model: on the device of the model's logits, same tokenizer (checked), a KV cache of as many
+      // blocks as the model's, catch-up passes of the plan's largest step (all counted in the plan above).
+      llm::LoadOptions dload;
+      dload.device = &model->device();
+      draft_model = llm::Model::load(opt.draft, dload);
+      llm::check_same_tokenizer(model->tokenizer(), draft_model->tokenizer());
+      draft_cache = std::make_unique<llm::KvCache>(draft_model->kv_layout(), plan.kv_blocks(), plan.block_size,
+                                                   plan.kv_dtype);
+      drafter = std::make_unique<llm::DraftModel>(*draft_model, *draft_cache, !opt.no_prefix_cache, plan.batch_tokens);
+      log::info("event=draft_loaded model=\"{}\" {} kv_mib={:.1f} weights_mib={:.1f}", opt.draft,
+                draft_model->config().summary(), (double)draft_cache->bytes() / (1 << 20),
+                (double)draft_model->weight_bytes() / (1 << 20));
+    }
     for (const auto& c : llm::measure_plan(plan, *model, *cache, baseline)) {
       log::info("event=plan_check device={} weights_mib={:.1f} planned_weights_mib={:.1f} kv_mib={:.1f} "
                 "planned_kv_mib={:.1f} allocated_mib={:.1f} planned_allocated_mib={:.1f}",
@@ -177,6 +214,15 @@ int run(const Options& opt) {
   sched_opt.max_queue = opt.queue_size;
   sched_opt.prefill_budget = opt.prefill_chunk;
   sched_opt.max_job_positions = per_job;
+  sched_opt.prefix_cache = !opt.no_prefix_cache;
+  using Method = llm::SpeculativeOptions::Method;
+  sched_opt.speculative.method = opt.spec_method == "prompt-lookup" ? Method::PromptLookup
+                                 : opt.spec_method == "draft"       ? Method::DraftModel
+                                                                    : Method::Off;
+  sched_opt.speculative.tokens = opt.spec_tokens;
+  sched_opt.speculative.ngram_min = opt.spec_ngram_min;
+  sched_opt.speculative.ngram_max = opt.spec_ngram_max;
+  sched_opt.draft = drafter.get();
   llm::Scheduler scheduler(*model, *cache, sched_opt);
   llm_api::ServiceOptions svc_opt;
   svc_opt.model_name = ctx.model_name;
@@ -213,8 +259,10 @@ int run(const Options& opt) {
   ctx.ctx_size = per_job;
   ctx.service = &service;
   lifecycle.set_ready();
-  log::info("event=ready parallel={} queue={} prefill_chunk={} ctx_per_job={}", opt.parallel, opt.queue_size,
-            opt.prefill_chunk, per_job);
+  log::info("event=ready parallel={} queue={} prefill_chunk={} ctx_per_job={} prefix_cache={} speculative={} "
+            "spec_tokens={}",
+            opt.parallel, opt.queue_size, opt.prefill_chunk, per_job, sched_opt.prefix_cache ? "on" : "off",
+            llm::speculative_method_name(sched_opt.speculative.method), opt.spec_tokens);
 
   lifecycle.wait_for_shutdown();
   lifecycle.set_draining();
@@ -267,6 +315,26 @@ int main(int argc, char** argv) {
                  "mean, last or cls")
       ->check(CLI::IsMember({"auto", "mean", "last", "cls"}))
       ->capture_default_str();
+  app.add_flag("--no-prefix-cache", opt.no_prefix_cache,
+               "Turn automatic prefix caching off (by default full KV blocks of a prompt are cached by the hash of "
+               "their token prefix and reused by later requests that start with the same tokens)");
+  app.add_option("--spec", opt.spec_method,
+                 "Speculative decoding: off, prompt-lookup (drafts from n-grams of the prompt and output: no second "
+                 "model) or draft (a draft model, --draft); greedy output is unchanged")
+      ->check(CLI::IsMember({"off", "prompt-lookup", "draft"}))
+      ->capture_default_str();
+  app.add_option("--draft", opt.draft,
+                 "Draft model for speculative decoding (a .gguf file or safetensors folder with the model's tokenizer); "
+                 "implies --spec draft");
+  app.add_option("--spec-tokens", opt.spec_tokens, "Draft tokens verified per decode step at most")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  app.add_option("--spec-ngram-min", opt.spec_ngram_min, "Prompt lookup: shortest n-gram matched")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--spec-ngram-max", opt.spec_ngram_max, "Prompt lookup: longest n-gram matched (tried first)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_flag("--matryoshka", opt.matryoshka,
                "The model's embeddings may be cut to fewer dimensions (\"dimensions\" in /v1/embeddings)");
   app.add_option("--devices", opt.devices,
@@ -283,6 +351,20 @@ int main(int argc, char** argv) {
                "Refuse to start instead of lowering the context or moving layers to the CPU when the model does not "
                "fit");
   CLI11_PARSE(app, argc, argv);
+  if (!opt.draft.empty() && opt.spec_method == "off") opt.spec_method = "draft";
+  if (opt.spec_method == "draft" && opt.draft.empty()) {
+    std::fprintf(stderr, "llm-worker-rbee: --spec draft needs --draft MODEL\n");
+    return 2;
+  }
+  if (opt.spec_method != "draft" && !opt.draft.empty()) {
+    std::fprintf(stderr, "llm-worker-rbee: --draft contradicts --spec %s\n", opt.spec_method.c_str());
+    return 2;
+  }
+  if (opt.spec_ngram_min > opt.spec_ngram_max) {
+    std::fprintf(stderr, "llm-worker-rbee: --spec-ngram-min (%d) exceeds --spec-ngram-max (%d)\n", opt.spec_ngram_min,
+                 opt.spec_ngram_max);
+    return 2;
+  }
   if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.w.backend, "llm-worker-rbee")) {
     return 2;
   }

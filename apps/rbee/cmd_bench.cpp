@@ -22,10 +22,13 @@
 
 #include "bench_batched.h"
 #include "bench_limits.h"
+#include "bench_verify.h"
 #include "commands.h"
 #include "model_options.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/profile.h"
+#include "rbee/ops.h"
 #include "rbee/core/thread_pool.h"
 #include "rbee/llm/generate.h"
 
@@ -43,6 +46,8 @@ struct BenchOptions {
   int gemm_n = 0;           // size of the GEMM-rate measurement (0: 1024 on CPUs, 4096 on GPUs)
   bool limits = true;
   std::vector<int> batch;   // --batch: concurrent-sequence throughput through the scheduler (bench_batched.h)
+  std::vector<int> verify;  // --verify: speculative verification cost of K drafts (bench_verify.h)
+  int verify_batch = 1;
   bool host_sampling = false;  // --host-sampling: the scheduler samples from host logits (A/B of device sampling)
 };
 
@@ -111,6 +116,21 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
   return r;
 }
 
+// RBEE_OP_PROFILE=1: the per-op table of every forward pass run (warm-ups included), after a "null" row: the
+// same synchronized timing around a one-element fill, i.e. what each row's calls pay for launch and
+// synchronization beyond their kernels.
+void print_profile(Device& device, const std::vector<BenchResult>& results, int repetitions) {
+  Tensor t = Tensor::empty({1}, DType::F32, device);
+  for (int i = 0; i < 200; ++i) {
+    profile::Scope scope("null", t);
+    ops::const_set(t, 0.0);
+  }
+  int64_t passes = 0;
+  for (const auto& r : results) passes += (int64_t)(repetitions + 1) * (r.n_prompt > 0 ? 1 : r.n_gen);
+  std::printf("op profile (RBEE_OP_PROFILE=1): %lld forward passes, each op synchronized before and after\n%s",
+              (long long)passes, profile::report().c_str());
+}
+
 // --batch: one model, a KV cache per batch size (the loaded one is kept minimal).
 int run_batched(const BenchOptions& opt) {
   RBEE_CHECK(opt.prompt.size() == 1 && opt.gen.size() == 1,
@@ -167,6 +187,51 @@ int run_batched(const BenchOptions& opt) {
   return 0;
 }
 
+// --verify: one K + 1 token pass against one decode step, at a context of --n-prompt positions.
+int run_verify(const BenchOptions& opt) {
+  RBEE_CHECK(opt.prompt.size() == 1, "bench --verify: give one --n-prompt (the context depth), got {}",
+             opt.prompt.size());
+  // Planned for the largest pass (bench_verify makes its own cache in the model's KV layout).
+  const int k_max = opt.verify.empty() ? 0 : *std::max_element(opt.verify.begin(), opt.verify.end());
+  const int block = 16;
+  Workload work;
+  work.parallel = std::max(1, opt.verify_batch);
+  work.batch_tokens = work.parallel * std::max(opt.prompt[0], k_max + 1);
+  work.logit_rows = work.parallel * (k_max + 1);
+  work.make_cache = false;
+  work.ctx_size = work.parallel * ((opt.prompt[0] + k_max + 1 + block - 1) / block) * block;
+  LoadedModel loaded = load_model(opt.model, work);
+  llm::Model& model = *loaded.model;
+  const auto results = bench_verify(model, *dtype_from_name(opt.model.kv_dtype), opt.verify, opt.verify_batch,
+                                    opt.prompt[0], opt.repetitions, opt.seed);
+  const DeviceInfo dev = model.device().info();
+  const llm::ModelConfig& cfg = model.config();
+  if (opt.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      out.push_back({{"model", opt.model.model}, {"arch", cfg.arch}, {"backend", dev.backend}, {"device", dev.name},
+                     {"batch", r.batch}, {"context", r.context}, {"k", r.k}, {"seconds", r.seconds},
+                     {"decode_steps_per_pass", r.ratio}, {"repetitions", opt.repetitions},
+                     {"decode_graphs", model.decode_graphs()}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s on %s (%s), %.1f MiB of weights, decode graphs %s: %d sequence(s) at a context of %d\n",
+              (cfg.arch + " " + cfg.name).c_str(), dev.name.c_str(), dev.backend.c_str(),
+              (double)model.weight_bytes() / (1024.0 * 1024.0), model.decode_graphs() ? "on" : "off",
+              opt.verify_batch, opt.prompt[0]);
+  std::printf("| %-22s | %10s | %16s | %28s |\n", "pass", "ms", "decode steps", "max speed-up (all accepted)");
+  std::printf("|------------------------|------------|------------------|------------------------------|\n");
+  for (const auto& r : results) {
+    const std::string name = r.k == 0 ? "decode (1 token)" : fmt::format("verify k={} ({} tokens)", r.k, r.k + 1);
+    std::printf("| %-22s | %10.3f | %16.2f | %27.2fx |\n", name.c_str(), r.seconds * 1e3, r.ratio,
+                (r.k + 1) / r.ratio);
+  }
+  std::printf("a verify pass pays off when a step emits more tokens (accepted drafts + 1) than its 'decode steps'\n");
+  return 0;
+}
+
 int run_bench(const BenchOptions& opt) {
   RBEE_CHECK(opt.repetitions >= 1, "bench: --repetitions must be at least 1, got {}", opt.repetitions);
   for (int p : opt.prompt) RBEE_CHECK(p >= 0, "bench: --n-prompt values must be >= 0, got {}", p);
@@ -178,6 +243,7 @@ int run_bench(const BenchOptions& opt) {
              "bench: --bandwidth-mib must be in [1, 65536], got {}", opt.bandwidth_mib);
   RBEE_CHECK(opt.gemm_n == 0 || (opt.gemm_n >= 16 && opt.gemm_n <= 16384),
              "bench: --gemm-n must be in [16, 16384], got {}", opt.gemm_n);
+  if (!opt.verify.empty()) return run_verify(opt);
   if (!opt.batch.empty()) return run_batched(opt);
   Workload work;
   // The positions the longest test needs (more when -c asks for more).
@@ -278,6 +344,7 @@ int run_bench(const BenchOptions& opt) {
   }
   std::printf("decode graphs: %s (%llu decode steps replayed from a graph)\n", model.decode_graphs() ? "on" : "off",
               (unsigned long long)model.decode_graph_replays());
+  if (profile::enabled()) print_profile(model.device(), results, opt.repetitions);
   return 0;
 }
 }  // namespace
@@ -310,6 +377,11 @@ Command add_bench_command(CLI::App& app) {
                   "continuous-batching scheduler, each with its own --n-prompt prompt and --n-gen decode steps "
                   "(llama-batched-bench's PP/TG/B table)")
       ->delimiter(',');
+  sub->add_option("--verify", opt->verify,
+                  "Draft counts K, comma-separated: time one pass of K + 1 tokens with all logits (speculative "
+                  "decoding's verification) against one decode step, at a context of --n-prompt positions")
+      ->delimiter(',');
+  sub->add_option("--verify-batch", opt->verify_batch, "Sequences in each --verify pass")->capture_default_str();
   sub->add_flag("--host-sampling", opt->host_sampling,
                 "With --batch: sample every row from logits copied to the host (the path before sampling ran on the "
                 "device), to compare against the default device sampling");

@@ -5,6 +5,8 @@
 // prints what the devices' allocators really hold against the plan.
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "commands.h"
@@ -18,6 +20,8 @@ namespace {
 
 struct PlanOptions {
   ModelOptions model;
+  std::string draft;  // speculative decoding's draft model (the worker's --draft)
+  int spec_tokens = 0;  // speculative decoding: draft tokens verified per job and step (each with a row of logits)
   int parallel = 1;
   int batch_tokens = 512;
   bool json = false;
@@ -71,10 +75,15 @@ int run_plan(const PlanOptions& opt) {
   Workload work;
   work.parallel = opt.parallel;
   work.batch_tokens = opt.batch_tokens;
-  work.logit_rows = opt.parallel;
+  work.logit_rows = opt.parallel * (1 + opt.spec_tokens);
   const llm::ModelDescription desc = llm::describe_model(opt.model.model);
   llm::PlanRequest req = plan_request(opt.model, devices, work);
   req.gpu_layers = std::min(req.gpu_layers, desc.config.n_layers);
+  std::optional<llm::ModelDescription> draft_desc;
+  if (!opt.draft.empty()) {
+    draft_desc = llm::describe_model(opt.draft);
+    req.draft = &*draft_desc;
+  }
   const llm::MemoryPlan plan = llm::plan_memory(desc, req);
   if (opt.json) {
     std::printf("%s\n", plan.to_json().dump(2).c_str());
@@ -97,6 +106,17 @@ int run_plan(const PlanOptions& opt) {
   auto model = llm::Model::load(opt.model.model, load);
   llm::KvCache cache(model->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
   const auto after_load = llm::measure_plan(plan, *model, cache, baseline);
+  // The draft model as the worker holds it (on the device of the logits, a cache as large as the model's), after
+  // a step of the planned largest shape: its share is in the totals below.
+  std::unique_ptr<llm::Model> draft;
+  std::unique_ptr<llm::KvCache> draft_cache;
+  if (!opt.draft.empty()) {
+    llm::LoadOptions dload;
+    dload.device = &model->device();
+    draft = llm::Model::load(opt.draft, dload);
+    draft_cache = std::make_unique<llm::KvCache>(draft->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);
+    exercise(*draft, *draft_cache, plan);
+  }
   const Measured m = exercise(*model, cache, plan);
   std::printf("\nmeasured after loading and one %d-token step of %d sequence(s), then 3 decode steps:\n",
               plan.batch_tokens, std::max(1, std::min(plan.parallel, plan.batch_tokens)));
@@ -119,7 +139,9 @@ int run_plan(const PlanOptions& opt) {
                 d.allocated() > 0 ? (double)held / (double)d.allocated() : 0.0);
   }
   std::printf("(held: what each allocator holds beyond its state before loading, in use + cached; the plan's graphs "
-              "are for every decode shape the worker may record, these steps record one)\n");
+              "are for every decode shape the worker may record, these steps record one%s)\n",
+              opt.draft.empty() ? ""
+                                 : "; the draft model (loaded and run once before the steps) counts in the totals only");
   return 0;
 }
 
@@ -135,9 +157,18 @@ Command add_plan_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   sub->add_option("--batch-tokens", opt->batch_tokens,
-                  "Tokens of the largest forward step (the worker: --prefill-chunk + --parallel; rbee run: 512)")
+                  "Tokens of the largest forward step (the worker: --prefill-chunk + --parallel x (1 + --spec-tokens "
+                  "with --spec on); rbee run: 512)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  sub->add_option("--spec-tokens", opt->spec_tokens,
+                  "Speculative decoding's draft tokens per job and step (the worker's --spec-tokens when --spec is on; "
+                  "0: off): each adds a row of logits")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  sub->add_option("--draft", opt->draft,
+                  "Draft model for speculative decoding (the worker's --draft): counted on the device of the logits")
+      ->check(CLI::ExistingPath);
   sub->add_flag("--json", opt->json, "Print the plan as JSON");
   sub->add_flag("--check", opt->check,
                 "Then load the model, run the planned step and a few decode steps, and print planned against held");

@@ -6,7 +6,9 @@
 //   rbee_bench_gpu_llm [--backend cuda|rocm|auto] [--device N] [--reps R] [--only SECTIONS] [--mmq-rows LIST]
 //                      [--types TYPES]
 //
-// SECTIONS: comma-separated of matvec, attention, mmq, prompt (default all; copy and the f16 GEMM always run).
+// SECTIONS: comma-separated of matvec, fused, attention, mmq, prompt (default all; copy and the f16 GEMM always
+// run). matvec: qmatmul at M = 1 and 8 on a Llama-7B layer's shapes, q/k/v and gate/up stacked as the GPU runtime
+// stacks them; fused: a decode step's fused ops (op_table.def) next to the unfused op sequences they replace.
 // LIST: the M values of the mmq section (default 16,64,128,512).
 // TYPES: comma-separated weight types (e.g. q4_0,q4_k) the mmq and prompt sections keep (default: all of theirs).
 //
@@ -134,6 +136,16 @@ Tensor make_weights(DType type, int64_t n, int64_t k, Device& device) {
   return type == DType::F32 ? f : ops::cast(f, type);
 }
 
+// The same from values made on the device (0.02 sin(0.7548777 i + 0.1)): the stacked decode shapes need ~100M
+// values per matrix, too many for the host's generator in a short benchmark. Speed does not depend on the
+// values beyond their not being zeros.
+Tensor make_device_weights(DType type, int64_t n, int64_t k, Device& device) {
+  const Tensor i = ops::arange(0.0, 1.0, n * k, DType::F32, device);
+  const Tensor f = ops::affine(ops::unary(UnaryOp::Sin, ops::affine(i, 0.7548777, 0.1)), 0.02, 0.0).view({n, k});
+  if (is_quantized(type)) return ops::quantize(f, type);
+  return type == DType::F32 ? f : ops::cast(f, type);
+}
+
 void print_row(const char* op, const std::string& what, double us, const std::string& rate, const std::string& ratio) {
   std::printf("%-18s %-34s %10.2f  %-16s %s\n", op, what.c_str(), us, rate.c_str(), ratio.c_str());
 }
@@ -176,12 +188,15 @@ int run(const Options& opt) {
   const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16};
   const std::pair<int64_t, int64_t> kShapes[] = {{4096, 4096}, {11008, 4096}};
 
-  // ---- decode matvec: M = 1 and M = 8 ----
-  for (const auto& [n, k] : kShapes) {
+  // ---- decode matvec: M = 1 and M = 8, a Llama-7B layer's shapes (q/k/v [12288, 4096] and gate/up
+  // [22016, 4096] stacked) ----
+  const std::pair<int64_t, int64_t> kDecodeShapes[] = {
+      {4096, 4096}, {11008, 4096}, {4096, 11008}, {12288, 4096}, {22016, 4096}};
+  for (const auto& [n, k] : kDecodeShapes) {
     if (!opt.runs("matvec")) break;
     for (const DType type : kTypes) {
       const double bytes = (double)dtype_row_bytes(type, k) * (double)n;
-      std::vector<Tensor> ws{make_weights(type, n, k, device)};
+      std::vector<Tensor> ws{make_device_weights(type, n, k, device)};
       while ((int)ws.size() < cold_copies(bytes)) ws.push_back(clone(ws[0]));
       const int per_graph = calls_per_graph((int)ws.size());
       for (const int64_t m : {1, 8}) {
@@ -190,6 +205,46 @@ int run(const Options& opt) {
             device, [&](int i) { (void)ops::qmatmul(x, ws[(size_t)i % ws.size()]); }, per_graph, opt.reps);
         const double gbs = bytes / s / 1e9;
         print_row("qmatmul matvec", fmt::format("{} N={} K={} M={}", dtype_name(type), n, k, m), s * 1e6,
+                  fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
+      }
+    }
+  }
+
+  // ---- the fused decoder ops (M = 1) next to the op sequences they replace ----
+  // norm+qkv: rms_norm_qmatmul(x, w [12288, 4096]) vs rms_norm then qmatmul; swiglu+down+add:
+  // swiglu_qmatmul(gate_up [1, 22016], w [4096, 11008], residual) vs swiglu of the halves, qmatmul, add.
+  if (opt.runs("fused")) {
+    const DType kFusedTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16};
+    const Tensor x = random_tensor({1, 4096}, device, 31), nw = random_tensor({4096}, device, 32);
+    const Tensor gu = random_tensor({1, 22016}, device, 33), res = random_tensor({1, 4096}, device, 34);
+    struct Case {
+      const char* name;
+      int64_t n, k;
+      bool fused;
+    };
+    const Case cases[] = {{"norm+qkv, fused", 12288, 4096, true},
+                          {"norm, qkv", 12288, 4096, false},
+                          {"swiglu+down+add, fused", 4096, 11008, true},
+                          {"swiglu, down, add", 4096, 11008, false}};
+    for (const DType type : kFusedTypes) {
+      for (const Case& c : cases) {
+        const double bytes = (double)dtype_row_bytes(type, c.k) * (double)c.n;
+        std::vector<Tensor> ws{make_device_weights(type, c.n, c.k, device)};
+        while ((int)ws.size() < cold_copies(bytes)) ws.push_back(clone(ws[0]));
+        const int per_graph = calls_per_graph((int)ws.size());
+        const bool norm = c.k == 4096;
+        const double s = time_per_call(
+            device,
+            [&](int i) {
+              const Tensor& w = ws[(size_t)i % ws.size()];
+              if (norm && c.fused) (void)ops::rms_norm_qmatmul(x, nw, 1e-5f, w);
+              else if (norm) (void)ops::qmatmul(ops::rms_norm(x, nw, 1e-5f), w);
+              else if (c.fused) (void)ops::swiglu_qmatmul(gu, w, res);
+              else (void)ops::add(res, ops::qmatmul(ops::swiglu(gu.narrow(1, 0, 11008), gu.narrow(1, 11008, 11008)), w));
+            },
+            per_graph, opt.reps);
+        const double gbs = bytes / s / 1e9;
+        print_row("decode op", fmt::format("{} {} N={} K={}", dtype_name(type), c.name, c.n, c.k), s * 1e6,
                   fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
       }
     }
@@ -372,8 +427,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R] [--only matvec,attention,mmq,prompt]"
-                   " [--mmq-rows 16,64,128,512] [--types q4_0,q4_k,...]\n",
+                   "usage: %s [--backend cuda|rocm|auto] [--device N] [--reps R]"
+                   " [--only matvec,fused,attention,mmq,prompt] [--mmq-rows 16,64,128,512] [--types q4_0,q4_k,...]\n",
                    argv[0]);
       return 2;
     }

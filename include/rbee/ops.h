@@ -63,6 +63,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
 // x [N, C, ...]; weight/bias [C] or undefined.
 Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
+// silu(group_norm(x)) in one pass, rounded once (op_table.def GroupNormSilu).
+Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
 
 // Rotary position embedding frequencies, with the scaling schemes models declare.
 struct RopeScaling {
@@ -99,6 +101,10 @@ Tensor qmatmul(const Tensor& x, const Tensor& w);
 // ---- convolution family ----
 Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
+// act(conv2d(x, w) + bias + residual) in one op, rounded once (op_table.def Conv2dFused): bias [Cout] or [N, Cout]
+// or undefined, residual [N, Cout, Ho, Wo] or undefined, act silu when `silu`.
+Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                    const Conv2dParams& p = {}, bool silu = false);
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
 Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
 Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p = {});
@@ -122,6 +128,22 @@ void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, const
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
                        const Tensor& block_tables, const AttentionParams& params);
 
+// ---- fused decoder ops: each equals the composition beside it (same activation quantization for block-type
+// weights, f32 intermediates); GPUs run it without the intermediate launches and round trips ----
+// qmatmul(rms_norm(x, norm_weight, eps), w): x [..., K] F32, norm_weight [K] F32, w as for qmatmul.
+Tensor rms_norm_qmatmul(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w);
+// {s, qmatmul(rms_norm(s, norm_weight, eps), w)} with s = x + residual (add_rms_norm, then qmatmul).
+std::pair<Tensor, Tensor> add_rms_norm_qmatmul(const Tensor& x, const Tensor& residual, const Tensor& norm_weight,
+                                               float eps, const Tensor& w);
+// qmatmul(swiglu(gate, up), w) [+ residual]: gate_up [..., 2I] F32 holds gate in its first I features and up in
+// its last I (a stacked gate/up projection's output), w [N, I]; residual [..., N] F32 or undefined.
+Tensor swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Tensor& residual = Tensor());
+// rope(q), and kv_cache_write(rope(k), v, slots, k_cache, v_cache); returns rope(q) [N, Hq, D].
+// q [N, Hq, D], k and v [N, Hkv, D] F32 (contiguous last axis; views of a stacked qkv row are fine);
+// positions [N] I32; inv_freq and params as for rope; slots and caches as for kv_cache_write.
+Tensor rope_kv_cache_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                           const Tensor& inv_freq, const RopeParams& params, const Tensor& slots,
+                           const Tensor& k_cache, const Tensor& v_cache);
 
 // ---- token sampling (LLM decoding; contract in rbee/backend/op_table.def) ----
 // logits [B, V] F32; params F32 [B, kSampleParams], control I64 [B, kSampleControls] (op_kinds.h, sample_col);

@@ -1,5 +1,7 @@
 #include "rbee/llm/kv_cache.h"
 
+#include <algorithm>
+
 #include "rbee/backend/caching_allocator.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
@@ -57,7 +59,12 @@ KvCache::KvCache(const KvLayout& layout, int num_blocks, int block_size, DType d
   }
   free_.reserve((size_t)num_blocks);
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
-  holders_.assign((size_t)num_blocks, 0);
+  const size_t n = (size_t)num_blocks;
+  holders_.assign(n, 0);
+  entries_.resize(n);
+  published_.assign(n, 0);
+  prev_.assign(n, -1);
+  next_.assign(n, -1);
 }
 
 int64_t KvCache::bytes() const {
@@ -90,24 +97,62 @@ int64_t KvCache::bytes_for(const KvLayout& layout, const Device& device, int num
   return total;
 }
 
+void KvCache::unpark(int32_t b) {
+  const int32_t p = prev_[(size_t)b], n = next_[(size_t)b];
+  (p >= 0 ? next_[(size_t)p] : lru_head_) = n;
+  (n >= 0 ? prev_[(size_t)n] : lru_tail_) = p;
+  prev_[(size_t)b] = next_[(size_t)b] = -1;
+  --parked_;
+}
+
+void KvCache::unpublish(int32_t b) {
+  index_.erase(entries_[(size_t)b].hash);
+  entries_[(size_t)b] = Entry{};
+  published_[(size_t)b] = 0;
+}
+
 int32_t KvCache::allocate_block() {
-  if (free_.empty()) return -1;
-  const int32_t b = free_.back();
-  free_.pop_back();
+  int32_t b = -1;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (lru_head_ >= 0) {
+    b = lru_head_;
+    unpark(b);
+    unpublish(b);
+    ++evictions_;
+  } else {
+    return -1;
+  }
   holders_[(size_t)b] = 1;
   return b;
 }
 
 void KvCache::retain_block(int32_t block) {
-  RBEE_ASSERT(block >= 0 && block < num_blocks_ && holders_[(size_t)block] > 0, "retaining block {} of {}", block,
-              num_blocks_);
-  holders_[(size_t)block]++;
+  RBEE_ASSERT(block >= 0 && block < num_blocks_, "retaining block {} of {}", block, num_blocks_);
+  const size_t b = (size_t)block;
+  if (holders_[b] == 0) {
+    RBEE_ASSERT(published_[b], "retaining free block {}", block);
+    unpark(block);
+  }
+  holders_[b]++;
 }
 
 void KvCache::free_block(int32_t block) {
   RBEE_ASSERT(block >= 0 && block < num_blocks_ && holders_[(size_t)block] > 0, "freeing block {} of {}", block,
               num_blocks_);
-  if (--holders_[(size_t)block] == 0) free_.push_back(block);
+  const size_t b = (size_t)block;
+  if (--holders_[b] > 0) return;
+  if (!published_[b]) {
+    free_.push_back(block);
+    return;
+  }
+  // Parked as the most recently used.
+  prev_[b] = lru_tail_;
+  next_[b] = -1;
+  (lru_tail_ >= 0 ? next_[(size_t)lru_tail_] : lru_head_) = block;
+  lru_tail_ = block;
+  ++parked_;
 }
 
 void KvCache::copy_block(int32_t dst, int32_t src) {
@@ -118,6 +163,39 @@ void KvCache::copy_block(int32_t dst, int32_t src) {
       ops::copy(k_[l][p].narrow(0, dst, 1), k_[l][p].narrow(0, src, 1));
       ops::copy(v_[l][p].narrow(0, dst, 1), v_[l][p].narrow(0, src, 1));
     }
+  }
+}
+
+int32_t KvCache::find_cached(BlockHash hash, BlockHash parent, std::span<const TokenId> tokens) const {
+  const auto it = index_.find(hash);
+  if (it == index_.end()) return -1;
+  const Entry& e = entries_[(size_t)it->second];
+  // The hash is only 64 bits: the block's own tokens and its parent's hash must match too.
+  if (e.parent != parent || !std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin(), tokens.end())) return -1;
+  return it->second;
+}
+
+bool KvCache::publish_block(int32_t block, BlockHash hash, BlockHash parent, std::span<const TokenId> tokens) {
+  RBEE_ASSERT(block >= 0 && block < num_blocks_ && holders_[(size_t)block] > 0, "publishing block {} of {}", block,
+              num_blocks_);
+  RBEE_ASSERT((int)tokens.size() == block_size_, "publishing a block of {} tokens (block size {})", tokens.size(),
+              block_size_);
+  if (published_[(size_t)block] || index_.count(hash)) return false;
+  index_.emplace(hash, block);
+  entries_[(size_t)block] = Entry{hash, parent, std::vector<TokenId>(tokens.begin(), tokens.end())};
+  published_[(size_t)block] = 1;
+  return true;
+}
+
+void KvCache::clear_prefix_index() {
+  while (lru_head_ >= 0) {
+    const int32_t b = lru_head_;
+    unpark(b);
+    unpublish(b);
+    free_.push_back(b);
+  }
+  for (int32_t b = 0; b < num_blocks_; ++b) {
+    if (published_[(size_t)b]) unpublish(b);
   }
 }
 
@@ -141,12 +219,60 @@ void SequenceKv::fork_from(KvCache& cache, const SequenceKv& parent, int positio
   if (partial) cache.copy_block(blocks_.front(), parent.blocks_[(size_t)full]);
   table.insert(table.end(), blocks_.begin(), blocks_.end());
   blocks_ = std::move(table);
+  hashes_.assign(parent.hashes_.begin(), parent.hashes_.begin() + std::min<size_t>((size_t)full, parent.hashes_.size()));
   length = positions;
 }
 
+int SequenceKv::adopt_cached_prefix(KvCache& cache, std::span<const TokenId> tokens, int limit) {
+  const int bs = cache.block_size();
+  RBEE_ASSERT((int)hashes_.size() == length / bs, "adopting cached blocks after position {} with {} hashed blocks",
+              length, hashes_.size());
+  const int start = length;
+  limit = std::min(limit, (int)tokens.size());
+  for (size_t i = hashes_.size(); (int)((i + 1) * (size_t)bs) <= limit; ++i) {
+    const BlockHash parent = i == 0 ? kRootBlockHash : hashes_[i - 1];
+    const auto block_tokens = tokens.subspan(i * (size_t)bs, (size_t)bs);
+    const BlockHash h = chain_block_hash(parent, block_tokens);
+    const int32_t b = cache.find_cached(h, parent, block_tokens);
+    if (b < 0) break;
+    cache.retain_block(b);
+    if (i < blocks_.size()) {
+      cache.free_block(blocks_[i]);  // this sequence's own block: unwritten, or partly written with the same values
+      blocks_[i] = b;
+    } else {
+      blocks_.push_back(b);
+    }
+    hashes_.push_back(h);
+    length = (int)((i + 1) * (size_t)bs);
+  }
+  return length - start;
+}
+
+void SequenceKv::publish_full_blocks(KvCache& cache, std::span<const TokenId> tokens, std::span<const TokenId> more) {
+  const size_t bs = (size_t)cache.block_size();
+  RBEE_ASSERT(tokens.size() + more.size() >= (size_t)length, "publishing {} positions with {} tokens", length,
+              tokens.size() + more.size());
+  std::vector<TokenId> gathered;
+  for (size_t i = hashes_.size(); (i + 1) * bs <= (size_t)length && i < blocks_.size(); ++i) {
+    std::span<const TokenId> block_tokens;
+    if ((i + 1) * bs <= tokens.size()) {
+      block_tokens = tokens.subspan(i * bs, bs);
+    } else {  // the block reaches into `more`
+      gathered.clear();
+      for (size_t p = i * bs; p < (i + 1) * bs; ++p) gathered.push_back(p < tokens.size() ? tokens[p] : more[p - tokens.size()]);
+      block_tokens = gathered;
+    }
+    const BlockHash parent = i == 0 ? kRootBlockHash : hashes_[i - 1];
+    const BlockHash h = chain_block_hash(parent, block_tokens);
+    cache.publish_block(blocks_[i], h, parent, block_tokens);
+    hashes_.push_back(h);
+  }
+}
+
 void SequenceKv::release(KvCache& cache) {
-  for (int32_t b : blocks_) cache.free_block(b);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) cache.free_block(*it);
   blocks_.clear();
+  hashes_.clear();
   length = 0;
 }
 

@@ -258,6 +258,19 @@ class Planner {
         dp.graphs = entries * per_graph;
       }
       if (gpu) dp.reserve = kGpuRuntimeReserve + (tensor ? kCollectiveReserve : 0);
+      if (req_.draft && p.holds_head(r)) {
+        // The draft model, whole on this device (Model::device()), planned like a model of its own at this
+        // context; the device's run-time reserve is already counted.
+        PlanRequest dreq = req_;
+        dreq.devices = {dev};
+        dreq.draft = nullptr;
+        dreq.decode_graphs = false;
+        const Planner draft(*req_.draft, dreq);
+        const Evaluation de = draft.evaluate(draft.layer_placement({dev}, {1.0}, req_.draft->config.n_layers), ctx);
+        const DevicePlan& dd = de.devices.at(0);
+        dp.draft = dd.allocated();
+        dp.draft_mapped = dd.mapped;
+      }
       dp.free = budget_.at(dev);
       e.fits = e.fits && dp.fits();
       e.devices.push_back(dp);
@@ -397,6 +410,7 @@ MemoryPlan plan_memory(const ModelDescription& desc, const PlanRequest& req) {
   Device* host = planner.host();
   MemoryPlan plan;
   plan.model = desc.path;
+  if (req.draft) plan.draft = req.draft->path;
   plan.config = c;
   plan.block_size = req.block_size;
   plan.parallel = req.parallel;
@@ -508,6 +522,12 @@ std::string MemoryPlan::table() const {
                        human(d.kv), human(d.activations), human(d.graphs), human(d.reserve), human(d.total()),
                        human(d.free), d.fits() ? "yes" : "NO");
   }
+  for (const DevicePlan& d : devices) {
+    if (d.draft + d.draft_mapped == 0) continue;
+    out += fmt::format("draft model {} on {}: {} (weights, its KV cache and activations){}, included in the total\n",
+                       draft, d.id, human(d.draft),
+                       d.draft_mapped ? fmt::format(" + {} mapped", human(d.draft_mapped)) : "");
+  }
   for (const auto& n : notes) out += "note: " + n + "\n";
   return out;
 }
@@ -517,15 +537,21 @@ std::string MemoryPlan::refusal() const {
   for (const DevicePlan& d : devices) {
     if (d.fits()) continue;
     if (!shorts.empty()) shorts += "; ";
+    const std::string with_draft =
+        d.draft + d.draft_mapped == 0
+            ? std::string()
+            : fmt::format(", draft model {}{} with its KV cache and activations", human(d.draft),
+                          d.draft_mapped ? fmt::format(" + {} mapped", human(d.draft_mapped)) : "");
     shorts += fmt::format(
-        "{} needs {} (weights {}{}, KV cache {} for {} positions, activations {}, graphs {}, reserve {}) but has {} "
+        "{} needs {} (weights {}{}, KV cache {} for {} positions, activations {}, graphs {}, reserve {}{}) but has {} "
         "free",
         d.id, human(d.total()), human(d.weights), d.mapped ? fmt::format(" + {} mapped", human(d.mapped)) : "",
-        human(d.kv), ctx_size, human(d.activations), human(d.graphs), human(d.reserve), human(d.free));
+        human(d.kv), ctx_size, human(d.activations), human(d.graphs), human(d.reserve), with_draft, human(d.free));
   }
-  return fmt::format("{} does not fit: {}. Try a smaller --ctx-size, fewer --parallel sequences, --gpu-layers N "
-                     "(the first layers on the CPU), more devices (--devices), or a smaller quantization",
-                     model, shorts);
+  return fmt::format("{}{} does not fit: {}. Try a smaller --ctx-size, fewer --parallel sequences, --gpu-layers N "
+                     "(the first layers on the CPU), more devices (--devices), {}or a smaller quantization",
+                     model, draft.empty() ? "" : " with the draft model " + draft, shorts,
+                     draft.empty() ? "" : "a smaller draft model, ");
 }
 
 nlohmann::json MemoryPlan::to_json() const {
@@ -540,11 +566,14 @@ nlohmann::json MemoryPlan::to_json() const {
                     {"activations", d.activations},
                     {"graphs", d.graphs},
                     {"reserve", d.reserve},
+                    {"draft", d.draft},
+                    {"draft_mapped", d.draft_mapped},
                     {"total", d.total()},
                     {"free", d.free},
                     {"fits", d.fits()}});
   }
   return {{"model", model},
+          {"draft", draft.empty() ? nlohmann::json() : nlohmann::json(draft)},
           {"split", std::string(split_mode_name(placement.split))},
           {"placement", placement.describe()},
           {"ctx_size", ctx_size},

@@ -145,6 +145,40 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
                         [&](const Tensor& xc, const Tensor& wc, Tensor& out) { device.kernels().conv2d(xc, wc, p, out); });
 }
 
+Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                    const Conv2dParams& p, bool silu) {
+  constexpr std::string_view op = "conv2d_fused";
+  Device& device = check_conv_tensors(op, OpKind::Conv2dFused, x, w, 2, p.groups, false);
+  common_device(op, {&x, &bias, &residual});
+  const Axis ah = axis_h(p), aw = axis_w(p);
+  check_axis_params(op, ah, false);
+  check_axis_params(op, aw, false);
+  const int64_t n = x.dim(0), cout = w.dim(0);
+  const Shape out_shape{n, cout, conv_out_len(op, ah, x.dim(2), w.dim(2)), conv_out_len(op, aw, x.dim(3), w.dim(3))};
+  Tensor bc, rc;
+  if (bias.defined()) {
+    RBEE_CHECK(bias.dtype() == x.dtype(), "{}: bias is {} but x is {}", op, dtype_name(bias.dtype()),
+               dtype_name(x.dtype()));
+    const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
+    const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
+    RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op,
+               cout, n, cout, bias.shape().to_string());
+    bc = bias.contiguous();
+  }
+  if (residual.defined()) {
+    RBEE_CHECK(residual.dtype() == x.dtype(), "{}: residual is {} but x is {}", op, dtype_name(residual.dtype()),
+               dtype_name(x.dtype()));
+    RBEE_CHECK(residual.shape() == out_shape, "{}: residual must have the output's shape {}, got {}", op,
+               out_shape.to_string(), residual.shape().to_string());
+    rc = residual.contiguous();
+  }
+  return run_contiguous(Tensor::empty(out_shape, x.dtype(), device), x, &w,
+                        [&](const Tensor& xc, const Tensor& wc, Tensor& out) {
+                          device.kernels().conv2d_fused(xc, wc, bc.defined() ? &bc : nullptr,
+                                                        rc.defined() ? &rc : nullptr, p, silu, out);
+                        });
+}
+
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p) {
   constexpr std::string_view op = "conv_transpose1d";
   Device& device = check_conv_tensors(op, OpKind::ConvTranspose1d, x, w, 1, p.groups, true);

@@ -90,25 +90,40 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   return out;
 }
 
-Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps) {
-  check_defined("group_norm", "x", x);
-  Device& device = common_device("group_norm", {&x, &weight, &bias});
-  RBEE_CHECK(x.rank() >= 2, "group_norm: x must be [N, C, ...], got shape {}", x.shape().to_string());
+namespace {
+
+// group_norm and group_norm_silu (op names the op in messages).
+Tensor group_norm_op(const char* op, bool silu, const Tensor& x, int groups, const Tensor& weight, const Tensor& bias,
+                     float eps) {
+  check_defined(op, "x", x);
+  Device& device = common_device(op, {&x, &weight, &bias});
+  RBEE_CHECK(x.rank() >= 2, "{}: x must be [N, C, ...], got shape {}", op, x.shape().to_string());
   const int64_t channels = x.dim(1);
-  RBEE_CHECK(groups >= 1, "group_norm: groups must be >= 1, got {}", groups);
-  RBEE_CHECK(channels % groups == 0, "group_norm: {} channels do not split into {} groups", channels, groups);
-  check_eps("group_norm", eps);
-  check_supported("group_norm", device, OpKind::GroupNorm, {x.dtype(), x.dtype()});
+  RBEE_CHECK(groups >= 1, "{}: groups must be >= 1, got {}", op, groups);
+  RBEE_CHECK(channels % groups == 0, "{}: {} channels do not split into {} groups", op, channels, groups);
+  check_eps(op, eps);
+  check_supported(op, device, silu ? OpKind::GroupNormSilu : OpKind::GroupNorm, {x.dtype(), x.dtype()});
   Tensor w_storage, b_storage;
-  const Tensor* w = feature_param("group_norm", "weight", weight, x, channels, w_storage);
-  const Tensor* b = feature_param("group_norm", "bias", bias, x, channels, b_storage);
+  const Tensor* w = feature_param(op, "weight", weight, x, channels, w_storage);
+  const Tensor* b = feature_param(op, "bias", bias, x, channels, b_storage);
   int64_t spatial = 1;
   for (int d = 2; d < x.rank(); ++d) spatial *= x.dim(d);
   const Shape flat{x.dim(0), channels, spatial};
   const Tensor xc = x.contiguous().view(flat);
   Tensor out = Tensor::empty(flat, x.dtype(), device);
-  device.kernels().group_norm(xc, groups, w, b, eps, out);
+  if (silu) device.kernels().group_norm_silu(xc, groups, w, b, eps, out);
+  else device.kernels().group_norm(xc, groups, w, b, eps, out);
   return out.view(x.shape());
+}
+
+}  // namespace
+
+Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps) {
+  return group_norm_op("group_norm", false, x, groups, weight, bias, eps);
+}
+
+Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps) {
+  return group_norm_op("group_norm_silu", true, x, groups, weight, bias, eps);
 }
 
 // --------------------------------------------------------------------------------------------------- rope

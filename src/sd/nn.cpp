@@ -58,16 +58,19 @@ Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int6
   c.stride = stride;
   c.pad = pad < 0 ? k / 2 : pad;
   c.w = get_act(wt, name + ".weight", {out, in, k, k});
-  c.b = get_act(wt, name + ".bias", {out}).view({1, out, 1, 1});
+  c.b = get_act(wt, name + ".bias", {out});
   return c;
 }
 
-Tensor Conv2d::operator()(const Tensor& x) const {
+Tensor Conv2d::operator()(const Tensor& x, const Tensor& residual, const Tensor& shift) const {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = pad;
   profile::Scope scope("conv2d", x, w.shape());
-  return ops::add(ops::conv2d(as_dtype(x, w.dtype()), w, p), b);
+  const DType dt = w.dtype();
+  // A per-image shift joins the bias: [N, out] rows of bias + shift.
+  const Tensor bias = shift.defined() ? ops::add(as_dtype(shift, dt).view({shift.dim(0), out}), b.view({1, out})) : b;
+  return ops::conv2d_fused(as_dtype(x, dt), w, bias, residual.defined() ? as_dtype(residual, dt) : Tensor(), p);
 }
 
 Norm Norm::layer(const Weights& wt, const std::string& name, int64_t dim, float eps) {
@@ -91,6 +94,12 @@ Tensor Norm::operator()(const Tensor& x) const {
   const Tensor wx = as_dtype(w, x.dtype()), bx = as_dtype(b, x.dtype());
   if (groups == 0) return ops::layer_norm(x, wx, bx, eps);
   return ops::group_norm(x, groups, wx, bx, eps);
+}
+
+Tensor Norm::silu(const Tensor& x) const {
+  if (groups == 0) return ops::silu((*this)(x));
+  profile::Scope scope("group_norm", x);
+  return ops::group_norm_silu(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps);
 }
 
 Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, bool causal) {

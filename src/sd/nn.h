@@ -24,13 +24,15 @@ struct Linear {
 };
 
 struct Conv2d {
-  Tensor w, b;  // w [out, in, k, k], b [1, out, 1, 1], both act_dtype
+  Tensor w, b;  // w [out, in, k, k], b [out], both act_dtype
   int64_t in = 0, out = 0;
   int k = 1, stride = 1, pad = 0;
   static Conv2d load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride = 1,
                      int pad = -1);
-  // x [N, in, H, W] -> [N, out, Ho, Wo] in w's dtype (x is cast to it first when it differs)
-  Tensor operator()(const Tensor& x) const;
+  // x [N, in, H, W] -> [N, out, Ho, Wo] in w's dtype (x is cast to it first when it differs): one conv2d_fused
+  // with the bias, plus `residual` [N, out, Ho, Wo] when defined, plus `shift` [N, out] (a per-image addition such
+  // as a time embedding) when defined, all summed before the one rounding.
+  Tensor operator()(const Tensor& x, const Tensor& residual = Tensor(), const Tensor& shift = Tensor()) const;
 };
 
 struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels
@@ -40,6 +42,8 @@ struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels
   static Norm layer(const Weights& wt, const std::string& name, int64_t dim, float eps);
   static Norm group(const Weights& wt, const std::string& name, int64_t channels, int groups, float eps);
   Tensor operator()(const Tensor& x) const;
+  // silu(norm(x)); one group_norm_silu pass for group norms.
+  Tensor silu(const Tensor& x) const;
 };
 
 // Multi-head attention on [B, T, C] queries and [B, S, C'] keys/values already projected to C: heads of C / heads.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <list>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,10 @@ struct Pipeline::Impl {
   std::unique_ptr<UNet> unet;
   std::unique_ptr<Vae> vae;
   ModelLimits limits;
+  // The prompt cache (LoadOptions::prompt_cache): most recently used first.
+  size_t prompt_cache_size = 0;
+  mutable std::mutex prompt_mutex;
+  mutable std::list<std::pair<std::string, Pipeline::PromptEmbeddings>> prompt_cache;
 };
 
 struct PipelineAssembler {
@@ -78,6 +84,7 @@ std::shared_ptr<Pipeline::Impl> assemble(Device& dev, Parts parts, const LoadOpt
   impl->device = &dev;
   impl->schedule = parts.schedule;
   impl->force_zeros_for_empty_prompt = parts.force_zeros_for_empty_prompt;
+  impl->prompt_cache_size = (size_t)std::max(0, options.prompt_cache);
   impl->tokenizer = std::move(parts.tokenizer);
   impl->text = text_model(*impl->tokenizer, parts.text, "tokenizer");
   const bool xl = parts.tokenizer2 != nullptr;
@@ -332,6 +339,27 @@ Device& Pipeline::device() const { return *impl_->device; }
 bool Pipeline::is_sdxl() const { return impl_->text2 != nullptr; }
 
 Pipeline::PromptEmbeddings Pipeline::embed_prompt(const std::string& prompt) const {
+  const Impl& m = *impl_;
+  if (m.prompt_cache_size > 0) {
+    std::lock_guard<std::mutex> lock(m.prompt_mutex);
+    for (auto it = m.prompt_cache.begin(); it != m.prompt_cache.end(); ++it) {
+      if (it->first != prompt) continue;
+      m.prompt_cache.splice(m.prompt_cache.begin(), m.prompt_cache, it);  // most recently used first
+      return m.prompt_cache.front().second;
+    }
+  }
+  PromptEmbeddings e = encode_prompt_uncached(prompt);
+  if (m.prompt_cache_size > 0) {
+    std::lock_guard<std::mutex> lock(m.prompt_mutex);
+    m.prompt_cache.emplace_front(prompt, e);
+    if (m.prompt_cache.size() > m.prompt_cache_size) m.prompt_cache.pop_back();
+  }
+  return e;
+}
+
+// The text encoders on one prompt (embed_prompt without the cache). The tensors returned are never written
+// afterwards (the denoising loop concatenates copies), so cached ones can be handed out again.
+Pipeline::PromptEmbeddings Pipeline::encode_prompt_uncached(const std::string& prompt) const {
   const Impl& m = *impl_;
   PromptEmbeddings e;
   ClipTextOutput out1 =

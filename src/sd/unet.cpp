@@ -460,7 +460,7 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
     // odd side up (diffusers' forward_upsample_size).
     if (L.has_up) x = L.up(x, skips.back().dim(2), skips.back().dim(3));
   }
-  Tensor out = m.conv_out(ops::silu(m.norm_out(x)));
+  Tensor out = m.conv_out(m.norm_out.silu(x));
   return out.dtype() == DType::F32 ? out : ops::cast(out, DType::F32);
 }
 

@@ -27,7 +27,14 @@ Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int
 }
 
 Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
-  Tensor h = conv1(ops::silu(norm1(x)));
+  if (!scale_shift && output_scale == 1.0) {
+    // The usual wiring with the time embedding and the skip folded into the convolutions' epilogues:
+    // h = conv1(silu(norm1(x))) + time_proj(silu(temb)); out = skip + conv2(silu(norm2(h))).
+    const Tensor shift = has_time ? time_proj(ops::silu(temb)) : Tensor();  // [N, out]
+    const Tensor h = conv1(norm1.silu(x), Tensor(), shift);
+    return conv2(norm2.silu(h), has_shortcut ? shortcut(x) : x);
+  }
+  Tensor h = conv1(norm1.silu(x));
   if (has_time && scale_shift) {
     Tensor t = time_proj(ops::silu(temb));  // [N, 2 * out]: scale, then shift
     const int64_t n = t.dim(0), c = t.dim(1) / 2;
@@ -41,7 +48,7 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
       Tensor t = time_proj(ops::silu(temb));  // [N, out]
       h = ops::add(h, t.view({t.dim(0), t.dim(1), 1, 1}));
     }
-    h = conv2(ops::silu(norm2(h)));
+    h = conv2(norm2.silu(h));
   }
   Tensor out = ops::add(has_shortcut ? shortcut(x) : x, h);
   return output_scale == 1.0 ? out : ops::affine(out, 1.0 / output_scale, 0.0);
@@ -101,7 +108,7 @@ Tensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) co
   for (const TransformerBlock& b : blocks) h = b(h, context);
   if (linear) h = proj_out_lin(h);
   h = h.transpose(1, 2).contiguous().view({N, C, H, W});
-  if (!linear) h = proj_out_conv(h);
+  if (!linear) return proj_out_conv(h, x);  // the residual in the convolution's epilogue
   return ops::add(h, x);
 }
 

@@ -176,7 +176,7 @@ Tensor Vae::decode(const Tensor& z) const {
     for (const auto& r : lv.resnets) x = r(x, Tensor());
     if (lv.has_resample) x = lv.up(x);
   }
-  x = m.dec_out(ops::silu(m.dec_norm(x)));
+  x = m.dec_out(m.dec_norm.silu(x));
   return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }
 
@@ -197,7 +197,7 @@ Tensor Vae::encode_moments(const Tensor& image) const {
     for (const auto& r : lv.resnets) x = r(x, Tensor());
     if (lv.has_resample) x = lv.down(x);
   }
-  x = m.enc_out(ops::silu(m.enc_norm(m.enc_mid(x))));
+  x = m.enc_out(m.enc_norm.silu(m.enc_mid(x)));
   if (m.cfg.use_quant_conv) x = m.quant(x);
   return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }

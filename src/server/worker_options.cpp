@@ -50,6 +50,9 @@ CLI::Option* add_worker_options(CLI::App& app, WorkerOptions& opt, const std::st
   app.add_option("--heartbeat-interval", opt.heartbeat_interval, "Seconds between heartbeats")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--public-probes", opt.public_probes,
+               "Serve /ready and /metrics without the token (for Kubernetes probes and metric scrapers such as "
+               "the Gateway API Inference Extension's endpoint picker, which send none)");
   return backend;
 }
 
@@ -80,6 +83,10 @@ HttpOptions worker_http_options(const WorkerOptions& opt, int default_threads) {
     if (!origin.empty()) h.cors_origins.push_back(origin);
     start = comma + 1;
   }
+  if (opt.public_probes) {
+    h.public_paths.push_back("/ready");
+    h.public_paths.push_back("/metrics");
+  }
   api_token_from_env(h);
   return h;
 }
@@ -88,7 +95,9 @@ WorkerFrontEnd::~WorkerFrontEnd() {
   if (thread_.joinable()) stop("stopped");
 }
 
-void WorkerFrontEnd::start(const WorkerOptions& opt, bool auth, std::function<std::string()> status) {
+void WorkerFrontEnd::start(const WorkerOptions& opt, bool auth, std::function<std::string()> status,
+                           std::function<nlohmann::json()> load) {
+  load_ = std::move(load);
   http_.bind();
   identity_.port = http_.port();
   thread_ = std::thread([this] { http_.run(); });
@@ -96,14 +105,17 @@ void WorkerFrontEnd::start(const WorkerOptions& opt, bool auth, std::function<st
             identity_.worker_id);
   if (!opt.hive_url.empty()) {
     heartbeat_ = start_heartbeat(opt.hive_url, opt.heartbeat_interval, [this, status = std::move(status)] {
-      return heartbeat_body(identity_, status(), &device_);
+      nlohmann::json body = heartbeat_body(identity_, status(), &device_);
+      if (load_) body["worker"]["load"] = load_();
+      return body;
     });
   }
 }
 
 void WorkerFrontEnd::stop(const std::string& final_status) {
   if (heartbeat_) {
-    const auto body = heartbeat_body(identity_, final_status, &device_);
+    nlohmann::json body = heartbeat_body(identity_, final_status, &device_);
+    if (load_) body["worker"]["load"] = load_();
     heartbeat_->stop(&body);
     heartbeat_.reset();
   }

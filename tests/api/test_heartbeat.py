@@ -17,9 +17,14 @@ def test_heartbeats_and_hive_outage():
         assert path == "/v1/worker-heartbeat" and ctype.startswith("application/json")
         assert set(body) == {"worker", "timestamp"}
         wk = body["worker"]
+        # issue 15 added "load": the queue, slot and cache figures routers read (test_serving_metrics.py).
         assert set(wk) == {"id", "model_id", "device", "port", "status", "implementation", "version", "vram_used",
-                           "vram_total", "devices"}  # devices: per-device memory (issue 14), one entry per device used
+                           "vram_total", "devices", "load"}  # devices: per-device memory (issue 14), one entry per device used
         assert isinstance(wk["devices"], list) and len(wk["devices"]) >= 1
+        assert set(wk["load"]) == {"queued", "running", "parallel", "kv_cache_usage", "prefix_cache_hit_ratio",
+                                   "prefix_cache_hit_tokens", "prefix_cache_queried_tokens", "spec_drafted_tokens",
+                                   "spec_accepted_tokens"}
+        assert wk["load"]["parallel"] == 4 and wk["load"]["kv_cache_usage"] == 0
         assert wk["id"] == "w-test-1" and wk["model_id"] == "hf:HuggingFaceTB/SmolLM2-135M-Instruct:Q4_1"
         assert wk["implementation"] == "rbee" and wk["device"] == "cpu:0"
         assert wk["port"] == int(w.url.rsplit(":", 1)[1])

@@ -111,9 +111,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, LayerNormConformance,
 RBEE_CONFORMANCE_SUITE(LayerNorm, LayerNormConformance);
 
 // ------------------------------------------------------------------------------------------------ group norm
-class GroupNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
-TEST_P(GroupNormConformance, MatchesDoubleReference) {
-  const auto& [backend, dtype, layout] = GetParam();
+// group_norm, or group_norm_silu when `silu` (the reference then applies v / (1 + exp(-v)) in double).
+void check_group_norm(const std::string& backend, DType dtype, Layout layout, bool silu) {
   RBEE_REQUIRE_DEVICE(backend, device);
   struct Case {
     Shape shape;
@@ -133,7 +132,8 @@ TEST_P(GroupNormConformance, MatchesDoubleReference) {
     const Tensor b = make_tensor(bv, {channels}, dtype, *device);
     for (bool affine : {true, false}) {
       poison_allocations(*device, bytes_of(c.shape, dtype));
-      const Tensor out = ops::group_norm(x, c.groups, affine ? w : Tensor(), affine ? b : Tensor(), 1e-5f);
+      const Tensor out = silu ? ops::group_norm_silu(x, c.groups, affine ? w : Tensor(), affine ? b : Tensor(), 1e-5f)
+                              : ops::group_norm(x, c.groups, affine ? w : Tensor(), affine ? b : Tensor(), 1e-5f);
       ASSERT_EQ(out.shape(), c.shape);
       std::vector<double> want(xv.size());
       const int64_t per_group = channels / c.groups, count = per_group * spatial;
@@ -148,7 +148,8 @@ TEST_P(GroupNormConformance, MatchesDoubleReference) {
           for (int64_t i = 0; i < count; ++i) {
             const int64_t ch = g * per_group + i / spatial;
             const double norm = (xv[first + i] - mean) / std::sqrt(var + (double)1e-5f);
-            want[first + i] = affine ? norm * wv[ch] + bv[ch] : norm;
+            const double v = affine ? norm * wv[ch] + bv[ch] : norm;
+            want[first + i] = silu ? v / (1.0 + std::exp(-v)) : v;
           }
         }
       }
@@ -156,11 +157,28 @@ TEST_P(GroupNormConformance, MatchesDoubleReference) {
     }
   }
 }
+
+class GroupNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
+TEST_P(GroupNormConformance, MatchesDoubleReference) {
+  const auto& [backend, dtype, layout] = GetParam();
+  check_group_norm(backend, dtype, layout, false);
+}
 INSTANTIATE_TEST_SUITE_P(Ops, GroupNormConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
 RBEE_CONFORMANCE_SUITE(GroupNorm, GroupNormConformance);
+
+class GroupNormSiluConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
+TEST_P(GroupNormSiluConformance, MatchesDoubleReference) {
+  const auto& [backend, dtype, layout] = GetParam();
+  check_group_norm(backend, dtype, layout, true);
+}
+INSTANTIATE_TEST_SUITE_P(Ops, GroupNormSiluConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
+                         dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(GroupNormSilu, GroupNormSiluConformance);
 
 // ---------------------------------------------------------------------------------------------- add_rms_norm
 class AddRmsNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};

@@ -273,6 +273,10 @@ const std::vector<QMatmulCase> kQMatmulCases = {
     {"m1", {1, kDefaultK}, Layout::Contiguous},
     {"m7", {7, kDefaultK}, Layout::Contiguous},
     {"m15", {15, kDefaultK}, Layout::Contiguous},  // GPU: the largest matvec
+    // GPU matvec over long rows: 136 items of 32 per row, so a warp's lanes loop (64 items a pass with 32 lanes at
+    // M <= 4) and the last pass is partial; odd N leaves a two-row warp with one clamped row.
+    {"m1_n67_k4352", {1, 4352}, Layout::Contiguous, 67},
+    {"m3_n64_k4352", {3, 4352}, Layout::Contiguous, 64},
     {"m16", {16, kDefaultK}, Layout::Contiguous},  // GPU: the smallest MMQ (16-row tile, split K)
     {"m20", {20, kDefaultK}, Layout::Contiguous},
     {"m17_n100_k256", {17, 256}, Layout::Contiguous, 100},  // 32-row tile; N not a multiple of 64

@@ -153,5 +153,29 @@ TEST(SdPipeline, RequestErrors) {
   EXPECT_THROW(Pipeline::load(tiny_sd("no_such_pipeline")), Error);
 }
 
+// The prompt cache: a repeated prompt gets the very tensors encoded before (no text-encoder run), equal to an
+// uncached encoding; the least recently used prompt leaves a full cache; prompt_cache 0 caches nothing.
+TEST(SdPipeline, PromptCacheReusesAndEvicts) {
+  LoadOptions opt;
+  opt.prompt_cache = 2;
+  const Pipeline p = Pipeline::load(tiny_sd("sd15"), opt);
+  const Tensor a1 = p.embed_prompt("a red cube").context;
+  const Tensor a2 = p.embed_prompt("a red cube").context;
+  EXPECT_EQ(a1.data(), a2.data());
+  const std::vector<float> fresh = p.encode_prompt_uncached("a red cube").context.to_vector<float>();
+  EXPECT_EQ(a1.to_vector<float>(), fresh);
+  (void)p.embed_prompt("a blue sphere");
+  EXPECT_EQ(p.embed_prompt("a red cube").context.data(), a1.data());  // refreshed: now most recent
+  (void)p.embed_prompt("a green cone");                                // evicts "a blue sphere"
+  (void)p.embed_prompt("a yellow torus");                              // evicts "a red cube"
+  EXPECT_NE(p.embed_prompt("a red cube").context.data(), a1.data());
+  LoadOptions off;
+  off.prompt_cache = 0;
+  const Pipeline q = Pipeline::load(tiny_sd("sd15"), off);
+  const Tensor b1 = q.embed_prompt("a red cube").context;
+  EXPECT_NE(q.embed_prompt("a red cube").context.data(), b1.data());
+  EXPECT_EQ(b1.to_vector<float>(), fresh);
+}
+
 }  // namespace
 }  // namespace rbee::sd

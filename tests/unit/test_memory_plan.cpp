@@ -5,7 +5,7 @@
 // shape, each device's allocator must hold within 10% of the plan's allocated bytes, its weights within 1% of
 // the plan's weights and its KV cache within 1%. Then fitting and refusing: a device with a small budget
 // (RBEE_FAULT_ALLOC_LIMIT on cpu:7) gets a lower context or fewer layers, or, with fitting off, a refusal that
-// names the numbers; and the request parsers.
+// names the numbers; a draft model for speculative decoding counted with the model; and the request parsers.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -186,6 +186,16 @@ Device& small_device(int64_t bytes) {
   return *made;
 }
 
+// Room for every weight of `d` and a 2048-position cache on one device, not for 8192 positions.
+int64_t small_budget(const ModelDescription& d) {
+  PlanRequest req;
+  req.devices = {&cpu(4)};
+  req.ctx_size = 2048;
+  req.ctx_given = true;
+  const MemoryPlan at2048 = plan_memory(d, req);
+  return at2048.devices[0].total() + (at2048.devices[0].kv / 4);
+}
+
 TEST(MemoryPlan, FitsBySmallerContextOrFewerLayersOrRefuses) {
   if (!std::filesystem::exists(RBEE_DEFAULT_MODEL)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
   const ModelDescription d = describe_model(RBEE_DEFAULT_MODEL);
@@ -194,10 +204,7 @@ TEST(MemoryPlan, FitsBySmallerContextOrFewerLayersOrRefuses) {
   big.ctx_size = 8192;
   big.ctx_given = true;
   const MemoryPlan full = plan_memory(d, big);
-  // Room for every weight and a 2048-position cache, not for 8192 positions.
-  big.ctx_size = 2048;
-  const MemoryPlan at2048 = plan_memory(d, big);
-  const int64_t budget = at2048.devices[0].total() + (at2048.devices[0].kv / 4);
+  const int64_t budget = small_budget(d);
   ASSERT_LT(budget, full.devices[0].total());
   Device& small = small_device(budget);
   ASSERT_EQ(small.memory_stats().limit_bytes, budget);
@@ -269,6 +276,122 @@ TEST(MemoryPlan, ExplicitGpuLayersAndRatios) {
   req.split = SplitMode::Tensor;
   req.gpu_layers = 5;
   EXPECT_THROW(plan_memory(d, req), Error);  // a tensor split runs every layer on every device
+}
+
+// Speculative decoding's draft model (PlanRequest::draft) counts on the device the logits come out on, as a model
+// of its own at the plan's context; the allocators hold what the plan says with it loaded (the default model as
+// its own draft, so that a missing share would double the figure); a device that takes the model alone but not
+// both gets a lower context, or with the context given a refusal naming the draft.
+TEST(MemoryPlan, DraftModelCountsOnTheDeviceOfTheLogits) {
+  if (!std::filesystem::exists(RBEE_DEFAULT_MODEL)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
+  const ModelDescription d = describe_model(RBEE_DEFAULT_MODEL);
+  const int n = d.config.n_layers;
+  PlanRequest req;
+  req.devices = {&cpu(4)};
+  req.ctx_size = 1024;
+  req.ctx_given = true;
+  req.parallel = 2;
+  req.batch_tokens = 64 + 2 * 5;  // a prompt chunk and two jobs' next token with 4 drafts each (the worker's)
+  req.logit_rows = 2 * 5;
+  const MemoryPlan alone = plan_memory(d, req);
+  PlanRequest dreq = req;
+  dreq.decode_graphs = false;
+  const MemoryPlan draft_alone = plan_memory(d, dreq);
+  req.draft = &d;
+  const MemoryPlan with = plan_memory(d, req);
+  ASSERT_TRUE(alone.fits && draft_alone.fits && with.fits) << with.table();
+  ASSERT_EQ(with.devices.size(), 1u);
+  const DevicePlan& dp = with.devices[0];
+  EXPECT_EQ(dp.draft, draft_alone.devices[0].allocated());
+  EXPECT_EQ(dp.draft_mapped, draft_alone.devices[0].mapped);
+  EXPECT_GT(dp.draft, draft_alone.devices[0].weights);  // weights, KV cache and activations
+  EXPECT_EQ(dp.total(), alone.devices[0].total() + dp.draft + dp.draft_mapped);
+  EXPECT_EQ(dp.allocated(), alone.devices[0].allocated() + dp.draft);
+  EXPECT_EQ(with.draft, d.path);
+  EXPECT_NE(with.table().find("draft model"), std::string::npos) << with.table();
+  EXPECT_EQ(with.to_json()["devices"][0]["draft"].get<int64_t>(), dp.draft);
+
+  // Loaded as the worker loads them: the allocator holds the plan's figure (within the 10% of the tests above).
+  cpu(4).empty_cache();
+  const auto baseline = held_bytes({&cpu(4)});
+  LoadOptions o;
+  o.placement = with.placement;
+  auto model = Model::load(RBEE_DEFAULT_MODEL, o);
+  KvCache cache(model->kv_layout(), with.kv_blocks(), with.block_size, with.kv_dtype);
+  LoadOptions dload;
+  dload.device = &model->device();
+  auto draft = Model::load(RBEE_DEFAULT_MODEL, dload);
+  KvCache draft_cache(draft->kv_layout(), with.kv_blocks(), with.block_size, with.kv_dtype);
+  for (auto [m, c] : {std::pair<Model*, KvCache*>{model.get(), &cache}, {draft.get(), &draft_cache}}) {
+    std::vector<SequenceKv> kv(2);
+    ForwardBatch step;
+    for (int s = 0; s < 2; ++s) {
+      const int len = with.batch_tokens / 2;
+      ASSERT_TRUE(kv[(size_t)s].reserve(*c, len));
+      for (int i = 0; i < len; ++i) step.tokens.push_back((TokenId)((i * 7 + s) % d.config.vocab_size));
+      step.seqs.push_back({&kv[(size_t)s], len, len, false});
+    }
+    m->forward(step, *c);
+    for (auto& q : kv) q.release(*c);
+  }
+  const auto checks = measure_plan(with, *model, cache, baseline);
+  ASSERT_EQ(checks.size(), 1u);
+  std::printf("with the draft: %s", plan_check_table(checks).c_str());
+  EXPECT_NEAR((double)checks[0].measured_allocated, (double)checks[0].planned_allocated,
+              0.10 * (double)checks[0].planned_allocated)
+      << with.table() << plan_check_table(checks);
+
+  // Layer split: only the last stage (the logits) holds the draft; tensor split: rank 0.
+  req.devices = {&cpu(4), &cpu(5)};
+  req.split_ratio = {1, 1};
+  MemoryPlan split = plan_memory(d, req);
+  ASSERT_EQ(split.devices.size(), 2u) << split.table();
+  EXPECT_EQ(split.devices[0].draft, 0);
+  EXPECT_GT(split.devices[1].draft, 0);
+  req.split = SplitMode::Tensor;
+  split = plan_memory(d, req);
+  ASSERT_EQ(split.devices.size(), 2u) << split.table();
+  EXPECT_GT(split.devices[0].draft, 0);
+  EXPECT_EQ(split.devices[1].draft, 0);
+  req.split = SplitMode::Layer;
+  req.split_ratio.clear();
+
+  // cpu:7 with room for the model and 2048 positions (the test above): the model alone fits there with 1024
+  // positions, not with itself as its draft.
+  Device& small = small_device(small_budget(d));
+  const int64_t budget = small.memory_stats().limit_bytes;
+  req.devices = {&small};
+  req.gpu_layers = n;  // every layer on the device: only the context can give way
+  req.draft = nullptr;
+  EXPECT_TRUE(plan_memory(d, req).fits);
+  req.draft = &d;
+  MemoryPlan p = plan_memory(d, req);
+  EXPECT_FALSE(p.fits) << p.table();
+  const std::string why = p.refusal();
+  for (const char* part : {"with the draft model", "draft model", "cpu:7 needs", "a smaller draft model"}) {
+    EXPECT_NE(why.find(part), std::string::npos) << "no '" << part << "' in: " << why;
+  }
+  try {
+    require_fit(p);
+    FAIL() << "require_fit accepted a plan that does not fit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+  }
+  // Context not given, a small draft (random tiny-llama): the context is lowered until both caches fit, to no
+  // more than the model alone gets.
+  const ModelDescription tiny = describe_model(random_model("tiny-llama", DType::F16));
+  req.ctx_size = 8192;
+  req.ctx_given = false;
+  req.draft = nullptr;
+  const MemoryPlan lowered_alone = plan_memory(d, req);
+  req.draft = &tiny;
+  p = plan_memory(d, req);
+  EXPECT_TRUE(p.fits) << p.table();
+  EXPECT_LT(p.ctx_size, 8192);
+  EXPECT_LE(p.ctx_size, lowered_alone.ctx_size);
+  EXPECT_GT(p.devices[0].draft, 0);
+  EXPECT_LE(p.devices[0].total(), budget);
+  EXPECT_EQ(small.memory_stats().raw_allocations, 0);
 }
 
 TEST(MemoryPlan, Parsers) {

@@ -15,8 +15,15 @@ ppN = one llama_decode of N random tokens into an empty cache (logits of the las
 calls of one random token each; one warm-up run, then -r timed ones. Per decode call this adds llama-cpp-python's
 Python overhead (~0.1 ms: batch setup, copying one logit row), small against a decode step of a 135M model.
 
+Models: --model PATH (repeatable). Without it, the default set: SmolLM2-135M-Instruct Q4_1 (models/, when present)
+and random-weight models at a real shape (`rbee random-model --preset llama3.2-1b`, hidden 2048, 16 layers) of
+types q4_0, q8_0, q4_k and q6_k, written once into --model-dir (default build/bench-models) and reused.
+
+Hardware limits in the same run: `rbee bench` measures the F32 GEMM rate (ppN's limit) and the copy bandwidth
+(tgN's limit) on every rbee run; each test's line gives both engines' fraction of it.
+
 Usage: tools/bench/compare_llamacpp.py [--llama-bench build-llama/bin/llama-bench] [--threads 2] [-p 512]
-       [-n 128] [-r 5] [--rounds 2] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--json-out results.json]
+       [-n 128] [-r 5] [--rounds 2] [--model M.gguf ...] [--types q4_0,q8_0,q4_k,q6_k] [--json-out results.json]
 """
 import argparse
 import json
@@ -80,28 +87,36 @@ def test_name(entry):
     return f"pp{entry['n_prompt']}" if entry["n_prompt"] > 0 else f"tg{entry['n_gen']}"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--rbee", default=os.path.join(ROOT, "build", "cpu", "rbee"))
-    ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", ""))
-    ap.add_argument("--threads", "-t", type=int, default=2)
-    ap.add_argument("-p", type=int, default=512, help="prompt tokens (ppN)")
-    ap.add_argument("-n", type=int, default=128, help="generated tokens (tgN)")
-    ap.add_argument("-r", type=int, default=5, help="timed repetitions per bench run")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rbee / llama.cpp rounds")
-    ap.add_argument("--json-out", default="")
-    args = ap.parse_args()
-    if args.llama_bench and not os.path.exists(args.llama_bench):
-        ap.error(f"--llama-bench {args.llama_bench} does not exist")
-    peer = "llama-bench" if args.llama_bench else "llama-cpp-python"
+DEFAULT_TYPES = "q4_0,q8_0,q4_k,q6_k"
+DEFAULT_PRESET = "llama3.2-1b"
 
-    rbee_cmd = [args.rbee, "bench", "-m", args.model, "-t", str(args.threads), "-p", str(args.p), "-n", str(args.n),
+
+def default_models(args):
+    """SmolLM2 Q4_1 (when present) and the random-weight models of --types, written once into --model-dir."""
+    models = []
+    smol = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if os.path.exists(smol):
+        models.append(smol)
+    os.makedirs(args.model_dir, exist_ok=True)
+    for t in filter(None, args.types.split(",")):
+        path = os.path.join(args.model_dir, f"random-{args.preset}-{t}.gguf")
+        if not os.path.exists(path):
+            print(f"writing {path}", file=sys.stderr)
+            subprocess.run([args.rbee, "random-model", "--preset", args.preset, "--type", t, "-o", path + ".part"],
+                           check=True, stdout=subprocess.DEVNULL)
+            os.replace(path + ".part", path)
+        models.append(path)
+    return models
+
+
+def compare_one(args, model, peer):
+    """Alternating rounds of both engines on one model; prints its table and returns its result dict."""
+    rbee_cmd = [args.rbee, "bench", "-m", model, "-t", str(args.threads), "-p", str(args.p), "-n", str(args.n),
                 "-r", str(args.r), "--json"]
-    llama_cmd = [args.llama_bench, "-m", args.model, "-t", str(args.threads), "-p", str(args.p), "-n", str(args.n),
+    llama_cmd = [args.llama_bench, "-m", model, "-t", str(args.threads), "-p", str(args.p), "-n", str(args.n),
                  "-r", str(args.r), "-o", "json"]
     samples = {"rbee": {}, "llama.cpp": {}}
-    limits = {}  # test -> rbee's fractions of the hardware limit, one per round
+    limits = {}  # test -> rbee's entries (limit, fraction of it), one per round
     loads = []
     for rnd in range(args.rounds):
         for engine in ("rbee", "llama.cpp"):
@@ -111,26 +126,21 @@ def main() -> int:
             elif args.llama_bench:
                 entries = run_json(llama_cmd)
             else:
-                entries = llamacpp_python_bench(args.model, args.threads, args.p, args.n, args.r)
+                entries = llamacpp_python_bench(model, args.threads, args.p, args.n, args.r)
             for entry in entries:
                 samples[engine].setdefault(test_name(entry), []).extend(float(x) for x in entry["samples_ts"])
                 if "fraction_of_limit" in entry:
                     limits.setdefault(test_name(entry), []).append(entry)
             loads.append(os.getloadavg()[0])
-            print(f"round {rnd + 1}/{args.rounds}: {engine} done in {time.time() - t0:.1f} s, load {loads[-1]:.1f}",
-                  file=sys.stderr)
+            print(f"{os.path.basename(model)} round {rnd + 1}/{args.rounds}: {engine} done in "
+                  f"{time.time() - t0:.1f} s, load {loads[-1]:.1f}", file=sys.stderr)
 
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = (float("nan"),) * 3
-    print(f"model {os.path.basename(args.model)}, {args.threads} threads, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, peer {peer}; 1-min load average after each run {min(loads):.1f}..{max(loads):.1f}, "
-          f"at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(f"\nmodel {os.path.basename(model)}, {args.threads} threads, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, peer {peer}; "
+          f"1-min load average after each run {min(loads):.1f}..{max(loads):.1f}")
     print(f"| {'test':>6} | {'rbee t/s':>17} | {'llama.cpp t/s':>17} | {'rbee / llama.cpp':>16} |")
     print(f"| {'-' * 6} | {'-' * 17} | {'-' * 17} | {'-' * 16} |")
-    result = {"model": args.model, "threads": args.threads, "peer": peer, "load_average": load,
-              "load_after_each_run": loads, "tests": {}}
+    result = {"model": model, "threads": args.threads, "peer": peer, "load_after_each_run": loads, "tests": {}}
     for test in sorted(samples["rbee"], key=lambda t: (t[:2] != "pp", t)):
         ours, theirs = samples["rbee"][test], samples["llama.cpp"].get(test, [])
         if not theirs:
@@ -154,9 +164,45 @@ def main() -> int:
         print(line)
         if test in result["tests"]:
             result["tests"][test]["limit_ts"] = limit_ts
+            result["tests"][test]["limit"] = e["limit"]
+            result["tests"][test]["gemm_flops_per_s"] = e.get("gemm_flops_per_s")
+            result["tests"][test]["copy_bytes_per_s"] = e.get("copy_bytes_per_s")
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", action="append", default=[], help="a .gguf (repeatable); default: the set above")
+    ap.add_argument("--types", default=DEFAULT_TYPES, help="random-weight model types of the default set")
+    ap.add_argument("--preset", default=DEFAULT_PRESET, help="`rbee random-model` shape of the default set")
+    ap.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models"))
+    ap.add_argument("--rbee", default=os.path.join(ROOT, "build", "cpu", "rbee"))
+    ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", ""))
+    ap.add_argument("--threads", "-t", type=int, default=2)
+    ap.add_argument("-p", type=int, default=512, help="prompt tokens (ppN)")
+    ap.add_argument("-n", type=int, default=128, help="generated tokens (tgN)")
+    ap.add_argument("-r", type=int, default=5, help="timed repetitions per bench run")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rbee / llama.cpp rounds")
+    ap.add_argument("--json-out", default="")
+    args = ap.parse_args()
+    if args.llama_bench and not os.path.exists(args.llama_bench):
+        ap.error(f"--llama-bench {args.llama_bench} does not exist")
+    peer = "llama-bench" if args.llama_bench else "llama-cpp-python"
+    models = args.model or default_models(args)
+    results = [compare_one(args, m, peer) for m in models]
+
+    print("\nsummary (rbee / llama.cpp):")
+    for r in results:
+        ratios = ", ".join(f"{t} {v['ratio']:.2f}" for t, v in r["tests"].items())
+        print(f"  {os.path.basename(r['model'])}: {ratios}")
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (float("nan"),) * 3
+    print(f"1-min load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+            json.dump({"load_average": load, "models": results}, f, indent=1)
     return 0
 
 

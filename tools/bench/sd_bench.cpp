@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   std::string model, tokenizer = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sd15/tokenizer";
   std::string tokenizer_2 = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sdxl/tokenizer_2";
   std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
-  bool random_sd15 = false, random_sdxl = false, f16 = false, compare_cpu = false;
+  bool random_sd15 = false, random_sdxl = false, f16 = false, compare_cpu = false, prompt_cache = false;
   double tol_mean = 1e-2, tol_max = 0.1;
   int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
   double guidance = 7.5;
@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed images first");
   app.add_option("--png", out_png, "write the last image here (parameters in a tEXt chunk)");
   app.add_flag("--compare-cpu", compare_cpu, "compare one image with the CPU's (f32) instead of timing");
+  app.add_flag("--prompt-cache", prompt_cache,
+               "reuse the text encoders' output of a repeated prompt (as a worker does); off by default so every "
+               "timed image runs the text encoders, as the diffusers peer does");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
     opt.device = &device;
     opt.dtype = f16 ? rbee::DType::F16 : rbee::DType::F32;
     opt.load_vae_encoder = false;
+    opt.prompt_cache = prompt_cache ? 8 : 0;
     auto t0 = Clock::now();
     rbee::sd::Pipeline pipe =
         random_sd15   ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)

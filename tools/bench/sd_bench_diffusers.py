@@ -8,6 +8,13 @@ rbee::sd::PipelineSpec::sd15 holds), random init, fp16 on the GPU by default, an
   python tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 --runs 3
   ./build/cuda/rbee_sd_bench --random-sd15 --backend cuda --f16 --steps 20 --width 512 --height 512 --runs 3
   python tools/bench/sd_bench_diffusers.py --sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs 3
+  python tools/bench/sd_bench_diffusers.py --modes eager,compiled --steps 20 --width 512 --height 512 --runs 3
+
+--modes compiled is the strongest setup PyTorch offers a diffusers user: UNet and VAE in channels-last memory format,
+the UNet and the VAE decoder under torch.compile(mode="reduce-overhead", fullgraph=True) (CUDA graphs). Its first
+call compiles: that time is reported apart ("compile+first image") and never enters the steady-state mean (nor do
+the further --compile-warmup calls that let the CUDA graphs settle). Several modes share one loaded pipeline, eager
+first.
   ./build/cuda/rbee_sd_bench --random-sdxl --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5
 
 Needs torch (CUDA build on a GPU box) and diffusers, transformers (tools/requirements-goldens.txt).
@@ -71,6 +78,10 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sdxl", action="store_true", help="SDXL base instead of SD 1.5")
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--modes", default="eager",
+                    help="comma-separated: eager, compiled (channels-last + torch.compile(mode='reduce-overhead', "
+                         "fullgraph=True) on UNet and VAE decoder)")
+    ap.add_argument("--compile-warmup", type=int, default=2, help="calls after the compiling one, not timed")
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
     torch.manual_seed(0)
@@ -89,23 +100,36 @@ def main():
             unet=UNet2DConditionModel(**UNET), scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None,
             feature_extractor=None, requires_safety_checker=False).to(a.device, dtype)
     pipe.set_progress_bar_config(disable=True)
-    print(f"load: {time.perf_counter() - t0:.2f} s on {a.device} ({a.dtype})")
-    times = []
-    for i in range(a.warmup + a.runs):
-        if a.device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        pipe("a photograph of an astronaut riding a horse", num_inference_steps=a.steps, guidance_scale=a.guidance,
-             width=a.width, height=a.height, generator=torch.Generator(a.device).manual_seed(42), output_type="np")
-        if a.device == "cuda":
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t
-        print(f"{'warmup' if i < a.warmup else 'run'} {i}: {dt:.3f} s/image")
-        if i >= a.warmup:
-            times.append(dt)
-    if times:
-        print(f"result: {a.width}x{a.height}, {a.steps} steps, euler, guidance {a.guidance}, {a.dtype}: "
-              f"mean {sum(times) / len(times):.3f} s/image, best {min(times):.3f} s/image")
+    print(f"load: {time.perf_counter() - t0:.2f} s on {a.device} ({a.dtype}, torch {torch.__version__})", flush=True)
+    for mode in a.modes.split(","):
+        if mode == "compiled":
+            pipe.unet.to(memory_format=torch.channels_last)
+            pipe.vae.to(memory_format=torch.channels_last)
+            pipe.unet = torch.compile(pipe.unet, mode="reduce-overhead", fullgraph=True)
+            pipe.vae.decode = torch.compile(pipe.vae.decode, mode="reduce-overhead", fullgraph=True)
+            warmup = 1 + a.compile_warmup
+        elif mode == "eager":
+            warmup = a.warmup
+        else:
+            raise SystemExit(f"unknown mode {mode!r} (eager, compiled)")
+        times = []
+        for i in range(warmup + a.runs):
+            if a.device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            pipe("a photograph of an astronaut riding a horse", num_inference_steps=a.steps,
+                 guidance_scale=a.guidance, width=a.width, height=a.height,
+                 generator=torch.Generator(a.device).manual_seed(42), output_type="np")
+            if a.device == "cuda":
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t
+            kind = "run" if i >= warmup else ("compile+first image" if mode == "compiled" and i == 0 else "warmup")
+            print(f"{mode} {kind} {i}: {dt:.3f} s/image", flush=True)
+            if i >= warmup:
+                times.append(dt)
+        if times:
+            print(f"result: {mode}, {a.width}x{a.height}, {a.steps} steps, euler, guidance {a.guidance}, {a.dtype}: "
+                  f"mean {sum(times) / len(times):.3f} s/image, best {min(times):.3f} s/image", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@
 #
 #   RBEE_OUT=out tools/bench/sd_gpu_session.sh [PACK_DIR]     (default PACK_DIR .devpack)
 #
-# Needs torch there; diffusers from wheels in .whl/ when it is not installed (docs/SD.md). Logs go to $RBEE_OUT.
+# Needs torch there; diffusers from wheels in $SD_WHL (default .whl/) when it is not installed (docs/SD.md). Logs go to
+# $RBEE_OUT. SD_MEMCHECK=1: compute-sanitizer memcheck over the conv2d_fused / group_norm_silu / attention cuda cases.
+# SD_DIFFUSERS_MODES (default eager,compiled): the peer's modes (sd_bench_diffusers.py --modes), one loaded pipeline;
+# SD_DIFFUSERS_TIMEOUT (default 400 s) bounds it (torch.compile's first compile takes minutes).
 set -u
 pack=${1:-.devpack}
 out=${RBEE_OUT:-sd_gpu_out}
@@ -21,6 +24,12 @@ if [ "${SD_SKIP_CONFORMANCE:-0}" != 1 ]; then
     > "$out/conformance.log" 2>&1 || status=1
   note "conformance: $(grep -E '^\[  (PASSED|FAILED) ' "$out/conformance.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
+fi
+if [ "${SD_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  timeout "${SD_MEMCHECK_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$pack/tests/rbee_conformance" --gtest_brief=1 \
+    --gtest_filter='*Conv2dFused*/cuda*:*GroupNormSilu*/cuda*:*AttentionConformance*/cuda*' > "$out/memcheck.log" 2>&1
+  note "memcheck exit $? ($(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' '))"
 fi
 for size in 128 256; do
   "$pack/rbee_sd_bench" --model tests/data/tiny_sd/sd15 --backend cuda --f16 --compare-cpu --steps 4 \
@@ -41,11 +50,12 @@ if [ "${SD_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     --steps 1 --runs 0 --warmup 1 > "$out/ncu.txt" 2>&1
   note "ncu exit $?"
 fi
-if [ -d .whl ] && ! python3 -c "import diffusers" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+whl=${SD_WHL:-.whl}
+if [ -d "$whl" ] && ! python3 -c "import diffusers" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$whl"/*.whl &&
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 tools/bench/sd_bench_diffusers.py --steps "$steps" --width 512 --height 512 --runs 3 \
-  > "$out/bench_diffusers.txt" 2>&1 || status=1
-tail -5 "$out/bench_diffusers.txt" | tee -a "$out/summary.txt"
+timeout "${SD_DIFFUSERS_TIMEOUT:-400}" python3 tools/bench/sd_bench_diffusers.py --steps "$steps" --width 512 \
+  --height 512 --runs 3 --modes "${SD_DIFFUSERS_MODES:-eager,compiled}" > "$out/bench_diffusers.txt" 2>&1 || status=1
+grep -E "load|result|compile|run" "$out/bench_diffusers.txt" | tee -a "$out/summary.txt"
 exit $status

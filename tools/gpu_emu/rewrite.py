@@ -74,6 +74,10 @@ def main():
             text = rewrite(text, str(path))
         if not dest.exists() or dest.read_text() != text:
             dest.write_text(text)
+    # Files of an earlier copy whose source is gone (a kernel removed or renamed) would still be compiled and linked.
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and not (src / path.relative_to(out)).exists():
+            path.unlink()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 //                holds them: per size class, the most blocks alive at once
 //   graphs       decode graphs' private memory (up to DecodeGraphs::kMaxEntries graphs of a parallel-row step)
 //   reserve      run-time libraries' workspaces (vendor BLAS, collectives) on GPUs
+//   draft        speculative decoding's draft model (PlanRequest::draft), on the device the logits come out on:
+//                its weights, its own KV cache of ctx_size positions and the activations of its largest step
 // and compares the sum with the device's free memory (the allocator's fault limit, RBEE_FAULT_ALLOC_LIMIT,
 // counts as the device's size).
 #pragma once
@@ -69,6 +71,11 @@ struct PlanRequest {
   int block_size = 16;
   bool decode_graphs = true;
   bool fit = true;        // false: only check the request as given
+  // A draft model for speculative decoding (--draft), or nullptr. It runs whole on the device the model's logits
+  // come out on (Model::device(): the last stage of a layer split, rank 0 of a tensor split) with a KV cache of
+  // as many positions as the model's and steps of at most batch_tokens tokens (DraftModel's catch-up passes) and
+  // parallel rows; it records no decode graphs. Fitting lowers the context for both caches together.
+  const ModelDescription* draft = nullptr;
 };
 
 struct DevicePlan {
@@ -76,15 +83,19 @@ struct DevicePlan {
   std::string id;
   int first_layer = 0, end_layer = 0;  // the layers it runs ([0, n) for every rank of a tensor split)
   int64_t weights = 0, mapped = 0, kv = 0, activations = 0, graphs = 0, reserve = 0;
+  // The draft model's share (0 without one, and on every other device): what its allocator use adds (weights
+  // copied to the device, its KV cache, its activations) and the weights the host reads from its mapped file.
+  int64_t draft = 0, draft_mapped = 0;
   int64_t free = 0;  // free when planned (after the reserve is counted separately)
-  int64_t total() const { return weights + mapped + kv + activations + graphs + reserve; }
-  // What the device's allocator will hold: everything but the mapped file and the libraries' reserve.
-  int64_t allocated() const { return weights + kv + activations + graphs; }
+  int64_t total() const { return weights + mapped + kv + activations + graphs + reserve + draft + draft_mapped; }
+  // What the device's allocator will hold: everything but the mapped files and the libraries' reserve.
+  int64_t allocated() const { return weights + kv + activations + graphs + draft; }
   bool fits() const { return total() <= free; }
 };
 
 struct MemoryPlan {
   std::string model;
+  std::string draft;  // the draft model's path, or empty
   ModelConfig config;
   Placement placement;
   int ctx_size = 0;     // positions of the KV cache (a multiple of block_size)

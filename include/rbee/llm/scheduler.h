@@ -33,10 +33,12 @@
 #include <thread>
 #include <vector>
 
+#include "rbee/llm/draft_model.h"
 #include "rbee/llm/generate.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model.h"
 #include "rbee/llm/sampler.h"
+#include "rbee/llm/speculative.h"
 #include "rbee/llm/token_constraint.h"
 
 namespace rbee::llm {
@@ -76,6 +78,9 @@ struct JobSummary {
   StopReason reason = StopReason::MaxTokens;
   int prompt_tokens = 0;
   int prompt_tokens_evaluated = 0;  // prompt tokens this sequence ran through the model (0 for forks of n > 1)
+  int cached_prompt_tokens = 0;   // prompt tokens whose keys and values came from the prefix cache
+  int spec_drafted = 0;           // speculative decoding: draft tokens verified
+  int spec_accepted = 0;          // of those, accepted (each one a decode step saved)
   int tokens_out = 0;             // generated tokens (EOS and stop-sequence tokens included)
   std::string text;               // everything emitted
   double queue_seconds = 0;       // submit -> admission
@@ -124,6 +129,20 @@ struct SchedulerOptions {
   int max_queue = 64;        // waiting jobs at most (submit refuses beyond)
   int prefill_budget = 256;  // prompt tokens per step at most
   int max_job_positions = 0; // prompt + max_tokens of one job at most (0: the whole cache)
+  // Automatic prefix caching (kv_cache.h): full blocks of finished positions are published under their chained
+  // hash, and a generation job takes the cached blocks of its prompt's longest cached prefix instead of
+  // computing them (at admission, and again before each prompt chunk, so jobs admitted together share what the
+  // first one computes). The last prompt token is always computed (its logits pick the first token). Jobs that
+  // want every prompt row (prompt log-probabilities, embeddings) compute their whole prompt.
+  bool prefix_cache = true;
+  // Speculative decoding (speculative.h): each decoding job's next token goes into the step together with up to
+  // speculative.tokens drafts (prompt lookup, or `draft` for Method::DraftModel), all verified in the same forward
+  // pass; the job emits the accepted drafts and one token of the target's own. Greedy output is unchanged; sampled
+  // output keeps its distribution (each emitted token takes one draw of the job's generator, in order). A job's
+  // step with drafts samples its rows on the host (acceptance is sequential); a step without drafts samples on the
+  // model's device like any other.
+  SpeculativeOptions speculative;
+  DraftModel* draft = nullptr;  // must outlive the scheduler; required for Method::DraftModel
   // Every row sampled from its logits copied to the host (all rows in one copy, the CPU's sample op per row):
   // the path before the sample op ran on the device, kept for A/B measurements (`rbee bench --host-sampling`).
   // The tokens are the same either way.
@@ -133,10 +152,19 @@ struct SchedulerOptions {
 struct SchedulerStats {
   int queued = 0;
   int running = 0;
-  int free_blocks = 0;
+  int free_blocks = 0;       // blocks a job can get: free plus parked cached ones (kv_cache.h)
   int total_blocks = 0;
+  int block_size = 0;        // positions per block
   uint64_t steps = 0;
   int max_batch_rows = 0;    // largest batch run so far (tests check that batching happened)
+  // Prefix caching (cumulative since start): prompt tokens of admitted jobs, and those taken from the cache.
+  uint64_t prefix_queried_tokens = 0;
+  uint64_t prefix_hit_tokens = 0;
+  int cached_blocks = 0;     // published blocks, held or parked
+  uint64_t evicted_blocks = 0;
+  // Speculative decoding (cumulative since start).
+  uint64_t spec_drafted_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
 };
 
 class Scheduler {
@@ -177,6 +205,7 @@ class Scheduler {
   void loop();
   bool step();  // false when there was nothing to do
   void admit();
+  void update_cache_stats();  // free, cached and evicted block counts for stats() (scheduler thread)
   // Blocks a group needs at admission: the first sequence's prompt + max_tokens, each fork's own part.
   int blocks_needed(const JobRequest& request) const;
   // A sequence that takes its next token this step, from row `row` of the step's logits.
@@ -198,6 +227,8 @@ class Scheduler {
   void take(Active& a, TokenId t, const TokenLogprob* lp);
   // The first sequence of a group finished its prompt: the others fork its cache and start decoding.
   void fork_group(Active& leader);
+  // Speculative decoding: fills each decoding job's drafts (empty when it has none this step).
+  void propose_drafts();
   bool run_embeddings(int& budget);  // false when no embedding job had work
   void finish(Active& a, StopReason reason, std::string error_code = "", std::string error_message = "");
 
@@ -219,6 +250,10 @@ class Scheduler {
   std::atomic<uint64_t> steps_{0};
   std::atomic<int> max_batch_rows_{0};
   std::atomic<int> free_blocks_{0};
+  std::atomic<int> cached_blocks_{0};
+  std::atomic<uint64_t> evicted_blocks_{0};
+  std::atomic<uint64_t> prefix_queried_{0}, prefix_hits_{0};
+  std::atomic<uint64_t> spec_drafted_{0}, spec_accepted_{0};
   std::thread thread_;
 };
 

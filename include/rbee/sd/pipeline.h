@@ -48,6 +48,9 @@ struct LoadOptions {
   std::string variant;
   // When set: scheduler_config.json contents used instead of the model's own (e.g. another timestep_spacing).
   nlohmann::json scheduler_config;
+  // Text-encoder outputs of this many most recently used prompts are kept (on the device) and reused when a
+  // prompt or negative prompt repeats (a worker's repeated prompts skip the text encoders); 0: encode every time.
+  int prompt_cache = 8;
 };
 
 // Where the seeded noise comes from. Rbee: a counter-based generator (randn below), the same on every backend and
@@ -157,7 +160,10 @@ class Pipeline {
   struct PromptEmbeddings {
     Tensor context, pooled;
   };
+  // Through the prompt cache (LoadOptions::prompt_cache): a repeated prompt returns the tensors computed before.
   PromptEmbeddings embed_prompt(const std::string& prompt) const;
+  // The text encoders run on `prompt`, the cache neither read nor filled.
+  PromptEmbeddings encode_prompt_uncached(const std::string& prompt) const;
   // True for SDXL pipelines (two text encoders, text_time UNet).
   bool is_sdxl() const;
   // The final latent [1, latent, h, w] (before dividing by the VAE scaling factor).

@@ -1,37 +1,8 @@
-// Per-layer wall-time breakdown of the SD models, on when the environment has RBEE_OP_PROFILE=1.
-//
-// A Scope around one layer call synchronizes the device before and after it and adds the elapsed time to a
-// table keyed by (kind, shape text), so the table shows where a denoising step spends its time on any backend.
-// Synchronizing after every layer removes the overlap of host launches with device work: the sum is an upper
-// bound of the unprofiled time, and time outside every Scope (elementwise glue) is not listed. Off, a Scope
-// costs one branch.
+// The SD models' layer profiler is the engine's (rbee/core/profile.h): RBEE_OP_PROFILE=1.
 #pragma once
 
-#include <string>
+#include "rbee/core/profile.h"
 
-#include "rbee/core/tensor.h"
-
-namespace rbee::sd::profile {
-
-bool enabled();
-
-class Scope {
- public:
-  // `x` gives the device, the dtype and the shape in the key; `detail` a second shape for the key (a weight's),
-  // formatted only when profiling is on.
-  Scope(const char* kind, const Tensor& x, const Shape& detail = {});
-  ~Scope();
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
- private:
-  Device* device_ = nullptr;
-  std::string key_;
-  double t0_ = 0;
-};
-
-// The table so far, rows sorted by total time: kind, shape, calls, total ms, ms per call, share of the listed sum.
-std::string report();
-void reset();
-
-}  // namespace rbee::sd::profile
+namespace rbee::sd {
+namespace profile = ::rbee::profile;
+}  // namespace rbee::sd

@@ -1,10 +1,11 @@
-// CPU convolutions: conv1d, conv2d and the im2col op.
+// CPU convolutions: conv1d, conv2d, conv2d_fused and the im2col op.
 //
 // A convolution is, per (image, group) and per tile of output positions, a column packing of the input
 // (conv_columns.h) followed by one GEMM (conv_gemm.h):
 //   out[g] [Cout/g, tile] = w[g] [Cout/g, Cin/g * KH * KW] . col [Cin/g * KH * KW, tile]
 // Tiles of all images and groups run in parallel on the global ThreadPool. F16/BF16 inputs are widened to f32
 // once up front and results rounded once when stored; F32 and F64 run in their own precision.
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -23,9 +24,28 @@ using ::rbee::conv::geometry_1d;
 using ::rbee::conv::geometry_2d;
 using conv::Tap;
 
-// x [n, cin, h, w], w [cout, cin / groups, kh, kw] -> out [n, cout, ho, wo], all contiguous.
+// conv2d_fused's epilogue on the f32 (f64) sum v of output element (img, co, position q): + bias, + residual, silu.
+// The default (no bias, no residual, no silu) is the plain convolution.
 template <class T>
-void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
+struct Epilogue {
+  const T* bias = nullptr;  // [cout] (bias_img_stride 0) or [n, cout] (bias_img_stride cout)
+  int64_t bias_img_stride = 0;
+  const T* residual = nullptr;  // [n, cout, positions]
+  bool silu = false;
+
+  bool active() const { return bias || residual || silu; }
+  template <class C>
+  C operator()(C v, int64_t img, int64_t co, int64_t cout, int64_t positions, int64_t q) const {
+    if (bias) v += (C)load(bias[img * bias_img_stride + co]);
+    if (residual) v += (C)load(residual[(img * cout + co) * positions + q]);
+    if (silu) v = v / (C(1) + std::exp(-v));
+    return v;
+  }
+};
+
+// x [n, cin, h, w], w [cout, cin / groups, kh, kw] -> out [n, cout, ho, wo] = epi(conv), all contiguous.
+template <class T>
+void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out, const Epilogue<T>& epi = {}) {
   using C = compute_t<T>;
   constexpr bool kNative = std::is_same_v<T, C>;  // F32/F64: the GEMM writes into out directly
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
@@ -61,12 +81,24 @@ void conv_forward(const T* x, const T* w, const ConvGeometry& g, T* out) {
       const C* a = wc + gi * cout_g * depth;
       if constexpr (kNative) {
         conv_gemm(cout_g, count, depth, a, depth, b, ldb, og + q0, positions);
+        if (epi.active()) {
+          for (int64_t c = 0; c < cout_g; ++c) {
+            const int64_t co = gi * cout_g + c;
+            T* o = og + c * positions + q0;
+            for (int64_t j = 0; j < count; ++j) o[j] = epi(o[j], img, co, g.cout, positions, q0 + j);
+          }
+        }
       } else {
         conv_gemm(cout_g, count, depth, a, depth, b, ldb, acc.get(), count);
-        for (int64_t co = 0; co < cout_g; ++co) {
-          const C* r = acc.get() + co * count;
-          T* o = og + co * positions + q0;
-          for (int64_t j = 0; j < count; ++j) o[j] = store<T>(r[j]);
+        for (int64_t c = 0; c < cout_g; ++c) {
+          const int64_t co = gi * cout_g + c;
+          const C* r = acc.get() + c * count;
+          T* o = og + c * positions + q0;
+          if (epi.active()) {
+            for (int64_t j = 0; j < count; ++j) o[j] = store<T>(epi(r[j], img, co, g.cout, positions, q0 + j));
+          } else {
+            for (int64_t j = 0; j < count; ++j) o[j] = store<T>(r[j]);
+          }
         }
       }
     }
@@ -113,6 +145,23 @@ void CpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void CpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                              const Conv2dParams& p, bool silu, Tensor& out) {
+  const ConvGeometry g = geometry_2d(x, w, out, p);
+  visit_float_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Epilogue<T> epi;
+    if (bias) {
+      epi.bias = static_cast<const T*>(bias->data());
+      epi.bias_img_stride = bias->rank() == 2 ? g.cout : 0;
+    }
+    if (residual) epi.residual = static_cast<const T*>(residual->data());
+    epi.silu = silu;
+    conv_forward(static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()),
+                 epi);
   });
 }
 

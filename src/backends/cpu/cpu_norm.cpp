@@ -1,4 +1,4 @@
-// CPU normalizations: rms_norm, layer_norm, group_norm and the fused add_rms_norm.
+// CPU normalizations: rms_norm, layer_norm, group_norm (and group_norm_silu) and the fused add_rms_norm.
 //
 // Each row (or group) is reduced and rescaled by f32 SIMD row functions (Highway, dispatched at run time);
 // f16/bf16 rows are widened to f32 first, f64 rows use plain double loops. Rows run in parallel.
@@ -213,8 +213,10 @@ void normalize_rows(const Tensor& x, const Tensor* weight, const Tensor* bias, f
 }
 
 // x, out [N, C, S] contiguous; each of N * groups groups is (C / groups) * S consecutive values.
+// silu: out = silu(normalized value), applied in the compute type before the row is stored.
 template <class T>
-void group_normalize(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps, Tensor& out) {
+void group_normalize(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps, bool silu,
+                     Tensor& out) {
   using C = nn_compute_t<T>;
   const int64_t batch = x.dim(0), channels = x.dim(1), spatial = x.dim(2);
   const int64_t per_group = channels / groups;
@@ -234,6 +236,9 @@ void group_normalize(const Tensor& x, int groups, const Tensor* weight, const Te
         const C a = rstd * (w.empty() ? C(1) : w[first_channel + c]);
         const C shift_b = b.empty() ? C(0) : b[first_channel + c];
         shift_scale_add(xg + c * spatial, mean, a, shift_b, og + c * spatial, spatial);
+      }
+      if (silu) {
+        for (int64_t i = 0; i < chunk; ++i) og[i] = og[i] / (C(1) + std::exp(-og[i]));
       }
       finish_row(og, po + t * chunk, chunk);
     }
@@ -282,7 +287,14 @@ void CpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor*
 
 void CpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
                             Tensor& out) {
-  visit_float_dtype(x.dtype(), [&](auto tag) { group_normalize<decltype(tag)>(x, groups, weight, bias, eps, out); });
+  visit_float_dtype(x.dtype(),
+                    [&](auto tag) { group_normalize<decltype(tag)>(x, groups, weight, bias, eps, false, out); });
+}
+
+void CpuKernels::group_norm_silu(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
+                                 Tensor& out) {
+  visit_float_dtype(x.dtype(),
+                    [&](auto tag) { group_normalize<decltype(tag)>(x, groups, weight, bias, eps, true, out); });
 }
 
 void CpuKernels::add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,

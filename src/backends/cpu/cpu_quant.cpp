@@ -6,12 +6,15 @@
 // their type first). Work is split into tasks of (up to kRowsPerTask rows of x) x (a chunk of weight rows);
 // inside a task each weight row is dotted with tiles of kMaxRows activation rows while it is hot in L1, so a
 // prompt of M rows reads the weights from memory once per task row group, not once per row.
+// From kQGemmMinRows rows on, CPUs with AVX-512 VNNI run the prompt GEMM instead (quant/qgemm.h): weight panels
+// packed per call, register-blocked tiles, results bit-for-bit those of the row kernels.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/quant/qgemm.h"
 #include "backends/cpu/quant/quant.h"
 
 namespace rbee::cpu {
@@ -30,6 +33,63 @@ void for_rows(int64_t rows, int64_t row_cost, Fn&& fn) {
     fn(int64_t{0}, rows);
   } else {
     ThreadPool::global().parallel_for(rows, grain, fn);
+  }
+}
+// The prompt GEMM (quant/qgemm.h): tasks own chunks of weight panels and all M rows. A task packs its panels
+// once into a per-thread buffer, then walks blocks of kRowsPerBlock activation rows (they stay in L2) across
+// its panels in tiles of kQGemmTileRows rows.
+void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const char* wp, int64_t w_row_bytes,
+               const char* xp, int64_t x_row_bytes, float* dst, ThreadPool& pool) {
+  constexpr int64_t kRowsPerBlock = 64;
+  const int64_t pr = quant::kQGemmPanelRows;
+  const int64_t panels = (n + pr - 1) / pr;
+  const int64_t panel_bytes = gemm.panel_bytes(k);
+  // Enough tasks to balance the pool, each at most ~512 KiB of packed panels.
+  const int64_t max_chunk = std::max<int64_t>(1, (int64_t{1} << 19) / panel_bytes);
+  const int64_t want_tasks = std::max<int64_t>(1, (int64_t)pool.size() * 4);
+  const int64_t chunk = std::clamp<int64_t>((panels + want_tasks - 1) / want_tasks, 1, max_chunk);
+  const int64_t tasks = (panels + chunk - 1) / chunk;
+  auto task = [&](int64_t t) {
+    thread_local std::vector<unsigned char> buffer;
+    const int64_t p0 = t * chunk, p1 = std::min(panels, p0 + chunk);
+    const size_t need = (size_t)((p1 - p0) * panel_bytes + 64);
+    if (buffer.size() < need) buffer.resize(need);
+    unsigned char* base = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int rows = (int)std::min<int64_t>(pr, n - p * pr);
+      gemm.pack(wp + p * pr * w_row_bytes, w_row_bytes, rows, k, base + (p - p0) * panel_bytes);
+    }
+    // Partial sums of the row block's tiles while one panel walks K in slices of about 16 KiB of panel (they
+    // stay in L1 across the block's tiles).
+    thread_local std::vector<float> states;
+    const int64_t tiles = kRowsPerBlock / quant::kQGemmTileRows;
+    if (states.size() < (size_t)(tiles * quant::kQGemmStateFloats + 16)) {
+      states.resize((size_t)(tiles * quant::kQGemmStateFloats + 16));
+    }
+    float* state = states.data() + (16 - reinterpret_cast<uintptr_t>(states.data()) / sizeof(float) % 16) % 16;
+    const int64_t blocks = k / gemm.block_elems;
+    const int64_t slice = std::max<int64_t>(1, (int64_t{16} << 10) / gemm.panel_block_bytes);
+    for (int64_t r0 = 0; r0 < m; r0 += kRowsPerBlock) {
+      const int64_t r1 = std::min(m, r0 + kRowsPerBlock);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int cols = (int)std::min<int64_t>(pr, n - p * pr);
+        const unsigned char* panel = base + (p - p0) * panel_bytes;
+        for (int64_t b0 = 0; b0 < blocks; b0 += slice) {
+          const int64_t b1 = std::min(blocks, b0 + slice);
+          for (int64_t r = r0; r < r1; r += quant::kQGemmTileRows) {
+            const int rows = (int)std::min<int64_t>(quant::kQGemmTileRows, r1 - r);
+            float* st = state + (r - r0) / quant::kQGemmTileRows * quant::kQGemmStateFloats;
+            gemm.tile(k, panel, xp + r * x_row_bytes, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols, b0,
+                      b1, st);
+          }
+        }
+      }
+    }
+  };
+  if (tasks == 1) {
+    task(0);
+  } else {
+    pool.run(tasks, task);
   }
 }
 }  // namespace
@@ -86,8 +146,15 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
     xp = reinterpret_cast<const char*>(base);
   }
 
-  // Tasks: row groups of x times chunks of weight rows, enough of them to balance the pool.
   ThreadPool& pool = ThreadPool::global();
+  if (m >= quant::kQGemmMinRows) {
+    if (const quant::QGemm* gemm = quant::qgemm_kernel(wtype)) {
+      run_qgemm(*gemm, m, n, k, wp, w_row_bytes, xp, x_row_bytes, dst, pool);
+      return;
+    }
+  }
+
+  // Tasks: row groups of x times chunks of weight rows, enough of them to balance the pool.
   const int64_t row_groups = (m + kRowsPerTask - 1) / kRowsPerTask;
   const int64_t min_chunk = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(w_row_bytes, 1));
   const int64_t want_chunks = std::max<int64_t>(1, (int64_t)pool.size() * 8 / row_groups);

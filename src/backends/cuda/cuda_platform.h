@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #define RBEE_GPU_VENDOR "NVIDIA"
 #define RBEE_GPU_BACKEND_NAME "cuda"
 // The collective library opened at run time for tensor parallelism (backends/gpu/collective.cu).
@@ -64,6 +66,25 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return cudaGraphInstant
 inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return cudaGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); }
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch: the kernel may
+// start while the previous kernel on the stream is finishing, and must call grid_dependency_wait() before it
+// reads anything an earlier launch wrote (stream capture records the programmatic edge in the graph).
+template <class... Params, class... Args>
+inline Status launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Stream stream,
+                         Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 
 // Facts read from the device, vendor-neutral.
 struct DeviceProps {
@@ -149,6 +170,33 @@ __device__ __forceinline__ void threadfence_system() { __threadfence_system(); }
 // the round-to-nearest quantizers) must give the CPU's bits.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+
+// Programmatic dependent launch (launch_pdl), device side. wait: blocks until every earlier launch on the stream
+// has completed and its writes are visible (immediately when the kernel was not launched with launch_pdl).
+// trigger: lets the next launch_pdl kernel start its blocks early (they run up to their wait). sm_90 and newer;
+// elsewhere kernels are never launched early and both do nothing.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Asks the memory system to bring [p, p + bytes) into the L2 cache, without waiting and without registers
+// (p and bytes multiples of 16). A hint: correctness never depends on it. sm_90: one bulk prefetch (the copy
+// engine splits it into lines); older GPUs: nothing.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
 // ---- warps (tensor-core kernels) ----
 // This thread's lane in its warp.
 __device__ __forceinline__ int lane_id() {

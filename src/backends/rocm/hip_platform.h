@@ -6,6 +6,7 @@
 #include <hip/hip_runtime.h>
 
 #include <cstdio>
+#include <utility>
 
 #define RBEE_GPU_VENDOR "AMD"
 #define RBEE_GPU_BACKEND_NAME "rocm"
@@ -72,6 +73,15 @@ inline Status graph_instantiate(GraphExec* e, Graph g) { return hipGraphInstanti
 inline Status graph_launch(GraphExec e, Stream s) { return hipGraphLaunch(e, s); }
 inline Status graph_destroy(Graph g) { return hipGraphDestroy(g); }
 inline Status graph_exec_destroy(GraphExec e) { return hipGraphExecDestroy(e); }
+#if defined(__HIPCC__)
+// Programmatic dependent launch (cuda_platform.h) does not exist on HIP: an ordinary launch, in stream order.
+template <class... Params, class... Args>
+inline Status launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Stream stream,
+                         Args&&... args) {
+  hipLaunchKernelGGL(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+  return hipGetLastError();
+}
+#endif
 
 struct DeviceProps {
   char name[256];
@@ -174,6 +184,11 @@ __device__ __forceinline__ float add_rn(float a, float b) {
 #pragma clang fp contract(off)
   return a + b;
 }
+// L2 prefetch hint (cuda_platform.h): no bulk prefetch instruction on AMD GPUs, so nothing.
+__device__ __forceinline__ void prefetch_l2(const void*, uint32_t) {}
+// Programmatic dependent launch (cuda_platform.h): HIP launches in order, so nothing to wait for.
+__device__ __forceinline__ void grid_dependency_wait() {}
+__device__ __forceinline__ void grid_dependency_trigger() {}
 // ---- warps (tensor-core kernels) ----
 // This thread's lane in its wavefront.
 __device__ __forceinline__ int lane_id() { return (int)__lane_id(); }

@@ -64,6 +64,9 @@ struct StepContext {
   Tensor inv_freq_local;   // [rotary_dim / 2] F32 (sliding-window layers; Gemma 3 uses another base)
   float rope_ratio_global = 0.f;  // RopeParams::freq_ratio of global / local layers (0: use the tables)
   float rope_ratio_local = 0.f;
+  // The fused decoder ops (rms_norm_qmatmul, add_rms_norm_qmatmul, swiglu_qmatmul, rope_kv_cache_write) where the
+  // weights allow; false (RBEE_DECODE_FUSION=0) runs the unfused ops one by one, for comparisons.
+  bool fused_ops = true;
   int part = 0;                   // KV cache part of this rank
   Communicator* comm = nullptr;   // tensor split: the ranks' group (null: one device holds the whole layer)
   int rank = 0;

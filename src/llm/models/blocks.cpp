@@ -1,5 +1,8 @@
 #include "llm/models/blocks.h"
 
+#include <tuple>
+
+#include "rbee/core/profile.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
@@ -8,6 +11,82 @@ namespace {
 // A [N, heads * D] tensor (any row stride, contiguous inside a row) as [N, heads, D] without copying.
 Tensor split_heads(const Tensor& t, int heads, int d) {
   return t.as_strided({t.dim(0), heads, d}, {t.stride(0), d, 1}, t.offset());
+}
+
+struct Qkv {
+  Tensor q, k, v;  // [N, H, D] views
+};
+
+// The q / k / v heads of a stacked projection's output [N, (Hq + 2 Hkv) * D].
+Qkv split_qkv(const ModelConfig& c, const Tensor& qkv) {
+  const int hq = c.n_heads, hkv = c.n_kv_heads, d = c.head_dim;
+  return {split_heads(qkv.narrow(1, 0, (int64_t)hq * d), hq, d),
+          split_heads(qkv.narrow(1, (int64_t)hq * d, (int64_t)hkv * d), hkv, d),
+          split_heads(qkv.narrow(1, (int64_t)(hq + hkv) * d, (int64_t)hkv * d), hkv, d)};
+}
+
+Qkv project_qkv(const StepContext& step, const LayerWeights& w, const Tensor& h) {
+  const ModelConfig& c = step.config;
+  if (w.attn_qkv.defined()) {
+    profile::Scope scope("qkv", h, w.attn_qkv.shape());
+    return split_qkv(c, linear(h, w.attn_qkv));
+  }
+  profile::Scope scope("q,k,v", h, w.attn_q.shape());
+  return {split_heads(linear(h, w.attn_q, w.attn_q_bias), c.n_heads, c.head_dim),
+          split_heads(linear(h, w.attn_k, w.attn_k_bias), c.n_kv_heads, c.head_dim),
+          split_heads(linear(h, w.attn_v, w.attn_v_bias), c.n_kv_heads, c.head_dim)};
+}
+
+// Attention of the step's new q / k / v heads over the paged cache (rope, cache write, attention, output
+// projection): -> [N, H] (summed over the ranks of a tensor split).
+Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) {
+  const ModelConfig& c = step.config;
+  const int64_t n = p.q.dim(0);
+  if (w.attn_q_norm.defined()) {
+    profile::Scope scope("qk_norm", p.q);
+    p.q = norm(step, p.q.contiguous(), w.attn_q_norm);
+    p.k = norm(step, p.k.contiguous(), w.attn_k_norm);
+  }
+  const bool local = c.layer_is_local[(size_t)layer];
+  RopeParams rope;
+  rope.mode = c.rope_mode;
+  rope.rotary_dim = c.rotary_dim;
+  rope.mscale = c.rope_attn_factor;
+  rope.freq_ratio = local ? step.rope_ratio_local : step.rope_ratio_global;
+  const Tensor& inv_freq = local ? step.inv_freq_local : step.inv_freq_global;
+  Tensor q;
+  if (step.fused_ops) {
+    profile::Scope scope("rope+kv_write", p.k);
+    q = ops::rope_kv_cache_write(p.q, p.k, p.v, step.positions, inv_freq, rope, step.slots,
+                                 step.cache.k(layer, step.part), step.cache.v(layer, step.part));
+  } else {
+    profile::Scope scope("rope,rope,kv_write", p.k);
+    q = ops::rope(p.q, step.positions, inv_freq, rope);
+    ops::kv_cache_write(ops::rope(p.k, step.positions, inv_freq, rope), p.v, step.slots,
+                        step.cache.k(layer, step.part), step.cache.v(layer, step.part));
+  }
+  AttentionParams params;
+  params.scale = c.attn_scale;
+  params.causal = true;
+  params.window = local ? c.sliding_window : 0;
+  params.softcap = c.attn_softcap;
+  Tensor o;
+  {
+    profile::Scope scope("attention", q, step.block_tables.shape());
+    o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part), step.seq_info,
+                             step.block_tables, params);  // [N, Hq, D]
+  }
+  profile::Scope scope("attn_output", o, w.attn_output.shape());
+  return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output));
+}
+
+// Whether the MLP can run as one stacked gate/up projection followed by swiglu_qmatmul.
+bool fused_swiglu(const StepContext& step, const LayerWeights& w) {
+  return step.fused_ops && !w.ffn_gate.defined() && step.config.activation == Activation::Silu;
+}
+// Whether the attention norm can run inside the q/k/v projection (stacked q/k/v weights).
+bool fused_norm_qkv(const StepContext& step, const LayerWeights& w) {
+  return step.fused_ops && w.attn_qkv.defined();
 }
 }  // namespace
 
@@ -26,46 +105,21 @@ Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w) {
 }
 
 Tensor attention_block(const StepContext& step, const LayerWeights& w, int layer, const Tensor& h) {
-  const ModelConfig& c = step.config;
-  const int64_t n = h.dim(0);
-  const int hq = c.n_heads, hkv = c.n_kv_heads, d = c.head_dim;
-  Tensor q, k, v;
-  if (w.attn_qkv.defined()) {
-    const Tensor qkv = linear(h, w.attn_qkv);  // [N, (Hq + 2 Hkv) * D]
-    q = split_heads(qkv.narrow(1, 0, (int64_t)hq * d), hq, d);
-    k = split_heads(qkv.narrow(1, (int64_t)hq * d, (int64_t)hkv * d), hkv, d);
-    v = split_heads(qkv.narrow(1, (int64_t)(hq + hkv) * d, (int64_t)hkv * d), hkv, d);
-  } else {
-    q = split_heads(linear(h, w.attn_q, w.attn_q_bias), hq, d);
-    k = split_heads(linear(h, w.attn_k, w.attn_k_bias), hkv, d);
-    v = split_heads(linear(h, w.attn_v, w.attn_v_bias), hkv, d);
-  }
-  if (w.attn_q_norm.defined()) {
-    q = norm(step, q.contiguous(), w.attn_q_norm);
-    k = norm(step, k.contiguous(), w.attn_k_norm);
-  }
-  const bool local = c.layer_is_local[(size_t)layer];
-  const Tensor& inv_freq = local ? step.inv_freq_local : step.inv_freq_global;
-  RopeParams rope;
-  rope.mode = c.rope_mode;
-  rope.rotary_dim = c.rotary_dim;
-  rope.mscale = c.rope_attn_factor;
-  rope.freq_ratio = local ? step.rope_ratio_local : step.rope_ratio_global;
-  q = ops::rope(q, step.positions, inv_freq, rope);
-  k = ops::rope(k, step.positions, inv_freq, rope);
-  ops::kv_cache_write(k, v, step.slots, step.cache.k(layer, step.part), step.cache.v(layer, step.part));
-  AttentionParams params;
-  params.scale = c.attn_scale;
-  params.causal = true;
-  params.window = local ? c.sliding_window : 0;
-  params.softcap = c.attn_softcap;
-  const Tensor o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part),
-                                        step.seq_info, step.block_tables, params);  // [N, Hq, D]
-  return reduce_partial(step, linear(o.view({n, (int64_t)hq * d}), w.attn_output));
+  return attend(step, w, layer, project_qkv(step, w, h));
 }
 
 Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h) {
   const ModelConfig& c = step.config;
+  if (fused_swiglu(step, w)) {
+    Tensor gu;
+    {
+      profile::Scope scope("gate_up", h, w.ffn_up.shape());
+      gu = linear(h, w.ffn_up);
+    }
+    profile::Scope scope("swiglu+down", gu, w.ffn_down.shape());
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down));
+  }
+  profile::Scope scope("mlp", h, w.ffn_down.shape());
   Tensor gate, up;
   if (w.ffn_gate.defined()) {
     gate = linear(h, w.ffn_gate);
@@ -81,16 +135,74 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
 }
 
 Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
-  const Tensor h = norm(step, x, w.attn_norm);
-  auto [x1, h2] = ops::add_rms_norm(x, attention_block(step, w, layer, h), w.ffn_norm, step.config.norm_eps);
-  return ops::add(x1, mlp_block(step, w, h2));
+  const ModelConfig& c = step.config;
+  const float eps = c.norm_eps;
+  // Attention: with stacked q/k/v weights (GPUs, fused-qkv files) the norm runs inside the projection.
+  Tensor a;
+  if (fused_norm_qkv(step, w)) {
+    Tensor qkv;
+    {
+      profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
+      qkv = ops::rms_norm_qmatmul(x, w.attn_norm, eps, w.attn_qkv);
+    }
+    a = attend(step, w, layer, split_qkv(c, qkv));
+  } else {
+    Tensor h;
+    {
+      profile::Scope scope("attn_norm", x);
+      h = norm(step, x, w.attn_norm);
+    }
+    a = attention_block(step, w, layer, h);
+  }
+  // MLP: with stacked gate/up weights and SiLU, the residual add and norm run inside the gate/up projection and
+  // the activation and the second residual add inside the down projection (under a tensor split the down
+  // projection's partial sums are all-reduced first, so the residual is added after the reduction).
+  if (fused_swiglu(step, w)) {
+    Tensor x1, gu;
+    {
+      profile::Scope scope("add+ffn_norm+gate_up", x, w.ffn_up.shape());
+      std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
+    }
+    profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
+    if (step.comm) return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down)));
+    return ops::swiglu_qmatmul(gu, w.ffn_down, x1);
+  }
+  Tensor x1, h2;
+  {
+    profile::Scope scope("add+ffn_norm", x);
+    std::tie(x1, h2) = ops::add_rms_norm(x, a, w.ffn_norm, eps);
+  }
+  const Tensor m = mlp_block(step, w, h2);
+  profile::Scope scope("add", x1);
+  return ops::add(x1, m);
 }
 
 Tensor sandwich_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
-  const Tensor h = norm(step, x, w.attn_norm);
-  const Tensor a = norm(step, attention_block(step, w, layer, h), w.post_attention_norm);
-  auto [x1, h2] = ops::add_rms_norm(x, a, w.ffn_norm, step.config.norm_eps);
-  return ops::add(x1, norm(step, mlp_block(step, w, h2), w.post_ffw_norm));
+  const ModelConfig& c = step.config;
+  Tensor a;
+  if (fused_norm_qkv(step, w)) {
+    Tensor qkv;
+    {
+      profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
+      qkv = ops::rms_norm_qmatmul(x, w.attn_norm, c.norm_eps, w.attn_qkv);
+    }
+    a = attend(step, w, layer, split_qkv(c, qkv));
+  } else {
+    Tensor h;
+    {
+      profile::Scope scope("attn_norm", x);
+      h = norm(step, x, w.attn_norm);
+    }
+    a = attention_block(step, w, layer, h);
+  }
+  Tensor x1, h2;
+  {
+    profile::Scope scope("post_norm+add+ffn_norm", x);
+    std::tie(x1, h2) = ops::add_rms_norm(x, norm(step, a, w.post_attention_norm), w.ffn_norm, c.norm_eps);
+  }
+  const Tensor m = mlp_block(step, w, h2);
+  profile::Scope scope("post_norm+add", x);
+  return ops::add(x1, norm(step, m, w.post_ffw_norm));
 }
 
 }  // namespace rbee::llm

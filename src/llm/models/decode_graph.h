@@ -4,8 +4,8 @@
 // A graph replays fixed device addresses and launch shapes, so every input that changes from step to step lives
 // in persistent device tensors of the graph's entry, refreshed in place before each replay:
 //   ints  I32 [5 B + B * W]: tokens [B] | positions [B] | slots [B] | seq_info [B, 3] | block tables [B, W]
-//   x     F32 [B, hidden]:   the step's embeddings (computed eagerly: the embedding lookup checks its ids on the
-//                            host, which a graph cannot record; it is a few launches)
+//   x     F32 [B, hidden]:   the step's embeddings (computed eagerly, a few launches: the rows are addressed
+//                            from the host's token ids, which a graph cannot record)
 // One entry (graph) per shape bucket (B sequences, block-table width W) and set of `bound` addresses: the device
 // memory outside the entry that the step reads or writes in place (the KV cache's per-layer tensors), since a
 // replay uses the addresses of its capture (another KvCache gets its own graphs). W is the number of cache blocks the

@@ -3,16 +3,41 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
+#include "rbee/core/profile.h"
 #include "rbee/ops.h"
 #include "rbee/backend/communicator.h"
 
 namespace rbee::llm {
 
 namespace {
+
+// The type of the layers' matmul weights (blk.0.ffn_down.weight), or nothing for a file without that tensor.
+std::optional<DType> layer_weight_type(const TensorLookup& lookup) {
+  const Tensor t = lookup("blk.0.ffn_down.weight");
+  if (!t.defined()) return std::nullopt;
+  return t.dtype();
+}
+
+// The fused decode step where it was measured to win (docs/perf-notes/gpu-llm.md, "Decode step"): every type.
+bool fused_ops_by_default(std::optional<DType> weight_type) {
+  (void)weight_type;
+  return true;
+}
+
+// Whether a step runs the fused decoder ops (StepContext::fused_ops) and stacks gate/up, from the type of the
+// layers' matmul weights. RBEE_DECODE_FUSION=0: the unfused ops one by one and no gate/up stacking; =1: fused for
+// every weight type (both for comparisons); unset: fused_ops_by_default(type).
+bool fused_ops_for(std::optional<DType> weight_type) {
+  const char* v = std::getenv("RBEE_DECODE_FUSION");
+  if (v != nullptr && std::string_view(v) == "0") return false;
+  if (v != nullptr && std::string_view(v) == "1") return true;
+  return fused_ops_by_default(weight_type);
+}
 
 std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
   std::vector<float> f =
@@ -35,6 +60,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       tokenizer_(std::move(tokenizer)),
       placement_(placement),
       arch_(architecture(config_.arch)),
+      fused_ops_(fused_ops_for(layer_weight_type(lookup))),
       file_keepalive_(std::move(file_keepalive)) {
   const ModelConfig& c = config_;
   placement_.validate(c);
@@ -205,6 +231,22 @@ void Transformer::load_rank(Rank& k, const TensorLookup& lookup, const std::func
         k.weight_bytes += w.attn_qkv.nbytes();
         for (const char* s : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) host.erase(s);
       }
+      // GPUs: gate and up (same type and shape) stacked into one [2I, hidden] ffn_up, gate rows first (the
+      // fused-gate/up layout: mlp_block splits it at I), so a step runs one matvec for both and swiglu_qmatmul
+      // after it. Per rank after the tensor-split cut, so each rank's halves stay its own gate / up rows.
+      const bool stack_gate_up = gpu && fused_ops_ && !c.fused_gate_up && host.count("ffn_gate.weight") &&
+                                 host.count("ffn_up.weight") &&
+                                 fusable_gate_up(host["ffn_gate.weight"], host["ffn_up.weight"]);
+      if (stack_gate_up) {
+        const Tensor gate = host["ffn_gate.weight"].contiguous();
+        const Tensor up = host["ffn_up.weight"].contiguous();
+        w.ffn_up = Tensor::empty_exact({gate.dim(0) + up.dim(0), gate.dim(1)}, gate.dtype(), *k.device);
+        k.device->copy_from_host(w.ffn_up.data(), gate.data(), (size_t)gate.nbytes());
+        k.device->copy_from_host(static_cast<uint8_t*>(w.ffn_up.data()) + gate.nbytes(), up.data(),
+                                 (size_t)up.nbytes());
+        k.weight_bytes += w.ffn_up.nbytes();
+        for (const char* s : {"ffn_gate.weight", "ffn_up.weight"}) host.erase(s);
+      }
       auto put = [&](const char* suffix, Tensor& dst, bool is_norm) {
         const auto it = host.find(suffix);
         if (it != host.end()) dst = place(k, it->second, p + suffix, is_norm);
@@ -243,21 +285,41 @@ void Transformer::load_rank(Rank& k, const TensorLookup& lookup, const std::func
   report();
 }
 
-Tensor Transformer::embed(const Rank& rank, const Tensor& ids) const {
+bool Transformer::fusable_gate_up(const Tensor& gate, const Tensor& up) {
+  return gate.rank() == 2 && up.rank() == 2 && gate.dtype() == up.dtype() && gate.dim(0) == up.dim(0) &&
+         gate.dim(1) == up.dim(1);
+}
+
+Tensor Transformer::embed(const Rank& rank, const Tensor& ids, std::span<const int32_t> host_ids) const {
   const Tensor& table = rank.token_embd;
   Device& device = *rank.device;
   const int64_t n = ids.dim(0), vocab = table.dim(0), hidden = config_.hidden_size;
+  // Embedding row `id` as a new F32 [1, hidden] tensor: never a view of the table (the step writes into the residual
+  // stream in place, e.g. a tensor split's all-reduce, and an F32 table may be a read-only mapping of the file).
+  auto row = [&](int32_t id) {
+    const Tensor r = table.narrow(0, id, 1);
+    return is_quantized(table.dtype()) ? ops::dequantize(r) : r.dtype() == DType::F32 ? r.clone() : ops::cast(r, DType::F32);
+  };
   Tensor x;
-  if (is_quantized(table.dtype()) && table.is_contiguous()) {
+  if ((int64_t)host_ids.size() == n && n <= kRowwiseEmbedTokens) {
+    // Decode: each row addressed from the host's ids (already checked), so nothing waits for the device (the
+    // index ops below check device ids with a read-back, which would stall the host until the previous step ends).
+    if (n == 1) {
+      x = row(host_ids[0]);
+    } else {
+      x = Tensor::empty({n, hidden}, DType::F32, device);
+      for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), row(host_ids[(size_t)i]));
+    }
+  } else if (is_quantized(table.dtype()) && table.is_contiguous()) {
     // Gather the packed rows as bytes, then dequantize them: two launches for any number of tokens.
     const int64_t row_bytes = dtype_row_bytes(table.dtype(), hidden);
     const Tensor bytes = Tensor::wrap(table.data(), {vocab, row_bytes}, DType::U8, device, table.buffer());
     const Tensor rows = ops::index_select(bytes, ids, 0);  // [n, row_bytes]
     x = ops::dequantize(Tensor::wrap(rows.data(), {n, hidden}, table.dtype(), device, rows.buffer()));
   } else if (is_quantized(table.dtype())) {
-    const auto host_ids = ids.to_vector<int32_t>();
+    const auto ids_host = ids.to_vector<int32_t>();
     x = Tensor::empty({n, hidden}, DType::F32, device);
-    for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, host_ids[(size_t)i], 1)));
+    for (int64_t i = 0; i < n; ++i) ops::copy(x.narrow(0, i, 1), ops::dequantize(table.narrow(0, ids_host[(size_t)i], 1)));
   } else {
     x = ops::index_select(table, ids, 0);
     if (x.dtype() != DType::F32) x = ops::cast(x, DType::F32);
@@ -269,10 +331,11 @@ Tensor Transformer::embed(const Rank& rank, const Tensor& ids) const {
 void Transformer::set_decode_graphs(bool enabled) {
   const char* env = std::getenv("RBEE_NO_GRAPH");
   const bool env_off = env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0";
-  // Collectives that cannot be recorded (the host communicator) keep a tensor split eager.
+  // Collectives that cannot be recorded (the host communicator) keep a tensor split eager. The op profile
+  // (RBEE_OP_PROFILE=1) synchronizes around every op, which a graph capture refuses.
   const bool comm_ok = !comm_ || comm_->capturable();
   for (Rank& k : ranks_) {
-    if (enabled && !env_off && comm_ok && k.device->supports_graphs()) {
+    if (enabled && !env_off && comm_ok && !profile::enabled() && k.device->supports_graphs()) {
       if (!k.graphs) k.graphs = std::make_unique<DecodeGraphs>(*k.device, config_.hidden_size);
     } else {
       k.graphs.reset();
@@ -306,7 +369,8 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
                    k.inv_freq_global,
                    k.inv_freq_local,
                    rope_ratio_global_,
-                   rope_ratio_local_};
+                   rope_ratio_local_,
+                   fused_ops_};
   if (comm_) {
     step.part = k.index;
     step.comm = comm_.get();
@@ -321,7 +385,12 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     x = ops::index_select(x, Tensor::from_vector(logit_rows, {(int64_t)logit_rows.size()}, *k.device), 0);
   }
   if (hidden) return ops::rms_norm(x, k.output_norm, c.norm_eps);
-  Tensor logits = ops::qmatmul(ops::rms_norm(x, k.output_norm, c.norm_eps), k.output);
+  Tensor logits;
+  {
+    profile::Scope scope("output_norm+head", x, k.output.shape());
+    logits = fused_ops_ ? ops::rms_norm_qmatmul(x, k.output_norm, c.norm_eps, k.output)
+                        : ops::qmatmul(ops::rms_norm(x, k.output_norm, c.norm_eps), k.output);
+  }
   if (c.final_softcap > 0) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);
   }
@@ -341,18 +410,19 @@ std::vector<const void*> Transformer::bound_cache(const Rank& k, const KvCache& 
 Tensor Transformer::forward_layer_split(KvCache& cache, const std::vector<int32_t>& ints, int64_t n, int64_t b,
                                         int64_t width, bool graphed, const std::vector<int64_t>& logit_rows, bool hidden) {
   Tensor x;  // the previous stage's hidden states (or, after the last stage, the logits)
+  const std::span<const int32_t> host_ids = std::span(ints).subspan(0, (size_t)n);  // the step's token ids
   for (Rank& k : ranks_) {
     if (graphed && k.graphs) {
       x = k.graphs->run(
           b, width, ints, bound_cache(k, cache),
-          [&](const Tensor& ids) { return k.embeds ? embed(k, ids) : x.to(*k.device); },
+          [&](const Tensor& ids) { return k.embeds ? embed(k, ids, host_ids) : x.to(*k.device); },
           [&](const Tensor& dev_ints, const Tensor& xin) {
             return run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
           });
       continue;
     }
     const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, *k.device);
-    const Tensor xin = k.embeds ? embed(k, dev_ints.narrow(0, 0, n)) : x.to(*k.device);
+    const Tensor xin = k.embeds ? embed(k, dev_ints.narrow(0, 0, n), host_ids) : x.to(*k.device);
     x = run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
   }
   return x;
@@ -362,10 +432,11 @@ Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32
                                          int64_t width, bool graphed, const std::vector<int64_t>& logit_rows, bool hidden) {
   std::vector<Tensor> out(ranks_.size());
   const int64_t hidden_size = config_.hidden_size;
+  const std::span<const int32_t> host_ids = std::span(ints).subspan(0, (size_t)n);  // the step's token ids
   // Rank 0 embeds; the others start from zeros, and the first all-reduce gives every rank the embeddings (x + 0
   // is x exactly).
   auto start = [&](const Rank& k, const Tensor& ids) {
-    return k.embeds ? embed(k, ids) : ops::zeros({ids.dim(0), hidden_size}, DType::F32, *k.device);
+    return k.embeds ? embed(k, ids, host_ids) : ops::zeros({ids.dim(0), hidden_size}, DType::F32, *k.device);
   };
   auto body = [&](const Rank& k, const Tensor& dev_ints, const Tensor& xin) {
     comm_->all_reduce_sum(k.index, xin);

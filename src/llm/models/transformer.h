@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "llm/models/architecture.h"
@@ -66,8 +67,15 @@ class Transformer final : public Model {
   // matvec / GEMM and one activation quantization for the three (fewer launches, longer weight streams). Works on
   // the host tensors, before they are placed.
   static bool fusable_qkv(const Tensor& q, const Tensor& k, const Tensor& v);
-  // ids I32 [N] on the rank's device (checked against the vocabulary by the caller) -> embeddings F32 [N, hidden].
-  Tensor embed(const Rank& rank, const Tensor& ids) const;
+  // On GPUs (and unless RBEE_DECODE_FUSION=0): gate and up projections (same type and shape) stacked into one
+  // [2I, hidden] ffn_up matrix, gate rows first (the fused-gate/up layout), so a step runs one matvec for both and
+  // swiglu_qmatmul after it. Host tensors, after the rank's cut.
+  static bool fusable_gate_up(const Tensor& gate, const Tensor& up);
+  // ids I32 [N] on the rank's device and the same ids on the host (checked against the vocabulary by the caller)
+  // -> embeddings F32 [N, hidden]. Up to kRowwiseEmbedTokens tokens: one row copy each, addressed from the host
+  // ids (no read-back of device ids).
+  static constexpr int64_t kRowwiseEmbedTokens = 4;
+  Tensor embed(const Rank& rank, const Tensor& ids, std::span<const int32_t> host_ids) const;
   // The rank's layers (and its head, when it holds it) over the packed index inputs `ints` (DecodeGraphs' layout:
   // tokens [N] | positions [N] | slots [N] | seq_info [B, 3] | block tables [B, width]) and hidden states x
   // [N, hidden]. Returns logits (the head's rank; only `logit_rows` when given, which uploads them) or the hidden
@@ -86,6 +94,7 @@ class Transformer final : public Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   Placement placement_;
   const Architecture& arch_;
+  bool fused_ops_ = true;  // StepContext::fused_ops (by weight type; RBEE_DECODE_FUSION=0 / 1 force it)
   std::vector<Rank> ranks_;
   Tensor rope_freqs_;  // host view (Llama 3.1 GGUF), or undefined
   float rope_ratio_global_ = 0.f, rope_ratio_local_ = 0.f;  // RopeParams::freq_ratio, 0 for scaled tables

@@ -80,6 +80,13 @@ struct Scheduler::Active {
   int prefilled = 0;         // prompt tokens whose keys and values are in the cache
   bool decoding = false;     // prompt done; `next` is the token to feed
   bool awaiting_fork = false;  // a choice > 0 waiting for choice 0's prompt
+  bool uses_prefix_cache = false;  // takes cached blocks for its prompt (generation leaders without prompt rows)
+  // Speculative decoding: this step's drafts, the tokens so far (prompt + generated, for drafting), and the
+  // sequence's state in the draft model's cache (draft_ok: reserved there).
+  std::vector<TokenId> drafts;
+  std::vector<TokenId> context;
+  DraftModel::Sequence draft;
+  bool draft_ok = false;
   TokenId next = -1;
   std::vector<TokenId> generated;
   JobSummary summary;
@@ -91,7 +98,11 @@ Scheduler::Scheduler(Model& model, KvCache& cache, SchedulerOptions options)
   RBEE_CHECK(options_.parallel >= 1, "scheduler: parallel must be >= 1, got {}", options_.parallel);
   RBEE_CHECK(options_.max_queue >= 0, "scheduler: max_queue must be >= 0, got {}", options_.max_queue);
   RBEE_CHECK(options_.prefill_budget >= 1, "scheduler: prefill_budget must be >= 1, got {}", options_.prefill_budget);
-  free_blocks_ = cache_.free_blocks();
+  if (!options_.prefix_cache) cache_.clear_prefix_index();
+  if (options_.speculative.method != SpeculativeOptions::Method::Off) validate(options_.speculative);
+  RBEE_CHECK(options_.speculative.method != SpeculativeOptions::Method::DraftModel || options_.draft != nullptr,
+             "scheduler: draft-model speculation needs a draft model");
+  update_cache_stats();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -183,14 +194,29 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   {
     std::lock_guard lock(mutex_);
-    s.queued = (int)queue_.size();
+    // Cancelled jobs still in the queue (dropped at the next step) are not waiting: routers read this figure.
+    s.queued = (int)std::count_if(queue_.begin(), queue_.end(),
+                                  [](const Queued& q) { return !q.group->handle->cancelled(); });
   }
   s.running = running_count_;
   s.free_blocks = free_blocks_;
   s.total_blocks = cache_.num_blocks();
+  s.block_size = cache_.block_size();
+  s.cached_blocks = cached_blocks_;
+  s.evicted_blocks = evicted_blocks_;
+  s.prefix_queried_tokens = prefix_queried_;
+  s.prefix_hit_tokens = prefix_hits_;
+  s.spec_drafted_tokens = spec_drafted_;
+  s.spec_accepted_tokens = spec_accepted_;
   s.steps = steps_;
   s.max_batch_rows = max_batch_rows_;
   return s;
+}
+
+void Scheduler::update_cache_stats() {
+  free_blocks_ = cache_.free_blocks();
+  cached_blocks_ = cache_.cached_blocks();
+  evicted_blocks_ = cache_.evictions();
 }
 
 void Scheduler::loop() {
@@ -210,7 +236,7 @@ void Scheduler::loop() {
       for (auto& a : running_) finish(*a, StopReason::Error, "internal", e.what());
       running_.clear();
       running_count_ = 0;
-      free_blocks_ = cache_.free_blocks();
+      update_cache_stats();
     }
     if (!worked) {
       std::unique_lock lock(mutex_);
@@ -236,17 +262,38 @@ void Scheduler::admit() {
       }
       const JobRequest& r = q.group->request;
       if ((int)running_.size() + r.n > options_.parallel) break;
+      const int prompt = (int)r.prompt.size();
+      // The leader's cached prefix: held now, so that admission counts only the blocks still to allocate.
+      const bool cacheable = options_.prefix_cache && !r.embed && !r.prompt_logprobs;
+      SequenceKv leader_kv;
+      const int cached = cacheable ? leader_kv.adopt_cached_prefix(cache_, r.prompt, prompt - 1) : 0;
       // First in, first served: the head waits for blocks rather than being overtaken by smaller jobs.
-      if (blocks_needed(r) > cache_.free_blocks()) break;
+      if (blocks_needed(r) - (int)leader_kv.blocks().size() > cache_.free_blocks()) {
+        leader_kv.release(cache_);
+        break;
+      }
       std::shared_ptr<Group> g = std::move(q.group);
       queue_.pop_front();
-      const int prompt = (int)r.prompt.size();
       const int total = prompt + (r.embed ? 0 : r.max_tokens);
       const auto now = Clock::now();
+      if (cacheable) {
+        prefix_queried_ += (uint64_t)prompt;
+        prefix_hits_ += (uint64_t)cached;
+      }
       for (int c = 0; c < r.n; ++c) {
         auto a = std::make_unique<Active>(g, c, model_.tokenizer());
         const int own = c == 0 ? total : total - (prompt / cache_.block_size()) * cache_.block_size();
+        if (c == 0) {
+          a->kv = std::move(leader_kv);
+          a->prefilled = cached;
+          a->summary.cached_prompt_tokens = cached;
+          a->uses_prefix_cache = cacheable;
+        }
         RBEE_ASSERT(a->kv.reserve(cache_, own), "admission: {} positions do not fit the free blocks", own);
+        if (options_.speculative.method == SpeculativeOptions::Method::DraftModel && !r.embed && r.max_tokens > 1) {
+          // A job the draft's cache cannot hold now decodes without drafts.
+          a->draft_ok = options_.draft->reserve(a->draft, total);
+        }
         a->awaiting_fork = c > 0;
         a->admitted = now;
         a->summary.prompt_tokens = prompt;
@@ -299,8 +346,9 @@ void Scheduler::finish(Active& a, StopReason reason, std::string error_code, std
   a.summary.error_code = error_code;
   a.summary.error_message = error_message;
   a.kv.release(cache_);
+  if (a.draft_ok) options_.draft->release(a.draft);
   // stats() shows the job gone before its sink hears that it finished (callers check stats after on_finished).
-  free_blocks_ = cache_.free_blocks();
+  update_cache_stats();
   running_count_ = (int)std::count_if(running_.begin(), running_.end(), [](const auto& j) { return !j->done; });
   a.sink->on_finished(a.summary);
   // Choices still waiting for this sequence's prompt can never start: they end the same way.
@@ -323,6 +371,32 @@ void Scheduler::fork_group(Active& leader) {
     m->awaiting_fork = false;
     m->decoding = true;
   }
+}
+
+void Scheduler::propose_drafts() {
+  const SpeculativeOptions& so = options_.speculative;
+  std::vector<DraftModel::Proposal> proposals;
+  std::vector<Active*> owners;
+  for (auto& a : running_) {
+    a->drafts.clear();
+    if (!a->decoding || a->done) continue;
+    // Positions are reserved for prompt + max_tokens: k drafts write k positions past the next token, and up to
+    // k + 1 tokens come out of the step.
+    const int k = std::min(so.tokens, a->request.max_tokens - (int)a->generated.size() - 1);
+    if (k <= 0) continue;
+    if (a->context.empty()) a->context.assign(a->request.prompt.begin(), a->request.prompt.end());
+    const size_t have = a->context.size() - a->request.prompt.size();
+    a->context.insert(a->context.end(), a->generated.begin() + (long)have, a->generated.end());
+    if (so.method == SpeculativeOptions::Method::PromptLookup) {
+      a->drafts = prompt_lookup_draft(a->context, k, so.ngram_min, so.ngram_max);
+    } else if (a->draft_ok) {
+      proposals.push_back({&a->draft, a->context, k, {}});
+      owners.push_back(a.get());
+    }
+  }
+  if (proposals.empty()) return;
+  options_.draft->propose(proposals);
+  for (size_t i = 0; i < owners.size(); ++i) owners[i]->drafts = std::move(proposals[i].drafts);
 }
 
 std::vector<TokenId> Scheduler::banned_now(const Active& a) const {
@@ -549,7 +623,7 @@ bool Scheduler::step() {
   }
   running_.remove_if([](const auto& a) { return a->done; });
   admit();
-  free_blocks_ = cache_.free_blocks();
+  update_cache_stats();
   if (running_.empty()) return false;
 
   // One batch: every decoding job's next token, then prompt chunks up to the prefill budget.
@@ -562,15 +636,30 @@ bool Scheduler::step() {
   std::vector<Row> rows;
   ForwardBatch batch;
   int out_rows = 0;
+  if (options_.speculative.method != SpeculativeOptions::Method::Off) propose_drafts();
   for (auto& a : running_) {
     if (!a->decoding) continue;
+    // The next token, then the drafts to verify: a row of logits for each (row i checks draft i).
+    const int k = (int)a->drafts.size();
     batch.tokens.push_back(a->next);
-    batch.seqs.push_back({&a->kv, 1, a->kv.length + 1, false});
-    rows.push_back({a.get(), 1, out_rows++, 1});
+    batch.tokens.insert(batch.tokens.end(), a->drafts.begin(), a->drafts.end());
+    batch.seqs.push_back({&a->kv, 1 + k, a->kv.length + 1 + k, k > 0});
+    rows.push_back({a.get(), 1 + k, out_rows, 1 + k});
+    out_rows += 1 + k;
+    a->summary.spec_drafted += k;
+    spec_drafted_ += (uint64_t)k;
   }
   int budget = options_.prefill_budget;
   for (auto& a : running_) {
     if (a->decoding || a->awaiting_fork || a->request.embed || budget <= 0) continue;
+    if (a->uses_prefix_cache) {
+      // Blocks another job published since this one was admitted (e.g. the same system prompt, admitted in the
+      // same step): taken instead of computed.
+      const int gained = a->kv.adopt_cached_prefix(cache_, a->request.prompt, (int)a->request.prompt.size() - 1);
+      a->prefilled = a->kv.length;
+      a->summary.cached_prompt_tokens += gained;
+      prefix_hits_ += (uint64_t)gained;
+    }
     const int n = std::min((int)a->request.prompt.size() - a->prefilled, budget);
     budget -= n;
     const bool all = a->request.prompt_logprobs;
@@ -603,8 +692,37 @@ bool Scheduler::step() {
         Active& a = *r.job;
         if (a.done) continue;
         if (a.decoding) {
-          a.kv.length += 1;
-          draws.push_back({&a, r.first_row});
+          // Row i follows the next token and drafts [0, i): it is valid while every draft before it was accepted,
+          // i.e. equals the token the target itself picks (speculative.h). A job without drafts this step takes
+          // its token with the other plain draws (sampled on the model's device); one with drafts accepts them one
+          // by one, each row sampled on the host (its k + 1 rows come over in one copy), since whether row i + 1
+          // counts depends on the token row i gave. Either way each emitted token takes one draw of the job's
+          // generator, in order.
+          const int k = r.rows - 1;
+          if (k == 0) {
+            a.kv.length += 1;  // the row's input token is now part of the sequence
+            if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, a.request.prompt, a.generated);
+            if (a.draft_ok) DraftModel::rollback(a.draft, a.kv.length);
+            draws.push_back({&a, r.first_row});
+            continue;
+          }
+          std::vector<float> host;
+          try {
+            host = logits.narrow(0, r.first_row, r.rows).to_vector<float>();
+          } catch (const std::exception& e) {
+            log::error("event=sampling_error rows={} error=\"{}\"", r.rows, e.what());
+            finish(a, StopReason::Error, "sampling", e.what());
+            continue;
+          }
+          for (int i = 0;; ++i) {
+            a.kv.length += 1;  // the row's input token is now part of the sequence
+            if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, a.request.prompt, a.generated);
+            advance(a, std::span<const float>(host.data() + (size_t)i * vocab, vocab));
+            if (a.done || i == k || a.generated.back() != a.drafts[(size_t)i]) break;
+            a.summary.spec_accepted += 1;
+            spec_accepted_ += 1;
+          }
+          if (a.draft_ok && !a.done) DraftModel::rollback(a.draft, a.kv.length);
           continue;
         }
         const JobRequest& req = a.request;
@@ -630,7 +748,8 @@ bool Scheduler::step() {
         }
         a.prefilled += r.new_tokens;
         a.kv.length = a.prefilled;
-        a.summary.prompt_tokens_evaluated = a.prefilled;
+        a.summary.prompt_tokens_evaluated = a.prefilled - a.summary.cached_prompt_tokens;
+        if (options_.prefix_cache) a.kv.publish_full_blocks(cache_, req.prompt);
         if (a.prefilled < prompt) continue;  // more prompt to go: this row is not used
         a.decoding = true;
         const int last = r.first_row + r.rows - 1;
@@ -649,7 +768,7 @@ bool Scheduler::step() {
   if (run_embeddings(budget)) worked = true;
   running_.remove_if([](const auto& a) { return a->done; });
   running_count_ = (int)running_.size();
-  free_blocks_ = cache_.free_blocks();
+  update_cache_stats();
   return worked;
 }
 

@@ -22,10 +22,27 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
-nlohmann::json usage(int prompt_tokens, int completion_tokens) {
+// What usage adds up over a job's choices beyond the token counts.
+struct UsageDetails {
+  int cached_tokens = 0;   // prompt tokens served from the prefix cache
+  int drafted = 0, accepted = 0;  // speculative decoding's draft tokens
+  void add(const llm::JobSummary& s) {
+    cached_tokens += s.cached_prompt_tokens;
+    drafted += s.spec_drafted;
+    accepted += s.spec_accepted;
+  }
+};
+
+// OpenAI's usage; cached prompt tokens as prompt_tokens_details.cached_tokens, speculative decoding's accepted and
+// rejected draft tokens as completion_tokens_details.{accepted,rejected}_prediction_tokens (OpenAI's names for
+// predicted outputs, the same idea).
+nlohmann::json usage(int prompt_tokens, int completion_tokens, const UsageDetails& d = {}) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", d.cached_tokens}}},
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", d.accepted}, {"rejected_prediction_tokens", d.drafted - d.accepted}}}};
 }
 
 // The skeleton every response and chunk shares.
@@ -38,6 +55,7 @@ struct StreamState {
   std::vector<size_t> offset;
   int finished = 0;
   int tokens_out = 0;
+  UsageDetails details;
 };
 
 class OpenAiStream {
@@ -110,6 +128,7 @@ class OpenAiStream {
     const bool chat = job_.api == Api::Chat;
     const auto& s = ev.summary;
     state_.tokens_out += s.tokens_out;
+    state_.details.add(s);
     ++state_.finished;
     if (s.reason == llm::StopReason::Error || s.reason == llm::StopReason::Cancelled) {
       const bool timeout = s.error_code == "timeout", oom = s.error_code == "out_of_memory";
@@ -140,7 +159,7 @@ class OpenAiStream {
     if (include_usage_ && state_.finished == job_.choices) {
       nlohmann::json u = envelope(job_, model_, chat ? "chat.completion.chunk" : "text_completion");
       u["choices"] = nlohmann::json::array();
-      u["usage"] = usage(job_.prompt_tokens, state_.tokens_out);
+      u["usage"] = usage(job_.prompt_tokens, state_.tokens_out, state_.details);
       out += sse_data(u);
     }
     return out;
@@ -204,7 +223,9 @@ void completion(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Res
     choices.push_back(std::move(choice));
   }
   out["choices"] = std::move(choices);
-  out["usage"] = usage(job->prompt_tokens, result.tokens_out);
+  UsageDetails details;
+  for (const ChoiceResult& c : result.choices) details.add(c.summary);
+  out["usage"] = usage(job->prompt_tokens, result.tokens_out, details);
   send_json(res, 200, out);
 }
 
@@ -234,7 +255,10 @@ void embeddings(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Res
 }  // namespace
 
 void add_openai_routes(HttpServer& http, LlmWorkerContext& ctx) {
+  // Listed only once the model is loaded (503 "loading" before): routers and clients that probe /v1/models then
+  // never see a model the worker cannot serve yet. /health stays a liveness check.
   http.get("/v1/models", "/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+    ctx.need_service();
     send_json(res, 200,
               {{"object", "list"},
                {"data", nlohmann::json::array({{{"id", ctx.model_name},

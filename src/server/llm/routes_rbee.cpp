@@ -7,6 +7,7 @@
 #include "server/llm/job_stream.h"
 #include "server/llm/logprobs_json.h"
 #include "server/llm/routes.h"
+#include "server/llm/serving_metrics.h"
 #include "server/peer_watch.h"
 #include "server/sse.h"
 #include "server/util.h"
@@ -73,6 +74,7 @@ nlohmann::json LlmWorkerContext::info() {
     if (!memory_plan.is_null()) out["memory_plan"] = memory_plan;
     out["slots"] = {{"running", st.running}, {"queued", st.queued}, {"kv_blocks_free", st.free_blocks},
                     {"kv_blocks_total", st.total_blocks}, {"steps", st.steps}, {"max_batch_rows", st.max_batch_rows}};
+    out["load"] = serving_json(serving_figures(st, parallel));
   }
   return out;
 }
@@ -108,8 +110,9 @@ std::string rbee_frames(const LlmJob& job, const std::string& model, DeviceStats
       }
       const double tps = s.tokens_out > 1 && s.decode_seconds > 0 ? (s.tokens_out - 1) / s.decode_seconds : 0.0;
       out += sse_data({{"type", "metrics"}, {"tokens_per_sec", tps}, {"vram_bytes", device.snapshot().vram_used},
-                       {"prompt_tokens", s.prompt_tokens}, {"time_to_first_token_ms",
-                                                            (s.queue_seconds + s.prompt_seconds) * 1e3}});
+                       {"prompt_tokens", s.prompt_tokens}, {"cached_prompt_tokens", s.cached_prompt_tokens},
+                       {"spec_drafted", s.spec_drafted}, {"spec_accepted", s.spec_accepted},
+                       {"time_to_first_token_ms", (s.queue_seconds + s.prompt_seconds) * 1e3}});
       nlohmann::json end = {{"type", "end"}, {"tokens_out", s.tokens_out}, {"decode_time_ms", s.decode_seconds * 1e3},
                             {"stop_reason", llm::stop_reason_name(s.reason)}};
       if (logprobs && !ev.logprobs.empty()) end["logprobs"] = logprobs_list(tok, ev.logprobs);

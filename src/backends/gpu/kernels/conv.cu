@@ -1,5 +1,6 @@
-// GPU convolutions: conv1d/2d (im2col + GEMM), conv_transpose1d/2d (GEMM + col2im) and the im2col op. NCHW /
-// NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
+// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (implicit GEMM on matrix tiles for 16-bit dtypes,
+// kernels/conv_igemm.cu; else im2col + GEMM and an epilogue kernel), conv_transpose1d/2d (GEMM + col2im) and the
+// im2col op. NCHW / NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
 //
 // conv: per (image, group) the columns col [Cin/g * KH * KW, positions] hold the input under each kernel tap
 // (zero in the padding; a 1x1 kernel with unit stride and no padding reads x itself), and
@@ -16,6 +17,7 @@
 #include "backends/common/conv_geometry.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/conv_igemm.h"
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
@@ -251,6 +253,25 @@ void conv_transpose_forward(GpuDevice& dev, const T* x, const T* w, const ConvGe
   }
 }
 
+// ---- conv2d_fused fallback: epilogue ----
+
+// out[img][co][q] = act(sum[img][co][q] + bias[img?][co] + residual[img][co][q]), rounded once; sum in S (f32 for
+// 16-bit outputs, the output type itself otherwise; sum may alias out).
+template <class T, class S>
+__global__ void conv_epilogue_kernel(const S* sum, const T* bias, int64_t bias_img_stride, const T* residual, int silu,
+                                     int64_t n, int64_t cout, int64_t positions, T* out) {
+  using C = compute_t<T>;
+  const int64_t total = n * cout * positions;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t co = e / positions % cout, img = e / (positions * cout);
+    C v = (C)sum[e];
+    if (bias) v += load(bias + img * bias_img_stride + co);
+    if (residual) v += load(residual + e);
+    if (silu) v = v / (C(1) + exp(-v));
+    store(out + e, v);
+  }
+}
+
 // ---- im2col op ----
 
 // out [n, ho * wo, c * kh * kw]: row (oy, ox), column (ci, ky, kx).
@@ -288,6 +309,46 @@ void GpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
     using T = decltype(tag);
     conv_forward<T>(device_, x.dtype(), static_cast<const T*>(x.data()),
                     static_cast<const T*>(w.data()), g, static_cast<T*>(out.data()));
+  });
+}
+
+void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                              const Conv2dParams& p, bool silu, Tensor& out) {
+  device_.activate();
+  if (out.numel() == 0) return;
+  if (conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
+  // im2col + GEMM into an f32 (f64) sum, then the epilogue rounds once.
+  const ConvGeometry g = geometry_2d(x, w, out, p);
+  const int64_t total = out.numel(), positions = g.ho * g.wo;
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* bp = bias ? static_cast<const T*>(bias->data()) : nullptr;
+    const int64_t bstride = bias && bias->rank() == 2 ? g.cout : 0;
+    const T* rp = residual ? static_cast<const T*>(residual->data()) : nullptr;
+    T* op = static_cast<T*>(out.data());
+    if constexpr (std::is_same_v<T, C>) {
+      conv_forward<T>(device_, x.dtype(), static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, op);
+      conv_epilogue_kernel<T, T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
+          op, bp, bstride, rp, silu ? 1 : 0, g.n, g.cout, positions, op);
+    } else {
+      const int64_t nx = x.numel(), nw = w.numel();
+      const Tensor xw = Tensor::empty({nx}, DType::F32, device_), ww = Tensor::empty({nw}, DType::F32, device_);
+      const Tensor sum = Tensor::empty({total}, DType::F32, device_);
+      float* xf = static_cast<float*>(xw.data());
+      float* wf = static_cast<float*>(ww.data());
+      float* sf = static_cast<float*>(sum.data());
+      widen_kernel<T, float><<<grid_for(nx, kThreads), kThreads, 0, device_.stream()>>>(
+          static_cast<const T*>(x.data()), nx, xf);
+      RBEE_GPU_CHECK_LAUNCH();
+      widen_kernel<T, float><<<grid_for(nw, kThreads), kThreads, 0, device_.stream()>>>(
+          static_cast<const T*>(w.data()), nw, wf);
+      RBEE_GPU_CHECK_LAUNCH();
+      conv_forward<float>(device_, DType::F32, xf, wf, g, sf);
+      conv_epilogue_kernel<T, float><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
+          sf, bp, bstride, rp, silu ? 1 : 0, g.n, g.cout, positions, op);
+    }
+    RBEE_GPU_CHECK_LAUNCH();
   });
 }
 

@@ -136,7 +136,8 @@ __global__ void group_finalize_kernel(const T* x, const ShiftedSums* partial, in
 }
 
 // x, out [batch, channels, spatial]; group g of image i covers channels [g * per_group, (g + 1) * per_group).
-template <class T>
+// SILU: out = silu(normalized value) in the compute type, rounded once (group_norm_silu).
+template <class T, bool SILU>
 __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const T* w, const T* b, int64_t total,
                                    int64_t channels, int64_t spatial, int64_t per_group, T* out) {
   using C = compute_t<T>;
@@ -148,7 +149,9 @@ __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const 
     const C mean = stats[2 * g], rstd = stats[2 * g + 1];
     const C a = w ? rstd * load(w + ch) : rstd;
     const C shift_b = b ? load(b + ch) : C(0);
-    store(out + e, (load(x + e) - mean) * a + shift_b);
+    C v = (load(x + e) - mean) * a + shift_b;
+    if constexpr (SILU) v = v / (C(1) + exp(-v));
+    store(out + e, v);
   }
 }
 
@@ -174,8 +177,12 @@ void GpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor*
   });
 }
 
-void GpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
-                            Tensor& out) {
+namespace {
+
+// group_norm (SILU false) and group_norm_silu: statistics in f64 partial sums, then one apply pass.
+template <bool SILU>
+void group_norm_impl(GpuDevice& device_, const Tensor& x, int groups, const Tensor* weight, const Tensor* bias,
+                     float eps, Tensor& out) {
   device_.activate();
   const int64_t batch = x.dim(0), channels = x.dim(1), spatial = x.dim(2);
   const int64_t per_group = channels / groups, chunk = per_group * spatial, groups_total = batch * groups;
@@ -196,11 +203,23 @@ void GpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, c
         px, sums, groups_total, chunk, slices, eps, static_cast<C*>(stats.data()));
     RBEE_GPU_CHECK_LAUNCH();
     const int64_t total = x.numel();
-    group_apply_kernel<T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
+    group_apply_kernel<T, SILU><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
         px, static_cast<const C*>(stats.data()), data_or_null<T>(weight), data_or_null<T>(bias), total, channels,
         spatial, per_group, static_cast<T*>(out.data()));
     RBEE_GPU_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void GpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
+                            Tensor& out) {
+  group_norm_impl<false>(device_, x, groups, weight, bias, eps, out);
+}
+
+void GpuKernels::group_norm_silu(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
+                                 Tensor& out) {
+  group_norm_impl<true>(device_, x, groups, weight, bias, eps, out);
 }
 
 }  // namespace rbee::gpu

@@ -81,14 +81,15 @@ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpr
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 __device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_to_float((uint16_t)ld_u16(p)); }
 
-// 16 bytes at any address, from one or two aligned 16-byte loads and funnel shifts. Blocks of 18, 22, 34...
-// bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp instruction
-// on few cache lines. The second load is issued only when p is not 16-byte aligned, so nothing is read from a
-// 16-byte segment that holds none of the requested bytes (no access past the end of an allocation).
+// 16 bytes at any address, from the aligned 16-byte segments covering them and funnel shifts. Blocks of 18, 22,
+// 34... bytes make a warp's loads scattered 2-byte-aligned pieces; aligned 16-byte loads keep each warp
+// instruction on few cache lines. Branch-free, so the loads of consecutive calls issue back to back: the second
+// load reads the next segment when p is not 16-byte aligned and the first one again when it is, so nothing is
+// read from a segment that holds none of the requested bytes (no access past the end of an allocation).
 // Split in two so that a kernel can issue the loads early and shift later (MMQ prefetches a step ahead):
 // ld_16B_raw issues the loads, bytes16 shifts; ld_16B does both.
 struct Raw16 {
-  uint4 v0, v1;  // the aligned segments (v1 zero when p is aligned)
+  uint4 v0, v1;  // the aligned segments (v1 unused when p is aligned: bytes16 then takes v0 alone)
   int shift;     // p % 16
 };
 __device__ __forceinline__ Raw16 ld_16B_raw(const uint8_t* p) {
@@ -97,7 +98,15 @@ __device__ __forceinline__ Raw16 ld_16B_raw(const uint8_t* p) {
   Raw16 r;
   r.shift = (int)(addr & 15);
   r.v0 = base[0];
-  r.v1 = r.shift != 0 ? base[1] : make_uint4(0, 0, 0, 0);
+  r.v1 = base[r.shift != 0 ? 1 : 0];
+  return r;
+}
+// 16 bytes at a 16-byte aligned address: one load (shift 0 known at compile time, so bytes16 is free).
+__device__ __forceinline__ Raw16 ld_16B_raw_aligned(const uint8_t* p) {
+  Raw16 r;
+  r.v0 = *reinterpret_cast<const uint4*>(p);
+  r.v1 = make_uint4(0, 0, 0, 0);
+  r.shift = 0;
   return r;
 }
 __device__ __forceinline__ Bytes16 bytes16(const Raw16& raw) {
@@ -137,16 +146,19 @@ __device__ __forceinline__ int byte_at(const Bytes16& v, int b) {
   return (int)((word >> (8 * (b & 3))) & 0xFFu);
 }
 
-// Scale and min j (< 8) of Q4_K / Q5_K, whose 12 packed bytes start at byte 4 of the block header `hdr`
-// (see the CPU's unpack_scale_min_k4).
-__device__ __forceinline__ void scale_min_k4(const Bytes16& hdr, int j, int& sc, int& mn) {
-  if (j < 4) {
-    sc = byte_at(hdr, 4 + j) & 63;
-    mn = byte_at(hdr, 8 + j) & 63;
-  } else {
-    sc = (byte_at(hdr, 8 + j) & 0x0F) | ((byte_at(hdr, j) >> 6) << 4);
-    mn = (byte_at(hdr, 8 + j) >> 4) | ((byte_at(hdr, 4 + j) >> 6) << 4);
-  }
+// Scales and mins 2p and 2p + 1 (p < 4) of Q4_K / Q5_K, whose 12 packed bytes are bytes 4..15 of the block
+// header `hdr` (the CPU's unpack_scale_min_k4 for j = 2p, 2p + 1). All eight 6-bit scales and mins are unpacked
+// with word operations (scales j < 4: low 6 bits of bytes 4..7; mins j < 4: of bytes 8..11; j >= 4: the low /
+// high nibbles of bytes 12..15 with the top 2 bits of bytes 4..7 / 8..11 above them), then two bytes selected.
+__device__ __forceinline__ void scale_min_k4_pair(const Bytes16& hdr, int p, int (&sc)[2], int (&mn)[2]) {
+  const uint32_t a = hdr.w[1], b = hdr.w[2], c = hdr.w[3];
+  const uint32_t sc_w = p < 2 ? (a & 0x3F3F3F3Fu) : ((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
+  const uint32_t mn_w = p < 2 ? (b & 0x3F3F3F3Fu) : (((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
+  const int shift = 16 * (p & 1);
+  sc[0] = (int)((sc_w >> shift) & 0xFFu);
+  sc[1] = (int)((sc_w >> (shift + 8)) & 0xFFu);
+  mn[0] = (int)((mn_w >> shift) & 0xFFu);
+  mn[1] = (int)((mn_w >> (shift + 8)) & 0xFFu);
 }
 // Signed 6-bit scale i (< 16) of Q3_K, in -32..31; its 12 scale bytes start at byte `at` of `v`.
 __device__ __forceinline__ int q3k_scale(const Bytes16& v, int at, int i) {
@@ -169,12 +181,15 @@ __device__ __forceinline__ void split_nibbles(const Bytes16& v, Item& o) {
 // decode it later (MMQ prefetches the next K step's weights this way). `it` must be the same for both.
 template <DType T>
 struct RawItem {
-  uint32_t h0 = 0, h1 = 0;  // 2- or 4-byte header fields (f16 scales, Q5 high bits, Q8_K's f32 scale)
+  uint32_t h0 = 0, h1 = 0;  // 2- or 4-byte header fields (f16 scales, Q5 high bits, Q8_K's f32 scale, Q6_K's
+                            // two int8 scales)
   Raw16 v[3];               // up to three 16-byte pieces (levels, high bits, K-quant scale headers)
 };
 
-// Issues the loads of item `it` (< kItems) of the block at `blk`.
-template <DType T>
+// Issues the loads of item `it` (< kItems) of the block at `blk`. kAligned16: the caller guarantees that blk is
+// 16-byte aligned; Q4_K and Q5_K (144- and 176-byte blocks, every 16-byte field at a multiple of 16) then load
+// their fields with single aligned loads. Other types ignore it.
+template <DType T, bool kAligned16 = false>
 __device__ __forceinline__ void load_item(const uint8_t* blk, int it, RawItem<T>& r) {
   if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
     constexpr int qs = T == DType::Q4_0 ? 2 : 4;
@@ -205,14 +220,18 @@ __device__ __forceinline__ void load_item(const uint8_t* blk, int it, RawItem<T>
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     const int p = it >> 1, h = it & 1;
     constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
-    r.v[0] = ld_16B_raw(blk);  // d, dmin, scales[12]
-    r.v[1] = ld_16B_raw(blk + qs_at + 32 * p + 16 * h);
-    if constexpr (T == DType::Q5_K) r.v[2] = ld_16B_raw(blk + 16 + 16 * h);
+    auto ld = [](const uint8_t* q) { return kAligned16 ? ld_16B_raw_aligned(q) : ld_16B_raw(q); };
+    r.v[0] = ld(blk);  // d, dmin, scales[12]
+    r.v[1] = ld(blk + qs_at + 32 * p + 16 * h);
+    if constexpr (T == DType::Q5_K) r.v[2] = ld(blk + 16 + 16 * h);
   } else if constexpr (T == DType::Q6_K) {
     const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
     r.v[0] = ld_16B_raw(blk + 64 * n + 32 * s + 16 * lh);
     r.v[1] = ld_16B_raw(blk + 128 + 32 * n + 16 * lh);
-    r.v[2] = ld_16B_raw(blk + 192);
+    // The two int8 scales of the item (sub-blocks 8n + 2g + lh, g = s and s + 2), one byte each, instead of the
+    // 16 scale bytes: h1 = scale(g = s) | scale(g = s + 2) << 8.
+    const uint8_t* sc = blk + 192 + 8 * n + 2 * s + lh;
+    r.h1 = (uint32_t)sc[0] | ((uint32_t)sc[4] << 8);
     r.h0 = ld_u16(blk + 208);
   } else {
     static_assert(T == DType::Q8_K, "load_item: unhandled block type");
@@ -326,11 +345,14 @@ __device__ __forceinline__ void decode_raw(const RawItem<T>& r, int it, Item& o)
       }
     }
     const float d = f16_to_float((uint16_t)(hdr.w[0] & 0xFFFFu)), dmin = f16_to_float((uint16_t)(hdr.w[0] >> 16));
+    int sc[2], mn[2];
+    scale_min_k4_pair(hdr, p, sc, mn);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      scale_min_k4(hdr, 2 * p + half, o.sc[half], o.mn[half]);
-      o.a[half] = mul_rn(d, (float)o.sc[half]);
-      o.b[half] = -mul_rn(dmin, (float)o.mn[half]);
+      o.sc[half] = sc[half];
+      o.mn[half] = mn[half];
+      o.a[half] = mul_rn(d, (float)sc[half]);
+      o.b[half] = -mul_rn(dmin, (float)mn[half]);
       o.e[half] = 64 * p + 32 * half + 16 * h;
     }
     o.d = d;
@@ -340,7 +362,7 @@ __device__ __forceinline__ void decode_raw(const RawItem<T>& r, int it, Item& o)
     // l in [16lh, 16lh + 16): low 4 bits from ql[64n + 32s + l] (low nibble for g = s, high for g = s + 2),
     // high 2 bits at bit 2g of qh[32n + l]; sub-block 8n + 2g + lh; level q - 32.
     const int n = it >> 2, s = (it >> 1) & 1, lh = it & 1;
-    const Bytes16 ql = bytes16(r.v[0]), qh = bytes16(r.v[1]), scales = bytes16(r.v[2]);
+    const Bytes16 ql = bytes16(r.v[0]), qh = bytes16(r.v[1]);
     const float d = f16_to_float((uint16_t)r.h0);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -351,7 +373,7 @@ __device__ __forceinline__ void decode_raw(const RawItem<T>& r, int it, Item& o)
         const uint32_t high = ((qh.w[i] >> (2 * g)) & 0x03030303u) << 4;
         o.q[4 * half + i] = sub_bytes(low | high, 32);
       }
-      o.sc[half] = (int8_t)byte_at(scales, 8 * n + 2 * g + lh);
+      o.sc[half] = (int8_t)(uint8_t)(r.h1 >> (8 * half));  // scales[16] at 192 (load_item)
       o.mn[half] = 0;
       o.a[half] = mul_rn(d, (float)o.sc[half]);
       o.e[half] = 128 * n + 32 * g + 16 * lh;
@@ -379,12 +401,34 @@ __device__ __forceinline__ void decode_raw(const RawItem<T>& r, int it, Item& o)
   }
 }
 
-// Decodes item `it` (< kItems) of the block at `blk`.
-template <DType T>
+// Decodes item `it` (< kItems) of the block at `blk` (kAligned16: as for load_item).
+template <DType T, bool kAligned16 = false>
 __device__ __forceinline__ void decode_item(const uint8_t* blk, int it, Item& o) {
   RawItem<T> r;
-  load_item<T>(blk, it, r);
+  load_item<T, kAligned16>(blk, it, r);
   decode_raw<T>(r, it, o);
+}
+
+// Items 2p and 2p + 1 (p < 4) of a Q4_K / Q5_K block: the two 16-byte halves of qs bytes [32p, 32p + 32), whose
+// elements lie in the same sub-blocks 2p and 2p + 1, so one header load and one scale unpack serve both (the
+// header's registers are shared; decode_raw's header arithmetic on them is the same for both items). Equal to
+// decode_item(blk, 2p, o0) and decode_item(blk, 2p + 1, o1).
+template <DType T, bool kAligned16 = false>
+__device__ __forceinline__ void decode_item_pair(const uint8_t* blk, int p, Item& o0, Item& o1) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "decode_item_pair: Q4_K / Q5_K only");
+  constexpr int qs_at = T == DType::Q4_K ? 16 : 48;
+  auto ld = [](const uint8_t* q) { return kAligned16 ? ld_16B_raw_aligned(q) : ld_16B_raw(q); };
+  RawItem<T> r0, r1;
+  r0.v[0] = ld(blk);  // d, dmin, scales[12]
+  r1.v[0] = r0.v[0];
+  r0.v[1] = ld(blk + qs_at + 32 * p);
+  r1.v[1] = ld(blk + qs_at + 32 * p + 16);
+  if constexpr (T == DType::Q5_K) {
+    r0.v[2] = ld(blk + 16);  // qh[0..15]
+    r1.v[2] = ld(blk + 32);  // qh[16..31]
+  }
+  decode_raw<T>(r0, 2 * p, o0);
+  decode_raw<T>(r1, 2 * p + 1, o1);
 }
 
 // Signed byte k (< 4) of a packed word.

@@ -51,15 +51,19 @@ __device__ __forceinline__ float activation(float v) {
 }
 
 template <class T, int M, int R, bool kVec>
-__global__ void __launch_bounds__(kMatvecThreads) float_gemv_kernel(const T* __restrict__ w, int64_t n, int64_t k,
-                                                                    const float* __restrict__ x, int m_valid,
-                                                                    float* __restrict__ out, int64_t ldo) {
+__global__ void __launch_bounds__(kMatvecThreads)
+    float_gemv_kernel(const T* __restrict__ w, int64_t n, int64_t k, const float* __restrict__ x, int m_valid,
+                      float* __restrict__ out, int64_t ldo, const float* __restrict__ residual, bool prefetch) {
   constexpr int W = RBEE_DEVICE_WARP_SIZE;
   constexpr int C = Chunk<T, kVec>::kElems;
   const int lane = threadIdx.x % W;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / W;
-  const int64_t row0 = warp * R;
-  if (row0 >= n) return;  // uniform over the warp
+  const int64_t row0 = warp * R;  // warps past the last row run on clamped rows and store nothing
+  if (prefetch && lane == 0 && row0 < n) {
+    prefetch_rows(reinterpret_cast<const uint8_t*>(w), row0, row0 + R <= n ? R : n - row0, k * (int64_t)sizeof(T));
+  }
+  grid_dependency_trigger();
+  grid_dependency_wait();  // x comes from an earlier launch (launch_decode_kernel)
   const T* rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = w + (row0 + r < n ? row0 + r : n - 1) * k;
@@ -102,16 +106,16 @@ __global__ void __launch_bounds__(kMatvecThreads) float_gemv_kernel(const T* __r
       }
     }
   }
-  reduce_and_store<M, R>(acc, lane, row0, n, m_valid, out, ldo);
+  reduce_and_store<M, R>(acc, lane, row0, n, m_valid, out, ldo, residual);
 }
 
 template <class T, int M, int R, bool kVec>
 void launch_shape(GpuDevice& device, const GemvArgs& a) {
   const int64_t warps_per_block = kMatvecThreads / device.props().warp_size;
   const int64_t blocks = ((a.n + R - 1) / R + warps_per_block - 1) / warps_per_block;
-  float_gemv_kernel<T, M, R, kVec><<<(unsigned)blocks, kMatvecThreads, 0, device.stream()>>>(
-      static_cast<const T*>(a.w), a.n, a.k, a.x, a.m, a.out, a.ldo);
-  RBEE_GPU_CHECK_LAUNCH();
+  launch_decode_kernel(float_gemv_kernel<T, M, R, kVec>, dim3((unsigned)blocks), dim3(kMatvecThreads), 0,
+                       device.stream(), static_cast<const T*>(a.w), a.n, a.k, a.x, a.m, a.out, a.ldo, a.residual,
+                       a.prefetch);
 }
 
 template <class T, bool kVec>

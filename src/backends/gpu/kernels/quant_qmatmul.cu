@@ -18,9 +18,17 @@
 //    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
 //    weights used in place; F32 weights take an f32 GEMM (no TF32). Without BLAS (ROCm without rocBLAS) or if
 //    it refuses: the gemv for every M.
+//
+// The fused decoder ops (norm_qmatmul, swiglu_qmatmul; op_table.def) run the same paths after a fused
+// activation pass (quant_activation.cu): norm_qmatmul quantizes rms_norm(x [+ residual]) in one launch,
+// swiglu_qmatmul quantizes silu(gate) * up of a stacked gate/up row in one launch and adds its residual in the
+// matvec / gemv epilogue. Every activation pass also asks for the first kPrefetchCap bytes of the weights in L2,
+// so a decode step's matvec starts on warm lines.
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
+#include <string_view>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -69,6 +77,86 @@ bool fits_blas(int64_t m, int64_t n, int64_t k) {
   return m <= kMax && n <= kMax && k <= kMax;
 }
 
+// Cap of the L2 prefetch an activation pass issues for the weights of the launch after it (L2 is 50 MB on H100;
+// the matvec's own per-warp prefetches take over beyond this).
+constexpr int64_t kPrefetchCap = int64_t{24} << 20;
+
+quant::Prefetch prefetch_of(const Tensor& w) {
+  return quant::Prefetch{w.data(), std::min<int64_t>(w.nbytes(), kPrefetchCap)};
+}
+
+// The split-K counters the activation pass before an m-row block-type product zeroes: MMQ's, or none (matvec).
+int64_t mmq_counters(int64_t m) { return m >= mmq_min_rows() ? quant::kMmqCounters : 0; }
+
+// out [m, N] = acts . w^T (+ residual [m, N]) for block weights w: MMQ from mmq_min_rows() rows, else matvec
+// launches of up to kQuantMatvecMaxRows rows with the residual added in their epilogue. Returns whether the
+// residual was added (MMQ leaves it to the caller).
+bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w, int64_t m, float* out,
+                   const float* residual) {
+  const int64_t n = w.dim(0), k = w.dim(1);
+  const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
+  const auto* wp = static_cast<const uint8_t*>(w.data());
+  if (m >= mmq_min_rows()) {
+    quant::launch_mmq(device, w.dtype(), {wp, n, k, row_bytes, acts, m, out, n, acts.zeroed});
+    return residual == nullptr;
+  }
+  const bool prefetch = quant::l2_prefetch_enabled();
+  for (int64_t m0 = 0; m0 < m; m0 += quant::kQuantMatvecMaxRows) {
+    quant::QmvArgs args{};
+    args.w = wp;
+    args.n = n;
+    args.k = k;
+    args.row_bytes = row_bytes;
+    args.x = quant::QActs{acts.q + m0 * k, acts.d + m0 * (k / 32), acts.s + m0 * (k / 16), k};
+    args.m = (int)std::min<int64_t>(quant::kQuantMatvecMaxRows, m - m0);
+    args.out = out + m0 * n;
+    args.ldo = n;
+    args.residual = residual ? residual + m0 * n : nullptr;
+    args.prefetch = prefetch;
+    quant::launch_quant_matvec(device, w.dtype(), args);
+  }
+  return true;
+}
+
+// out [m, N] = x . w^T (+ residual) for F32 / F16 / BF16 weights, x [m, K] f32 with a 16-byte aligned base:
+// one GEMM above kMatvecMaxRows rows when the vendor BLAS takes it, else the gemv kernels (residual in their
+// epilogue). Returns whether the residual was added.
+bool run_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out, const float* residual) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  const bool blas_ok = device.blas() != nullptr && fits_blas(m, n, k);
+  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on).
+  if (m > quant::kMatvecMaxRows && blas_ok && blas_float(device, x, w, out)) return residual == nullptr;
+  const float* xp = static_cast<const float*>(x.data());
+  const bool prefetch = quant::l2_prefetch_enabled();
+  for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
+    quant::GemvArgs args{};
+    args.w = w.data();
+    args.n = n;
+    args.k = k;
+    args.x = xp + m0 * k;
+    args.m = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
+    args.out = out + m0 * n;
+    args.ldo = n;
+    args.residual = residual ? residual + m0 * n : nullptr;
+    args.prefetch = prefetch;
+    quant::launch_float_gemv(device, w.dtype(), args);
+  }
+  return true;
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs) {
+    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return fallback;
+  return std::string_view(v) != "0";
+}
+
 }  // namespace
 
 namespace quant {
@@ -77,6 +165,25 @@ void launch_quant_matvec(GpuDevice& device, DType type, const QmvArgs& args) {
 }
 void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args) {
   visit_block_type(type, [&](auto tag) { launch_mmq_typed<decltype(tag)::value>(device, args); });
+}
+bool l2_prefetch_enabled() {
+  static const bool on = env_flag("RBEE_L2_PREFETCH", false);
+  return on;
+}
+bool pdl_enabled() {
+  static const bool on = env_flag("RBEE_PDL", false);
+  return on;
+}
+bool matvec_pairs() {
+  static const bool on = env_flag("RBEE_MATVEC_PAIRS", false);
+  return on;
+}
+int matvec_rows_m1() {
+  static const int rows = [] {
+    const char* v = std::getenv("RBEE_MATVEC_R");
+    return v != nullptr && std::string_view(v) == "1" ? 1 : 2;
+  }();
+  return rows;
 }
 }  // namespace quant
 
@@ -90,34 +197,74 @@ void GpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   }
   const Tensor xa = aligned_rows(x, device_);
-  const float* xp = static_cast<const float*>(xa.data());
-  const bool blas_ok = device_.blas() != nullptr && fits_blas(m, n, k);
-
   if (is_quantized(w.dtype())) {
     Tensor scratch;
-    const bool mmq = m >= mmq_min_rows();
-    const quant::QActs acts = quant::quantize_activations(device_, xp, m, k, dtype_block_size(w.dtype()) == 256,
-                                                          scratch, mmq ? quant::kMmqCounters : 0);
-    const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
-    const auto* wp = static_cast<const uint8_t*>(w.data());
-    if (mmq) {
-      quant::launch_mmq(device_, w.dtype(), {wp, n, k, row_bytes, acts, m, dst, n, acts.zeroed});
-      return;
-    }
-    for (int64_t m0 = 0; m0 < m; m0 += quant::kQuantMatvecMaxRows) {
-      const quant::QActs rows{acts.q + m0 * k, acts.d + m0 * (k / 32), acts.s + m0 * (k / 16), k};
-      const int mc = (int)std::min<int64_t>(quant::kQuantMatvecMaxRows, m - m0);
-      quant::launch_quant_matvec(device_, w.dtype(), {wp, n, k, row_bytes, rows, mc, dst + m0 * n, n});
-    }
+    const quant::QActs acts =
+        quant::quantize_activations(device_, static_cast<const float*>(xa.data()), m, k,
+                                    dtype_block_size(w.dtype()) == 256, scratch, mmq_counters(m), prefetch_of(w));
+    run_quantized(device_, acts, w, m, dst, nullptr);
     return;
   }
+  run_float(device_, xa, w, dst, nullptr);
+}
 
-  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on).
-  if (m > quant::kMatvecMaxRows && blas_ok && blas_float(device_, xa, w, dst)) return;
-  for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
-    const int mc = (int)std::min<int64_t>(quant::kMatvecMaxRows, m - m0);
-    quant::launch_float_gemv(device_, w.dtype(), {w.data(), n, k, xp + m0 * k, mc, dst + m0 * n, n});
+void GpuKernels::norm_qmatmul(const Tensor& x, const Tensor& w, const Tensor& norm_weight, const Tensor* residual,
+                              float eps, Tensor* sum_out, Tensor& out) {
+  device_.activate();
+  const int64_t m = x.dim(0), k = x.dim(1);
+  const float* res = residual ? static_cast<const float*>(residual->data()) : nullptr;
+  float* sum = sum_out ? static_cast<float*>(sum_out->data()) : nullptr;
+  const bool fused = k % 8 == 0 && aligned16({x.data(), res, norm_weight.data(), sum});
+  if (!fused) {  // the composition, unfused
+    Tensor h = Tensor::empty({m, k}, DType::F32, device_);
+    if (residual) add_rms_norm(x, *residual, norm_weight, eps, *sum_out, h);
+    else rms_norm(x, &norm_weight, eps, h);
+    qmatmul(h, w, out);
+    return;
   }
+  const float* xp = static_cast<const float*>(x.data());
+  const float* nw = static_cast<const float*>(norm_weight.data());
+  float* dst = static_cast<float*>(out.data());
+  if (is_quantized(w.dtype())) {
+    Tensor scratch;
+    const quant::QActs acts =
+        quant::quantize_norm_activations(device_, xp, res, nw, eps, m, k, dtype_block_size(w.dtype()) == 256, sum,
+                                         scratch, mmq_counters(m), prefetch_of(w));
+    run_quantized(device_, acts, w, m, dst, nullptr);
+    return;
+  }
+  Tensor h = Tensor::empty({m, k}, DType::F32, device_);
+  quant::launch_norm_rows(device_, xp, res, nw, eps, m, k, sum, static_cast<float*>(h.data()), prefetch_of(w));
+  run_float(device_, h, w, dst, nullptr);
+}
+
+void GpuKernels::swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Tensor* residual, Tensor& out) {
+  device_.activate();
+  const int64_t m = gate_up.dim(0), inner = gate_up.dim(1) / 2;
+  const float* res = residual ? static_cast<const float*>(residual->data()) : nullptr;
+  float* dst = static_cast<float*>(out.data());
+  bool added = false;
+  if (inner % 8 != 0 || !aligned16({gate_up.data()})) {  // the composition, unfused
+    Tensor gate = Tensor::empty({m, inner}, DType::F32, device_), up = Tensor::empty({m, inner}, DType::F32, device_);
+    copy(gate_up.narrow(1, 0, inner), gate);
+    copy(gate_up.narrow(1, inner, inner), up);
+    Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
+    swiglu(gate, up, act);
+    qmatmul(act, w, out);
+  } else if (is_quantized(w.dtype())) {
+    Tensor scratch;
+    const quant::QActs acts =
+        quant::quantize_swiglu_activations(device_, static_cast<const float*>(gate_up.data()), m, inner,
+                                           dtype_block_size(w.dtype()) == 256, scratch, mmq_counters(m),
+                                           prefetch_of(w));
+    added = run_quantized(device_, acts, w, m, dst, res);
+  } else {
+    Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
+    quant::launch_swiglu_rows(device_, static_cast<const float*>(gate_up.data()), m, inner,
+                              static_cast<float*>(act.data()), prefetch_of(w));
+    added = run_float(device_, act, w, dst, res);
+  }
+  if (residual && !added) binary(BinaryOp::Add, out, *residual, out);
 }
 
 }  // namespace rbee::gpu

@@ -15,6 +15,7 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
@@ -139,7 +140,162 @@ void launch_rope(GpuDevice& dev, const T* x, const int32_t* positions, const flo
   RBEE_GPU_CHECK_LAUNCH();
 }
 
+// rope_kv_cache_write: q, k, v of one step ([N, H, D] views, contiguous last axis) -> rope(q) into q_out
+// [N, Hq, D], rope(k) and v into the caches at each token's slot, in one launch. Work units as in rope_kernel,
+// over Hq + 2 Hkv heads per token (v heads are copied unit by unit). Slots outside the cache are skipped (the
+// front-end checks host slots only).
+struct RopeKvGeometry {
+  int64_t tokens, dim, half;
+  int hq, hkv;
+  int64_t q_s0, q_s1, k_s0, k_s1, v_s0, v_s1;
+  int64_t rot_units, units;
+  int64_t capacity;
+  bool neox;
+  float mscale, freq_ratio;
+};
+
+template <class O, int V>
+__global__ void __launch_bounds__(kThreads)
+    rope_kv_kernel(const float* q, const float* k, const float* v, const int32_t* positions, const float* inv_freq,
+                   const int32_t* slots, RopeKvGeometry g, float* q_out, O* k_cache, O* v_cache) {
+  grid_dependency_trigger();
+  grid_dependency_wait();  // q, k, v come from the projection just before (launch_decode_kernel)
+  const int heads = g.hq + 2 * g.hkv;
+  const int64_t total = g.tokens * heads * g.units;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t u = e % g.units, n = e / (g.units * heads);
+    const int h = (int)(e / g.units % heads);
+    const int kind = h < g.hq ? 0 : h < g.hq + g.hkv ? 1 : 2;  // q, k, v head
+    const int hh = kind == 0 ? h : kind == 1 ? h - g.hq : h - g.hq - g.hkv;
+    const float* src = kind == 0 ? q + n * g.q_s0 + hh * g.q_s1
+                       : kind == 1 ? k + n * g.k_s0 + hh * g.k_s1
+                                   : v + n * g.v_s0 + hh * g.v_s1;
+    float* qdst = nullptr;
+    O* cdst = nullptr;
+    if (kind == 0) {
+      qdst = q_out + (n * g.hq + hh) * g.dim;
+    } else {
+      const int64_t slot = slots[n];
+      if (slot < 0 || slot >= g.capacity) continue;
+      cdst = (kind == 1 ? k_cache : v_cache) + (slot * g.hkv + hh) * g.dim;
+    }
+    // The unit's elements: two runs of V (a, b) for rotary units, one run (a) for pass-through units.
+    int64_t at_a, at_b = -1;
+    if (u >= g.rot_units) {
+      at_a = 2 * g.half + (u - g.rot_units) * V;
+    } else if (g.neox) {
+      at_a = u * V;
+      at_b = u * V + g.half;
+    } else {
+      at_a = 2 * u * V;
+      at_b = 2 * u * V + V;
+    }
+    float a[V], b[V];
+    load_vec<float, V>(src + at_a, a);
+    if (at_b >= 0) load_vec<float, V>(src + at_b, b);
+    if (at_b >= 0 && kind != 2) {
+      // Pairs (a[k], b[k]) for Neox; Normal interleaves them over the two runs: pair i0 + k is elements 2k, 2k + 1
+      // of the 2V elements a | b.
+      float x0[V], x1[V];
+#pragma unroll
+      for (int t = 0; t < V; ++t) {
+        const int m = 2 * t;
+        x0[t] = g.neox ? a[t] : (m < V ? a[m] : b[m - V]);
+        x1[t] = g.neox ? b[t] : (m + 1 < V ? a[m + 1] : b[m + 1 - V]);
+      }
+      const int32_t pos = positions[n];
+      const int64_t i0 = u * V;
+#pragma unroll
+      for (int t = 0; t < V; ++t) {
+        float c, sn;
+        rope_cos_sin<float>(pos, inv_freq, i0 + t, g.freq_ratio, g.mscale, c, sn);
+        // The CPU's roundings: a c - b s = fma(a, c, -(b s)), a s + b c = fma(a, s, b c).
+        const float ra = fmaf(x0[t], c, -(x1[t] * sn)), rb = fmaf(x0[t], sn, x1[t] * c);
+        x0[t] = ra;
+        x1[t] = rb;
+      }
+#pragma unroll
+      for (int t = 0; t < V; ++t) {
+        const int m = 2 * t;
+        if (g.neox) {
+          a[t] = x0[t];
+          b[t] = x1[t];
+        } else {
+          if (m < V) a[m] = x0[t];
+          else b[m - V] = x0[t];
+          if (m + 1 < V) a[m + 1] = x1[t];
+          else b[m + 1 - V] = x1[t];
+        }
+      }
+    }
+    if (qdst) {
+      store_vec<float, V>(qdst + at_a, a);
+      if (at_b >= 0) store_vec<float, V>(qdst + at_b, b);
+    } else {
+#pragma unroll
+      for (int t = 0; t < V; ++t) store(cdst + at_a + t, (compute_t<O>)a[t]);
+      if (at_b >= 0) {
+#pragma unroll
+        for (int t = 0; t < V; ++t) store(cdst + at_b + t, (compute_t<O>)b[t]);
+      }
+    }
+  }
+}
+
+template <class O, int V>
+void launch_rope_kv(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                    const Tensor& inv_freq, const Tensor& slots, RopeKvGeometry g, Tensor& q_out, Tensor& k_cache,
+                    Tensor& v_cache) {
+  g.rot_units = g.half / V;
+  g.units = g.rot_units + (g.dim - 2 * g.half) / V;
+  const int64_t total = g.tokens * (g.hq + 2 * g.hkv) * g.units;
+  if (total == 0) return;
+  quant::launch_decode_kernel(
+      rope_kv_kernel<O, V>, dim3(grid_for(total, kThreads)), dim3(kThreads), 0, dev.stream(),
+      static_cast<const float*>(q.data()), static_cast<const float*>(k.data()), static_cast<const float*>(v.data()),
+      static_cast<const int32_t*>(positions.data()), static_cast<const float*>(inv_freq.data()),
+      static_cast<const int32_t*>(slots.data()), g, static_cast<float*>(q_out.data()), static_cast<O*>(k_cache.data()),
+      static_cast<O*>(v_cache.data()));
+}
+
 }  // namespace
+
+void GpuKernels::rope_kv_cache_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                                     const Tensor& inv_freq, const RopeParams& params, const Tensor& slots,
+                                     Tensor& k_cache, Tensor& v_cache, Tensor& q_out) {
+  device_.activate();
+  RopeKvGeometry g{};
+  g.tokens = q.dim(0);
+  g.dim = q.dim(2);
+  g.half = params.rotary_dim / 2;
+  g.hq = (int)q.dim(1);
+  g.hkv = (int)k.dim(1);
+  g.q_s0 = q.stride(0);
+  g.q_s1 = q.stride(1);
+  g.k_s0 = k.stride(0);
+  g.k_s1 = k.stride(1);
+  g.v_s0 = v.stride(0);
+  g.v_s1 = v.stride(1);
+  g.capacity = k_cache.dim(0) * k_cache.dim(1);
+  g.neox = params.mode == RopeMode::Neox;
+  g.mscale = params.mscale;
+  g.freq_ratio = params.freq_ratio;
+  if (g.tokens * g.dim == 0) return;
+  constexpr int kV = kVec16<float>;
+  const bool vec = vec16_ok({q.data(), k.data(), v.data(), q_out.data()},
+                            {g.half, g.dim, g.q_s0, g.q_s1, g.k_s0, g.k_s1, g.v_s0, g.v_s1}, kV);
+  visit_float_storage(k_cache.dtype(), [&](auto tag) {
+    using O = decltype(tag);
+    if constexpr (std::is_same_v<O, double>) {
+      RBEE_THROW(ErrorCode::Unsupported, "rope_kv_cache_write: f64 caches are not supported on {}",
+                 RBEE_GPU_BACKEND_NAME);
+    } else if (vec) {
+      launch_rope_kv<O, kV>(device_, q, k, v, positions, inv_freq, slots, g, q_out, k_cache, v_cache);
+    } else {
+      launch_rope_kv<O, 1>(device_, q, k, v, positions, inv_freq, slots, g, q_out, k_cache, v_cache);
+    }
+  });
+}
 
 void GpuKernels::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params,
                       Tensor& out) {

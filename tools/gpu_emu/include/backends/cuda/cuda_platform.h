@@ -96,6 +96,13 @@ inline Status graph_instantiate(GraphExec*, Graph) { return kUnsupported; }
 inline Status graph_launch(GraphExec, Stream) { return kUnsupported; }
 inline Status graph_destroy(Graph) { return kUnsupported; }
 inline Status graph_exec_destroy(GraphExec) { return kUnsupported; }
+// Programmatic dependent launch: launches run one after another here, so an ordinary launch.
+template <class... Params, class... Args>
+inline Status launch_pdl(void (*kernel)(Params...), ::emu::Dim3 grid, ::emu::Dim3 block, size_t smem, Stream stream,
+                         Args&&... args) {
+  ::emu::launch_kernel(reinterpret_cast<const void*>(kernel), [&] { kernel(args...); }, grid, block, smem, stream);
+  return (Status)::emu::last_error();
+}
 
 struct DeviceProps {
   char name[256];
@@ -174,6 +181,16 @@ inline float mul_rn(float a, float b) {
 inline float add_rn(float a, float b) {
   volatile float r = a + b;
   return r;
+}
+// Programmatic dependent launch, device side: launches never overlap here.
+inline void grid_dependency_wait() {}
+inline void grid_dependency_trigger() {}
+// An L2 prefetch hint: there is no cache to fill. Checks the documented preconditions (16-byte multiples).
+inline void prefetch_l2(const void* p, uint32_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || bytes % 16 != 0) {
+    std::fprintf(stderr, "gpu_emu: prefetch_l2(%p, %u): not 16-byte multiples\n", p, bytes);
+    std::abort();
+  }
 }
 
 // ---- warps ----

@@ -1,5 +1,5 @@
-// SD layer profiler (src/sd/profile.h).
-#include "rbee/sd/profile.h"
+// Wall-time profiler of ops and layers (rbee/core/profile.h).
+#include "rbee/core/profile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "rbee/backend/device.h"
+#include "rbee/core/device.h"
 
-namespace rbee::sd::profile {
+namespace rbee::profile {
 
 namespace {
 
@@ -84,4 +84,4 @@ void reset() {
   table().clear();
 }
 
-}  // namespace rbee::sd::profile
+}  // namespace rbee::profile

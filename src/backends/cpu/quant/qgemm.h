@@ -1,0 +1,47 @@
+// Prompt-sized quantized matmul on the CPU (M >= kQGemmMinRows): weight rows packed into panels of
+// kQGemmPanelRows rows, block by block, with the levels unpacked to unsigned bytes and the scales to f32 / int16,
+// then a register-blocked micro-kernel computes tiles of up to kQGemmTileRows activation rows x one panel.
+//
+// Contract: every output is bit-for-bit what the row kernels (quant.h, row_dot_kernel on the AVX2 / AVX3 target)
+// give: the same per-block int32 sums in the same 8 lanes, the same f32 scaling and accumulation order per block,
+// the same horizontal sum at the end. So which path computes a row (decode M = 1 or a prompt tile) never changes
+// its result, and the llama.cpp goldens stay as they are.
+//
+// Packing happens per qmatmul call, one panel per task before its row tiles run (its cost is one pass over the
+// weights, amortized over the M activation rows); decode keeps the original GGUF layout and the row kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rbee/core/dtype.h"
+
+namespace rbee::cpu::quant {
+
+inline constexpr int kQGemmPanelRows = 4;  // weight rows per packed panel
+inline constexpr int kQGemmTileRows = 4;   // activation rows per micro-kernel call
+inline constexpr int64_t kQGemmMinRows = 16;  // smaller M runs the row kernels (packing costs more there)
+
+struct QGemm {
+  // Bytes of one packed panel of kQGemmPanelRows weight rows of k elements (a multiple of 64).
+  int64_t (*panel_bytes)(int64_t k);
+  // Packs rows [0, rows) (rows <= kQGemmPanelRows) of the weight rows at w (w_row_bytes apart) into panel
+  // (64-byte aligned); missing rows are packed as zeros.
+  void (*pack)(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel);
+  // out[r * os + c] = dot(weight row c of the panel, activation row r) for r < mrows (<= kQGemmTileRows),
+  // c < ncols; activation row r at (const char*)x + r * xs, laid out as quant.h's activation rows.
+  // One call covers blocks [b0, b1) of the k / block_elems blocks, so a caller can walk K in slices that keep a
+  // panel slice in L1: the partial sums live in `state` (kQGemmStateFloats floats, 64-byte aligned) between
+  // calls; b0 == 0 starts them at zero, b1 == the last block writes out. The per-block order is unchanged.
+  void (*tile)(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os, int ncols,
+               int64_t b0, int64_t b1, float* state);
+  int64_t block_elems;       // elements per block (32 or 256)
+  int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
+};
+inline constexpr int kQGemmStateFloats = kQGemmTileRows * 2 * 16 + kQGemmTileRows * 4;
+
+// The GEMM for `weight` on this CPU, or nullptr (no AVX-512 VNNI, a Highway target other than AVX2 / AVX3 chosen
+// for the row kernels, RBEE_CPU_QGEMM=0 in the environment, or a type without one).
+const QGemm* qgemm_kernel(DType weight);
+
+}  // namespace rbee::cpu::quant

@@ -1,0 +1,20 @@
+// Whether this build has the x86 AVX-512 VNNI prompt GEMM (qgemm_avx512.cpp): x86-64 with GCC or clang, whose
+// per-function target attributes let it sit beside baseline code.
+#pragma once
+
+#include "rbee/core/dtype.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RBEE_QGEMM_X86 1
+#else
+#define RBEE_QGEMM_X86 0
+#endif
+
+namespace rbee::cpu::quant {
+struct QGemm;
+#if RBEE_QGEMM_X86
+// The AVX-512 VNNI kernels for `weight` (nullptr for types without one); call only where the CPU has
+// AVX-512 F/BW/VL/DQ and VNNI.
+const QGemm* qgemm_avx512_vnni(DType weight);
+#endif
+}  // namespace rbee::cpu::quant

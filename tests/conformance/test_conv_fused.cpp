@@ -1,0 +1,137 @@
+// Conformance: conv2d_fused (a convolution with bias, residual and silu in its epilogue) on every backend, against
+// naive double-precision loops written here. The cases cover both GPU paths: the implicit GEMM on matrix tiles
+// (F16 / BF16, groups 1, 1x1 or 3x3, Cin * KH * KW % 8 == 0; partial tiles in every direction, split-K on small
+// maps with deep K) and the im2col fallback (F32, F64, groups, Cin 4, 5x5 kernels).
+#include <cmath>
+#include <string>
+
+#include "common/harness.h"
+#include "conformance/op_suites.h"
+#include "rbee/core/error.h"
+#include "rbee/ops.h"
+
+namespace rbee::test {
+namespace {
+
+enum class BiasKind { None, PerChannel, PerImage };
+
+struct FusedCase {
+  const char* name;
+  int64_t n, cin, h, w, cout, k;
+  int stride, pad, groups;
+  BiasKind bias;
+  bool residual, silu;
+};
+
+void PrintTo(const FusedCase& c, std::ostream* os) { *os << c.name; }
+
+const std::vector<FusedCase> kCases = {
+    {"k3_bias", 1, 8, 9, 11, 6, 3, 1, 1, 1, BiasKind::PerChannel, false, false},
+    {"k3_bias_residual", 2, 16, 12, 12, 130, 3, 1, 1, 1, BiasKind::PerChannel, true, false},
+    {"k3_image_bias_silu", 2, 24, 10, 7, 20, 3, 1, 1, 1, BiasKind::PerImage, false, true},
+    {"k3_stride2", 2, 16, 13, 10, 24, 3, 2, 1, 1, BiasKind::PerChannel, false, false},
+    {"k3_split_k", 2, 64, 6, 5, 40, 3, 1, 1, 1, BiasKind::PerImage, true, false},
+    {"k3_no_epilogue", 1, 8, 17, 19, 9, 3, 1, 1, 1, BiasKind::None, false, false},
+    {"k1_residual", 2, 32, 9, 8, 48, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
+    {"k1_silu_only", 1, 16, 5, 5, 17, 1, 1, 0, 1, BiasKind::None, false, true},
+    {"fallback_cin4", 2, 4, 8, 9, 10, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
+    {"fallback_groups2", 1, 16, 7, 6, 8, 3, 1, 1, 2, BiasKind::PerImage, true, false},
+    {"fallback_k5", 1, 8, 9, 9, 6, 5, 1, 2, 1, BiasKind::PerChannel, false, true},
+};
+
+const std::vector<DType> kDTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
+
+using FusedParam = std::tuple<std::string, FusedCase, DType>;
+class Conv2dFusedConformance : public ::testing::TestWithParam<FusedParam> {};
+
+TEST_P(Conv2dFusedConformance, MatchesDoubleReference) {
+  const auto& [backend, c, dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int64_t ho = (c.h + 2 * c.pad - c.k) / c.stride + 1, wo = (c.w + 2 * c.pad - c.k) / c.stride + 1;
+  const int64_t cin_g = c.cin / c.groups, cout_g = c.cout / c.groups;
+  const Shape x_shape{c.n, c.cin, c.h, c.w}, w_shape{c.cout, cin_g, c.k, c.k}, out_shape{c.n, c.cout, ho, wo};
+  const Shape b_shape = c.bias == BiasKind::PerImage ? Shape{c.n, c.cout} : Shape{c.cout};
+  const auto xv = random_values(x_shape.numel(), dtype, 11);
+  const auto wv = random_values(w_shape.numel(), dtype, 12, -0.5, 0.5);
+  const auto bv = random_values(b_shape.numel(), dtype, 13);
+  const auto rv = random_values(out_shape.numel(), dtype, 14);
+  const Tensor x = make_tensor(xv, x_shape, dtype, *device);
+  const Tensor w = make_tensor(wv, w_shape, dtype, *device);
+  const Tensor b = c.bias == BiasKind::None ? Tensor() : make_tensor(bv, b_shape, dtype, *device);
+  const Tensor r = c.residual ? make_tensor(rv, out_shape, dtype, *device) : Tensor();
+  Conv2dParams p;
+  p.stride_h = p.stride_w = c.stride;
+  p.pad_h = p.pad_w = c.pad;
+  p.groups = c.groups;
+  poison_allocations(*device, (size_t)(out_shape.numel() * 4 * dtype_type_size(dtype)));
+  const Tensor out = ops::conv2d_fused(x, w, b, r, p, c.silu);
+  ASSERT_EQ(out.shape(), out_shape);
+  ASSERT_EQ(out.dtype(), dtype);
+
+  std::vector<double> want((size_t)out_shape.numel());
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t co = 0; co < c.cout; ++co)
+      for (int64_t oy = 0; oy < ho; ++oy)
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const int64_t grp = co / cout_g;
+          double s = 0;
+          for (int64_t ci = 0; ci < cin_g; ++ci)
+            for (int64_t ky = 0; ky < c.k; ++ky)
+              for (int64_t kx = 0; kx < c.k; ++kx) {
+                const int64_t iy = oy * c.stride - c.pad + ky, ix = ox * c.stride - c.pad + kx;
+                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                s += xv[(size_t)(((n * c.cin + grp * cin_g + ci) * c.h + iy) * c.w + ix)] *
+                     wv[(size_t)(((co * cin_g + ci) * c.k + ky) * c.k + kx)];
+              }
+          const size_t o = (size_t)(((n * c.cout + co) * ho + oy) * wo + ox);
+          if (c.bias == BiasKind::PerChannel) s += bv[(size_t)co];
+          if (c.bias == BiasKind::PerImage) s += bv[(size_t)(n * c.cout + co)];
+          if (c.residual) s += rv[o];
+          if (c.silu) s = s / (1.0 + std::exp(-s));
+          want[o] = s;
+        }
+  Tolerance tol = default_tolerance(dtype);
+  if (dtype == DType::F32 || dtype == DType::F64) tol.atol *= 2.0 * std::sqrt((double)(cin_g * c.k * c.k));
+  EXPECT_TRUE(all_close(to_doubles(out), want, tol));
+}
+
+std::string fused_name(const ::testing::TestParamInfo<FusedParam>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
+         std::string(dtype_name(std::get<2>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Conv2dFusedConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()), ::testing::ValuesIn(kCases),
+                                            ::testing::ValuesIn(kDTypes)),
+                         fused_name);
+RBEE_CONFORMANCE_SUITE(Conv2dFused, Conv2dFusedConformance);
+
+// Bad arguments are refused with the op and the argument named.
+class Conv2dFusedErrors : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Conv2dFusedErrors, RefusesBadBiasAndResidual) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  const Tensor x = make_tensor(random_values(2 * 8 * 5 * 5, DType::F32, 1), {2, 8, 5, 5}, DType::F32, *device);
+  const Tensor w = make_tensor(random_values(4 * 8 * 9, DType::F32, 2), {4, 8, 3, 3}, DType::F32, *device);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  const Tensor bad_bias = make_tensor(random_values(3, DType::F32, 3), {3}, DType::F32, *device);
+  const Tensor bad_res = make_tensor(random_values(2 * 4 * 5 * 4, DType::F32, 4), {2, 4, 5, 4}, DType::F32, *device);
+  const Tensor f16_bias = make_tensor(random_values(4, DType::F16, 5), {4}, DType::F16, *device);
+  auto expect_error = [&](const Tensor& b, const Tensor& r, const std::string& needle) {
+    try {
+      (void)ops::conv2d_fused(x, w, b, r, p, false);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(bad_bias, Tensor(), "conv2d_fused: bias must be");
+  expect_error(Tensor(), bad_res, "conv2d_fused: residual must have");
+  expect_error(f16_bias, Tensor(), "conv2d_fused: bias is f16");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Conv2dFusedErrors, ::testing::ValuesIn(conformance_backends()));
+
+}  // namespace
+}  // namespace rbee::test

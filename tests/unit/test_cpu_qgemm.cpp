@@ -1,0 +1,50 @@
+// The CPU prompt GEMM (src/backends/cpu/quant/qgemm.h, AVX-512 VNNI CPUs) against the row kernels that decode
+// uses: a row's output must be bit-for-bit the same whether it is computed alone (M = 1, row kernels) or inside a
+// prompt tile (M >= 16, packed panels), for every block type, at tile and panel remainders (M % 4, N % 4) and past
+// the 64-row blocks. The values themselves are checked against double references in tests/conformance
+// (QMatmulConformance). On CPUs without AVX-512 VNNI both sides run the row kernels and the test still holds.
+#include <cstring>
+#include <random>
+
+#include "common/harness.h"
+#include "rbee/ops.h"
+
+namespace rbee::test {
+namespace {
+
+class CpuQGemm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
+  const DType wtype = GetParam();
+  Device& device = cpu_device();
+  const int64_t k = dtype_block_size(wtype) == 256 ? 768 : 544, n = 37;
+  std::mt19937_64 rng(7 + (int)wtype);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> wf((size_t)(n * k));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 5) + 0.01f;
+  const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
+  for (int64_t m : {16, 19, 70}) {
+    std::vector<float> xf((size_t)(m * k));
+    for (auto& v : xf) v = normal(rng) * 2.f;
+    const auto got = to_doubles(ops::qmatmul(Tensor::from_vector(xf, {m, k}, device), w));
+    for (int64_t r = 0; r < m; ++r) {
+      const std::vector<float> row(xf.begin() + r * k, xf.begin() + (r + 1) * k);
+      const auto alone = to_doubles(ops::qmatmul(Tensor::from_vector(row, {1, k}, device), w));
+      for (int64_t j = 0; j < n; ++j) {
+        const float a = (float)got[(size_t)(r * n + j)], b = (float)alone[(size_t)j];
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0)
+            << dtype_name(wtype) << " m " << m << " row " << r << " col " << j << ": " << a << " vs " << b;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, CpuQGemm,
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                           DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                                           DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace rbee::test
