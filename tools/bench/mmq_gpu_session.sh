@@ -3,6 +3,9 @@
 # by `NO_LLAMA=1 tools/bench/gpu_session.sh pack CARRY` (CARRY holds pack.tgz and tree.tgz; this script is copied
 # into CARRY too, since the device machine sees the lead's checkout):
 #   CARRY/mmq_gpu_session.sh CARRY PHASES        (on the GPU machine, from the repository root)
+# After `tools/bench/gpu_session.sh prepare` (which unpacks and compiles into the same /tmp/rbee-session/pack and
+# writes the models to /tmp/rbee-models), the phases other than `build` run as they are:
+#   tools/bench/mmq_gpu_session.sh - conf,rows,e2e
 # PHASES (comma-separated, in order):
 #   build      unpack to /tmp/rbee-session, compile the CUDA plug-in there (nvcc, every core)
 #   conf       rbee_conformance '*QMatmul*cuda*:*Fused*cuda*' (CONF_FILTER overrides) for each RBEE_MMQ_PATH of
@@ -11,7 +14,8 @@
 #              MMQ_PATHS (default "1 0": this branch, main's kernel; 2: the wider tiles), back to back
 #   matvec     matvec rows with RBEE_MATVEC_PAIRS=0 and =1 back to back
 #   ncu        Nsight Compute sections of three MMQ launches (Q4_0 M=128, Q4_0 M=512, Q4_K M=512; 4096 x 4096)
-#   e2e        7B Q4_0 / Q4_K models (rbee random-model), then `rbee bench` pp512 and batched 16/64/128 streams,
+#   e2e        7B Q4_0 / Q4_K models (MODELS, default /tmp/rbee-models; rbee random-model writes the missing ones),
+#              then `rbee bench` pp512 and batched S_TG at BATCHES streams (default 64,128),
 #              for each RBEE_MMQ_PATH of MMQ_PATHS, back to back
 # Logs go to $OUT (the device tool's result folder) or /tmp/rbee-session/out.
 set -uo pipefail
@@ -77,16 +81,18 @@ if has ncu; then
 fi
 if has e2e; then
   stamp "7B models"
-  M=$work/models; mkdir -p "$M"
-  for t in q4_0 q4_k; do
-    [ -f "$M/7b-$t.gguf" ] || timeout 120 "$P/rbee" random-model --preset llama2-7b --type "$t" -o "$M/7b-$t.gguf" > /dev/null 2>&1
+  M=${MODELS:-/tmp/rbee-models}; mkdir -p "$M"   # gpu_session.sh prepare writes them there (same names)
+  for t in ${E2E_TYPES:-q4_0 q4_k}; do
+    f=$M/llama2-7b-$t.gguf
+    [ -f "$f" ] || timeout 150 "$P/rbee" random-model --preset llama2-7b --type "$t" -o "$f" > /dev/null 2>&1
   done
   ls -la "$M"
   for t in ${E2E_TYPES:-q4_0 q4_k}; do
     for path in ${MMQ_PATHS:-1 0}; do
       stamp "e2e $t RBEE_MMQ_PATH=$path"
-      RBEE_MMQ_PATH=$path timeout 100 "$P/rbee" bench -m "$M/7b-$t.gguf" --backend cuda -p 512 -n 0 -r 2 2>&1 | tail -n 4
-      RBEE_MMQ_PATH=$path timeout 150 "$P/rbee" bench -m "$M/7b-$t.gguf" --backend cuda -p 128 -n 128 -r 1 \
+      RBEE_MMQ_PATH=$path timeout 100 "$P/rbee" bench -m "$M/llama2-7b-$t.gguf" --backend cuda -p 512 -n 0 -r 2 2>&1 \
+        | tail -n 4
+      RBEE_MMQ_PATH=$path timeout 150 "$P/rbee" bench -m "$M/llama2-7b-$t.gguf" --backend cuda -p 128 -n 128 -r 1 \
         --batch "${BATCHES:-64,128}" --no-limits 2>&1 | tail -n 6
     done
   done
