@@ -21,6 +21,7 @@
 #include "sd/config_json.h"
 #include "sd/nn.h"
 #include "sd/torch_generator.h"
+#include "sd/unet_graph.h"
 
 namespace rbee::sd {
 
@@ -34,6 +35,11 @@ struct Pipeline::Impl {
   std::unique_ptr<ClipTextModel> text2;
   bool force_zeros_for_empty_prompt = true;
   std::unique_ptr<UNet> unet;
+  // The UNet step as a replayed device graph (LoadOptions::unet_graphs); made at the first request, used by one
+  // request at a time (another one at the same time runs its steps eagerly). Declared after unet: it goes first.
+  bool unet_graphs = true;
+  mutable std::mutex graph_mutex;
+  mutable std::unique_ptr<UNetStepGraph> graph;
   std::unique_ptr<Vae> vae;
   ModelLimits limits;
   // The prompt cache (LoadOptions::prompt_cache): most recently used first.
@@ -85,6 +91,7 @@ std::shared_ptr<Pipeline::Impl> assemble(Device& dev, Parts parts, const LoadOpt
   impl->schedule = parts.schedule;
   impl->force_zeros_for_empty_prompt = parts.force_zeros_for_empty_prompt;
   impl->prompt_cache_size = (size_t)std::max(0, options.prompt_cache);
+  impl->unet_graphs = options.unet_graphs;
   impl->tokenizer = std::move(parts.tokenizer);
   impl->text = text_model(*impl->tokenizer, parts.text, "tokenizer");
   const bool xl = parts.tokenizer2 != nullptr;
@@ -464,6 +471,12 @@ class NoiseSource {
 };
 }  // namespace
 
+Pipeline::GraphCounts Pipeline::unet_graph_counts() const {
+  std::lock_guard<std::mutex> lock(impl_->graph_mutex);
+  if (!impl_->graph) return {};
+  return {impl_->graph->captures(), impl_->graph->replays()};
+}
+
 Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
   const Impl& m = *impl_;
   Device& dev = *m.device;
@@ -553,11 +566,18 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     latent_mask.copy_from(small);
   }
 
+  std::unique_lock<std::mutex> graph_lock(m.graph_mutex, std::defer_lock);
+  UNetStepGraph* graph = nullptr;
+  if (m.unet_graphs && graph_lock.try_lock()) {
+    if (!m.graph) m.graph = std::make_unique<UNetStepGraph>(*m.unet, dev);
+    graph = m.graph.get();
+  }
   for (int i = start; i < total; ++i) {
     const double t = sched->timesteps()[(size_t)i];
     Tensor in = sched->scale_model_input(latents, i);
     if (cfg) in = nn::concat(in, in, 0);
-    Tensor pred = xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
+    Tensor pred = graph ? graph->run(in, t, context, added)
+                        : xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
     if (cfg) {
       Tensor uncond = pred.narrow(0, 0, 1), text = pred.narrow(0, 1, 1);
       pred = ops::add(uncond, ops::affine(ops::sub(text, uncond), r.guidance_scale, 0.0));

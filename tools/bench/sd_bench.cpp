@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   std::string tokenizer_2 = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sdxl/tokenizer_2";
   std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
   bool random_sd15 = false, random_sdxl = false, f16 = false, compare_cpu = false, prompt_cache = false;
+  bool no_unet_graph = false;
   double tol_mean = 1e-2, tol_max = 0.1;
   int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
   double guidance = 7.5;
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_flag("--prompt-cache", prompt_cache,
                "reuse the text encoders' output of a repeated prompt (as a worker does); off by default so every "
                "timed image runs the text encoders, as the diffusers peer does");
+  app.add_flag("--no-unet-graph", no_unet_graph,
+               "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
+               "replayed)");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
     opt.dtype = f16 ? rbee::DType::F16 : rbee::DType::F32;
     opt.load_vae_encoder = false;
     opt.prompt_cache = prompt_cache ? 8 : 0;
+    opt.unet_graphs = !no_unet_graph;
     auto t0 = Clock::now();
     rbee::sd::Pipeline pipe =
         random_sd15   ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
@@ -125,6 +130,8 @@ int main(int argc, char** argv) {
       }
       const double mean = sum / (double)a.size();
       const bool ok = finite && mean <= tol_mean && worst <= tol_max;
+      const rbee::sd::Pipeline::GraphCounts g = pipe.unet_graph_counts();
+      std::printf("compare-cpu: UNet step graphs: %d recorded, %d replays\n", g.captures, g.replays);
       std::printf("compare-cpu: %s %s vs cpu f32, %dx%d, %d steps: mean |diff| %.3g (tol %.3g), max |diff| %.3g "
                   "(tol %.3g)%s: %s\n",
                   device.info().backend.c_str(), f16 ? "f16" : "f32", width, height, steps, mean, tol_mean, worst,
@@ -160,6 +167,8 @@ int main(int argc, char** argv) {
         total += all;
       }
     }
+    const rbee::sd::Pipeline::GraphCounts g = pipe.unet_graph_counts();
+    std::printf("UNet step graphs: %d recorded, %d replays\n", g.captures, g.replays);
     if (runs > 0)
       std::printf("result: %dx%d, %d steps, %s, guidance %.1f, %s weights: mean %.3f s/image, best %.3f s/image\n",
                   width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", total / runs, best);

@@ -51,6 +51,10 @@ struct LoadOptions {
   // Text-encoder outputs of this many most recently used prompts are kept (on the device) and reused when a
   // prompt or negative prompt repeats (a worker's repeated prompts skip the text encoders); 0: encode every time.
   int prompt_cache = 8;
+  // On devices with graphs (CUDA, HIP): each request's UNet step is recorded once as a device graph and replayed
+  // for the other steps (the first step of a new latent size runs eagerly, the second records); the same numbers
+  // as eager steps. RBEE_SD_UNET_GRAPH=0 in the environment turns it off as well.
+  bool unet_graphs = true;
 };
 
 // Where the seeded noise comes from. Rbee: a counter-based generator (randn below), the same on every backend and
@@ -179,6 +183,12 @@ class Pipeline {
   static Image to_image(const Tensor& image01);
   // RGB8 -> [1, 3, H, W] in [-1, 1] on the pipeline's device (for init_image).
   Tensor from_image(const Image& image) const;
+
+  // UNet step graphs recorded and replayed so far (LoadOptions::unet_graphs; both 0 where steps ran eagerly).
+  struct GraphCounts {
+    int captures = 0, replays = 0;
+  };
+  GraphCounts unet_graph_counts() const;
 
   int64_t latent_scale() const;
   int64_t latent_channels() const;
