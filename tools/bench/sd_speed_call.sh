@@ -5,8 +5,8 @@
 #   tar -czf $P/tree.tgz src include cmake && cp tools/bench/sd_bench_diffusers.py tools/bench/sd_speed_call.sh $P/ &&
 #   mkdir -p $P/whl && cp diffusers-0.42.1-py3-none-any.whl $P/whl/      # (python3 -m pip download --no-deps)
 # There: P=.devpack-NAME LIMIT=400 STAGES=... bash .devpack-NAME/sd_speed_call.sh   (logs and summary.txt in $OUT)
-# The CUDA plug-in is compiled there first, from the pack's tree (skipped when the pack already holds one that is newer
-# than tree.tgz, e.g. from an earlier call on the same warm machine: /tmp/sdspeed-plugin keeps it). STAGES (comma
+# The CUDA plug-in is compiled there first, from the pack's tree (PREBUILT_PLUGIN=1: the pack's own, built here with
+# scripts/build_cuda_plugin.sh; a second call on the same warm machine reuses /tmp/sdspeed-plugin). STAGES (comma
 # list, default all but sdxl): conformance (the SD ops' cases on cuda + compute-sanitizer memcheck), tiny (GPU-vs-CPU
 # images of the tiny SD 1.5 pipeline, UNet step graphs on), bench (rbee_sd_bench SD 1.5 512x512 20 steps, UNet step
 # graphs off then on), profile (per-layer profile of one warm image), sdxl (rbee SDXL 1024x1024 20 steps, then the
@@ -23,7 +23,9 @@ export LD_LIBRARY_PATH=$PWD/$P:$PWD/$P/lib RBEE_BACKEND_PATH=$PWD/$P
 note() { echo "== [$SECONDS s] $*" | tee -a "$out/summary.txt"; }
 # The CUDA plug-in of the pack's tree, compiled here (nvcc on every core), against the pack's engine; kept in /tmp for
 # a second call on the same warm machine.
-if [ -f /tmp/sdspeed-plugin/librbee_backend_cuda.so ] && [ /tmp/sdspeed-plugin/librbee_backend_cuda.so -nt "$P/tree.tgz" ] &&
+if [ "${PREBUILT_PLUGIN:-0}" = 1 ] && [ -f "$P/librbee_backend_cuda.so" ]; then
+  note "plug-in: the pack's own (compiled with scripts/build_cuda_plugin.sh before packing)"
+elif [ -f /tmp/sdspeed-plugin/librbee_backend_cuda.so ] && [ /tmp/sdspeed-plugin/librbee_backend_cuda.so -nt "$P/tree.tgz" ] &&
    cmp -s /tmp/sdspeed-plugin/tree.tgz "$P/tree.tgz"; then
   cp /tmp/sdspeed-plugin/librbee_backend_cuda.so "$P/"
   note "plug-in: reused from the warm machine"
@@ -49,7 +51,7 @@ if has conformance; then
   fi
 fi
 if has tiny; then
-  for size in 128 256; do
+  for size in ${TINY_SIZES:-128 256}; do
     "$P/rbee_sd_bench" --model tests/data/tiny_sd/sd15 --backend cuda --f16 --compare-cpu --steps 4 --width $size \
       --height $size 2>&1 | grep compare-cpu | tee -a "$out/summary.txt"
   done
@@ -58,13 +60,18 @@ if has tiny; then
   note "tiny checks done"
 fi
 if has bench; then
-  bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_eager.txt" 2>&1
-  grep -E "^(run|result)" "$out/bench_rbee_eager.txt" | sed 's/^/eager steps: /' | tee -a "$out/summary.txt"
+  # The code of main before this work, by its switches: implicit-GEMM convolutions, matmul + adds, eager steps.
+  RBEE_CONV_IGEMM=1 RBEE_SD_LINEAR_FUSED=0 bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_main.txt" 2>&1
+  grep -E "^(run|result)" "$out/bench_rbee_main.txt" | sed 's/^/as main (igemm, unfused linear, eager): /' | tee -a "$out/summary.txt"
+  if [ "${SKIP_EAGER:-0}" != 1 ]; then
+    bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_eager.txt" 2>&1
+    grep -E "^(run|result)" "$out/bench_rbee_eager.txt" | sed 's/^/eager steps: /' | tee -a "$out/summary.txt"
+  fi
   bench --runs 3 --warmup 1 > "$out/bench_rbee.txt" 2>&1
   grep -E "device|^run|result|load|first|graphs" "$out/bench_rbee.txt" | tee -a "$out/summary.txt"
-  [ -n "${BATCH:-}" ] && for b in $BATCH; do
+  for b in ${BATCH:-}; do
     bench --runs 2 --warmup 1 --batch "$b" > "$out/bench_rbee_batch$b.txt" 2>&1
-    grep -E "result|images/s" "$out/bench_rbee_batch$b.txt" | tee -a "$out/summary.txt"
+    grep -E "^run|result|graphs" "$out/bench_rbee_batch$b.txt" | sed "s/^/batch $b: /" | tee -a "$out/summary.txt"
   done
   note "rbee bench done"
 fi
@@ -88,8 +95,8 @@ if has diffusers; then
   left=$((LIMIT - SECONDS - 3))
   [ -n "${DIFFUSERS_S:-}" ] && has sdxl_diffusers && left=$DIFFUSERS_S
   note "diffusers with ${left} s left"
-  timeout "$left" python3 tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 --runs 3 \
-    --modes eager,compiled --compile-warmup 1 > "$out/bench_diffusers.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout "$left" python3 tools/bench/sd_bench_diffusers.py --steps 20 --width 512 --height 512 \
+    --runs "${DIFFUSERS_RUNS:-3}" --modes eager,compiled --compile-warmup 1 > "$out/bench_diffusers.txt" 2>&1
   note "diffusers exit $?"
   grep -vi "warn" "$out/bench_diffusers.txt" | tail -15 | tee -a "$out/summary.txt"
 fi
