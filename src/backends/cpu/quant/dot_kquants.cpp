@@ -12,28 +12,17 @@
 #include <hwy/highway.h>
 
 #include "backends/cpu/quant/dot_common-inl.h"
+#include "backends/cpu/quant/kquant_scales.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::quant::HWY_NAMESPACE {
 namespace {
 
-// Scales of one super-block in the common form above.
-struct KScales {
-  HWY_ALIGN int16_t sc[16];
-  HWY_ALIGN int16_t c[16];
-  float d, dc;
-};
+// Scales of one super-block in the common form above: KScales, k_scales (kquant_scales.h, shared with the prompt
+// GEMM's panels).
 
 struct KQ2 {
   using W = BlockQ2_K;
-  static void Scales(const W& b, KScales& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = (int16_t)(b.scales[i] & 0x0F);
-      s.c[i] = (int16_t)(b.scales[i] >> 4);
-    }
-    s.d = f16_to_f32(b.d);
-    s.dc = f16_to_f32(b.dmin);
-  }
   static void Levels(const W& b, uint8_t* u) {
     for (int e = 0; e < kQKK; ++e) {
       const int n = e / 128, j = (e / 32) % 4, l = e % 32;
@@ -43,13 +32,6 @@ struct KQ2 {
 };
 struct KQ3 {
   using W = BlockQ3_K;
-  static void Scales(const W& b, KScales& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = (int16_t)q3k_scale(b.scales, i);
-      s.c[i] = (int16_t)(4 * s.sc[i]);
-    }
-    s.d = s.dc = f16_to_f32(b.d);
-  }
   static void Levels(const W& b, uint8_t* u) {
     for (int e = 0; e < kQKK; ++e) {
       const int n = e / 128, j = (e / 32) % 4, l = e % 32;
@@ -58,20 +40,8 @@ struct KQ3 {
     }
   }
 };
-template <class Block>
-void K4Scales(const Block& b, KScales& s) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, mn;
-    unpack_scale_min_k4(b.scales, j, sc, mn);
-    s.sc[2 * j] = s.sc[2 * j + 1] = sc;
-    s.c[2 * j] = s.c[2 * j + 1] = mn;
-  }
-  s.d = f16_to_f32(b.d);
-  s.dc = f16_to_f32(b.dmin);
-}
 struct KQ4 {
   using W = BlockQ4_K;
-  static void Scales(const W& b, KScales& s) { K4Scales(b, s); }
   static void Levels(const W& b, uint8_t* u) {
     for (int e = 0; e < kQKK; ++e) {
       const int p = e / 64, hi = (e / 32) % 2, l = e % 32;
@@ -82,7 +52,6 @@ struct KQ4 {
 };
 struct KQ5 {
   using W = BlockQ5_K;
-  static void Scales(const W& b, KScales& s) { K4Scales(b, s); }
   static void Levels(const W& b, uint8_t* u) {
     for (int e = 0; e < kQKK; ++e) {
       const int p = e / 64, hi = (e / 32) % 2, l = e % 32;
@@ -93,13 +62,6 @@ struct KQ5 {
 };
 struct KQ6 {
   using W = BlockQ6_K;
-  static void Scales(const W& b, KScales& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = b.scales[i];
-      s.c[i] = (int16_t)(32 * b.scales[i]);
-    }
-    s.d = s.dc = f16_to_f32(b.d);
-  }
   static void Levels(const W& b, uint8_t* u) {
     for (int e = 0; e < kQKK; ++e) {
       const int n = e / 128, g = (e / 32) % 4, l = e % 32;
@@ -124,7 +86,7 @@ struct Portable {
       HWY_ALIGN int16_t scaled[kQKK];
       KScales s;
       for (int64_t ib = 0; ib < k / kQKK; ++ib) {
-        T::Scales(w[ib], s);
+        k_scales(w[ib], s);
         T::Levels(w[ib], u);
         for (int e = 0; e < kQKK; ++e) scaled[e] = (int16_t)(s.sc[e / 16] * u[e]);
         for (int r = 0; r < NR; ++r) {

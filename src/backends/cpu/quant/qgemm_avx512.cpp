@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "backends/cpu/quant/blocks.h"
+#include "backends/cpu/quant/kquant_scales.h"
 #include "backends/cpu/quant/qgemm_target.h"
 
 #if RBEE_QGEMM_X86
@@ -205,11 +206,7 @@ struct Legacy {
 // K-quants (256-element super-blocks). Panel per super-block sb: levels [nsb][8 groups][2 pairs][64 bytes],
 // group scales [nsb][8][2][32 int16] (lanes 16h + 0..7 = row h's scale of the group's first 16 elements,
 // 16h + 8..15 of its second), corrections [nsb][2][32 int16] (row h's 16 coefficients c at 16h), d [nsb][4],
-// dc [nsb][4]. Levels, scales and coefficients as dot_kquants.cpp defines them.
-struct KSc {
-  int16_t sc[16], c[16];
-  float d, dc;
-};
+// dc [nsb][4]. Levels as dot_kquants.cpp defines them; scales and coefficients from k_scales (kquant_scales.h).
 RBEE_VNNI inline __m256i Low2(__m256i v, int shift) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
 }
@@ -221,14 +218,6 @@ RBEE_VNNI inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(re
 
 struct PK2 {
   using W = BlockQ2_K;
-  static void Scales(const W& b, KSc& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = (int16_t)(b.scales[i] & 0x0F);
-      s.c[i] = (int16_t)(b.scales[i] >> 4);
-    }
-    s.d = f16_to_f32(b.d);
-    s.dc = f16_to_f32(b.dmin);
-  }
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * (s / 2));
     const int j = 2 * (s % 2);
@@ -238,13 +227,6 @@ struct PK2 {
 };
 struct PK3 {
   using W = BlockQ3_K;
-  static void Scales(const W& b, KSc& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = (int16_t)q3k_scale(b.scales, i);
-      s.c[i] = (int16_t)(4 * s.sc[i]);
-    }
-    s.d = s.dc = f16_to_f32(b.d);
-  }
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * (s / 2));
     const __m256i h = Load32(b.hmask);
@@ -253,20 +235,8 @@ struct PK3 {
     qb = _mm256_or_si256(Low2(v, 2 * j + 2), Bit(h, 2 * s + 1, 2));
   }
 };
-template <class Block>
-void K4Scales(const Block& b, KSc& s) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, mn;
-    unpack_scale_min_k4(b.scales, j, sc, mn);
-    s.sc[2 * j] = s.sc[2 * j + 1] = sc;
-    s.c[2 * j] = s.c[2 * j + 1] = mn;
-  }
-  s.d = f16_to_f32(b.d);
-  s.dc = f16_to_f32(b.dmin);
-}
 struct PK4 {
   using W = BlockQ4_K;
-  static void Scales(const W& b, KSc& s) { K4Scales(b, s); }
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * s);
     const __m256i m = _mm256_set1_epi8(0x0F);
@@ -276,7 +246,6 @@ struct PK4 {
 };
 struct PK5 {
   using W = BlockQ5_K;
-  static void Scales(const W& b, KSc& s) { K4Scales(b, s); }
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * s);
     const __m256i h = Load32(b.qh);
@@ -287,13 +256,6 @@ struct PK5 {
 };
 struct PK6 {
   using W = BlockQ6_K;
-  static void Scales(const W& b, KSc& s) {
-    for (int i = 0; i < 16; ++i) {
-      s.sc[i] = b.scales[i];
-      s.c[i] = (int16_t)(32 * b.scales[i]);
-    }
-    s.d = s.dc = f16_to_f32(b.d);
-  }
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const int n = s / 2, shift = 4 * (s % 2);
     const __m256i la = Load32(b.ql + 64 * n), lb = Load32(b.ql + 64 * n + 32);
@@ -340,8 +302,8 @@ struct KQuant {
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + (2 * s) * 128), qa);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + (2 * s + 1) * 128), qb);
         }
-        KSc ks;
-        T::Scales(b[sb], ks);
+        KScales ks;
+        k_scales(b[sb], ks);
         for (int gi = 0; gi < 8; ++gi)
           for (int e = 0; e < 8; ++e) {
             g[gi * 64 + e] = ks.sc[2 * gi];
