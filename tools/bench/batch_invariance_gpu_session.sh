@@ -3,7 +3,7 @@
 #   1. the conformance cases on cuda: tests/conformance/test_batch_invariance.cpp (each op, one row alone vs inside
 #      launches of M = 2..9, 16, 64; attention decode vs verify / prefill-over-cache / batches; the switch on: equal
 #      bits, off: rounding-sized differences, printed) and test_batch_invariant_model.cpp (tiny random models
-#      through the scheduler: batch of 6, prefix cache, speculative k = 4 / 8 vs each prompt alone);
+#      through the scheduler: batch of 4, prefix cache, speculative k = 4 / 8 vs each prompt alone);
 #   2. the serving identity checks with and without --batch-invariant on a random-weight model of SmolLM2-135M's
 #      shape (SmolLM2's own file is too large for a device call's carry): spec_decode.py (prompt lookup k = 8, the
 #      verify launches of 9 rows) and prefix_cache_ttft.py (a shared 1,000-token system prompt, concurrent chats,
