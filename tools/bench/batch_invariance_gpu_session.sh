@@ -50,7 +50,7 @@ if want conformance; then
   timeout "${CONFORMANCE_TIMEOUT:-60}" "$pack/tests/rbee_conformance" --gtest_filter='*BatchInvariant*cuda*' \
     > "$out/conformance.txt" 2>&1 || status=1
   grep -E '^\[batch-invariance\]' "$out/conformance.txt" >> "$out/summary.txt"
-  grep -E '^\[  (PASSED|FAILED|  SKIPPED) |tests? ran' "$out/conformance.txt" | tee -a "$out/summary.txt"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran' "$out/conformance.txt" | tee -a "$out/summary.txt"
 fi
 
 smol=/tmp/rbee-smollm2-135m-q4_1.gguf
@@ -81,9 +81,9 @@ if want cost; then
     for inv in 0 1; do
       note "rbee bench $(basename "$m") RBEE_BATCH_INVARIANT=$inv: pp512 tg128, then 32 sequences (p 128, n 32)"
       RBEE_BATCH_INVARIANT=$inv timeout 40 "$pack/rbee" bench -m "$m" --backend cuda -p 512 -n 128 -r 3 --no-limits \
-        2>&1 | grep -E '^\|' | tee -a "$out/summary.txt"
+        2>&1 | grep -E '^\| *([0-9]|llama)' | tee -a "$out/summary.txt"
       RBEE_BATCH_INVARIANT=$inv timeout 40 "$pack/rbee" bench -m "$m" --backend cuda -p 128 -n 32 --batch 32 -r 1 \
-        --no-limits 2>&1 | grep -E '^\|' | tee -a "$out/summary.txt"
+        --no-limits 2>&1 | grep -E '^\| *([0-9]|llama)' | tee -a "$out/summary.txt"
     done
   done
 fi

@@ -76,7 +76,7 @@ if want invariant; then
   if [ -x "$pack/tests/rbee_conformance" ]; then
     "$pack/tests/rbee_conformance" --gtest_filter='*BatchInvariant*cuda*' > "$out/invariance_conformance.txt" 2>&1 ||
       status=1
-    grep -E '^\[batch-invariance\]|^\[  (PASSED|FAILED|  SKIPPED) ' "$out/invariance_conformance.txt" |
+    grep -E '^\[batch-invariance\]|^\[  (PASSED|FAILED|SKIPPED) ' "$out/invariance_conformance.txt" |
       tee -a "$out/summary.txt"
   else
     note "SKIPPED: $pack/tests/rbee_conformance is missing"
