@@ -16,11 +16,11 @@
 #             CARRY/tools/bench/
 #   there: CARRY/tools/bench/batch_invariance_gpu_session.sh CARRY   (unpacks to /tmp/rbee-session unless done,
 #          compiles the CUDA plug-in from the carried tree when missing; output in $OUT, summary.txt)
-# PARTS (default "conformance serving cost") picks the parts; each step has its own timeout.
+# PARTS (default "conformance spec cost ttft", run in that order) picks the parts; each step has its own timeout.
 set -u
 carry=${1:?usage: batch_invariance_gpu_session.sh CARRY}
 here=$(cd "$(dirname "$0")" && pwd)
-parts=${PARTS:-conformance serving cost}
+parts=${PARTS:-conformance spec cost ttft}
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 out=${OUT:-${RBEE_OUT:-/tmp/rbee-session/out}}
 mkdir -p "$out"
@@ -54,21 +54,16 @@ if want conformance; then
 fi
 
 smol=/tmp/rbee-smollm2-135m-q4_1.gguf
-if want serving || want cost; then
+if want spec || want ttft || want cost; then
   [ -f "$smol" ] || "$pack/rbee" random-model --preset smollm2-135m --type q4_1 -o "$smol" > "$out/random_model.log" 2>&1 ||
     status=1
 fi
-if want serving; then
+if want spec; then
   note "spec_decode.py, random SmolLM2-135M shape, prompt lookup k=8, --batch-invariant both"
   timeout "${SPEC_TIMEOUT:-60}" python3 "$here/spec_decode.py" --worker "$pack/llm-worker-rbee" --model "$smol" \
     --backend cuda --tokens 8 --requests 3 --max-tokens 96 --rounds 1 --batch-invariant both \
     --json-out "$out/spec.json" > "$out/spec.txt" 2>&1 || status=1
   sed -n '/^| round/,$p' "$out/spec.txt" | tee -a "$out/summary.txt"
-  note "prefix_cache_ttft.py, random SmolLM2-135M shape, ${CHATS:-16} chats, --batch-invariant both"
-  timeout "${TTFT_TIMEOUT:-70}" python3 "$here/prefix_cache_ttft.py" --worker "$pack/llm-worker-rbee" --model "$smol" \
-    --backend cuda --chats "${CHATS:-16}" --parallel "${CHATS:-16}" --turns 1 --rounds 1 --batch-invariant both \
-    --json-out "$out/ttft.json" > "$out/ttft.txt" 2>&1 || status=1
-  sed -n '/^| run/,$p' "$out/ttft.txt" | tee -a "$out/summary.txt"
 fi
 if want cost; then
   models=("$smol")
@@ -80,12 +75,19 @@ if want cost; then
   for m in "${models[@]}"; do
     for inv in 0 1; do
       note "rbee bench $(basename "$m") RBEE_BATCH_INVARIANT=$inv: pp512 tg128, then 32 sequences (p 128, n 32)"
-      RBEE_BATCH_INVARIANT=$inv timeout 40 "$pack/rbee" bench -m "$m" --backend cuda -p 512 -n 128 -r 3 --no-limits \
+      RBEE_BATCH_INVARIANT=$inv timeout 40 "$pack/rbee" bench -m "$m" --backend cuda -p 512 -n 128 -r 2 --no-limits \
         2>&1 | grep -E '^\| *([0-9]|llama)' | tee -a "$out/summary.txt"
       RBEE_BATCH_INVARIANT=$inv timeout 40 "$pack/rbee" bench -m "$m" --backend cuda -p 128 -n 32 --batch 32 -r 1 \
         --no-limits 2>&1 | grep -E '^\| *([0-9]|llama)' | tee -a "$out/summary.txt"
     done
   done
+fi
+if want ttft; then
+  note "prefix_cache_ttft.py, random SmolLM2-135M shape, ${CHATS:-16} chats, --batch-invariant both"
+  timeout "${TTFT_TIMEOUT:-70}" python3 "$here/prefix_cache_ttft.py" --worker "$pack/llm-worker-rbee" --model "$smol" \
+    --backend cuda --chats "${CHATS:-16}" --parallel "${CHATS:-16}" --turns 1 --rounds 1 --batch-invariant both \
+    --json-out "$out/ttft.json" > "$out/ttft.txt" 2>&1 || status=1
+  sed -n '/^| run/,$p' "$out/ttft.txt" | tee -a "$out/summary.txt"
 fi
 note "end, status $status"
 exit $status
