@@ -4,6 +4,10 @@
 
 file(GLOB RBEE_GPU_COMMON_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/backends/gpu/*.cu ${PROJECT_SOURCE_DIR}/src/backends/gpu/kernels/*.cu)
+# A plug-in compiles with the include roots of its layers only (cmake/layers.txt: the vendor glue and, through it,
+# the kernel source, common, backend and core), so a kernel that includes another layer fails to compile.
+rbee_layer_include_roots(vendor RBEE_GPU_PLUGIN_ROOTS)
+list(TRANSFORM RBEE_GPU_PLUGIN_ROOTS PREPEND "-I" OUTPUT_VARIABLE RBEE_GPU_PLUGIN_INCLUDE_FLAGS)
 
 # ---- CUDA (nvcc) --------------------------------------------------------------------------------------------
 if(RBEE_CUDA)
@@ -18,7 +22,7 @@ if(RBEE_CUDA)
     CUDA_ARCHITECTURES "${RBEE_CUDA_ARCHS}"
     CUDA_STANDARD 20
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
-  target_include_directories(rbee_backend_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(rbee_backend_cuda PRIVATE ${RBEE_GPU_PLUGIN_ROOTS})
   # fmt 9's consteval format-string checks do not survive nvcc's C++20 front end: check them at run time.
   target_compile_definitions(rbee_backend_cuda PRIVATE FMT_CONSTEVAL= FMT_USE_CONSTEXPR=1)
   target_compile_options(rbee_backend_cuda PRIVATE
@@ -48,7 +52,7 @@ if(RBEE_HIP)
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/hip_objects
       COMMAND ${RBEE_HIPCC} -x hip ${hip_arch_flags} -std=c++20 -O2 -fPIC -DRBEE_GPU_HIP -DNDEBUG
               -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED
-              -I${PROJECT_SOURCE_DIR}/src -I${PROJECT_SOURCE_DIR}/include -Wno-unused-result
+              ${RBEE_GPU_PLUGIN_INCLUDE_FLAGS} -Wno-unused-result
               -MD -MF ${obj}.d -c ${src} -o ${obj}
       DEPFILE ${obj}.d
       DEPENDS ${src}

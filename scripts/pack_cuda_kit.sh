@@ -6,7 +6,11 @@
 # PACK/build_cuda_plugin.sh compiles src/ of the repository copy it runs in (the same tree as here) with the exact
 # nvcc commands CMake generates here (RBEE_CUDA_ARCHS, default 90), against PACK/librbee_engine.so, and writes
 # PACK/librbee_backend_cuda.so. The third-party headers the plug-in includes (nlohmann, spdlog, fmt) travel in
-# PACK/sysinc; the CUDA toolkit is the GPU machine's own (same major version).
+# PACK/sysinc; the CUDA toolkit is the GPU machine's own (same major version). The plug-in compiles with its
+# layers' include roots only (cmake/layers.txt, cmake/Layers.cmake): folders of links into src/ and include/ that
+# CMake makes in its build folder. They do not travel: PACK/cuda_plugin_layers.txt lists each link (its path under
+# the roots, its target relative to the repository), and PACK/build_cuda_plugin.sh makes them again under $OBJ,
+# pointing into the repository it compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine_build=${1:?usage: pack_cuda_kit.sh ENGINE_BUILD PACK_DIR}
@@ -18,12 +22,19 @@ cmake -S . -B "$cfg" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRBEE_CUDA=ON -DRBEE_C
   -DRBEE_BUILD_TESTS=OFF -DRBEE_BUILD_BENCH=OFF -DRBEE_PREBUILT_ENGINE="$root/$engine_build/librbee_engine.so" >/dev/null
 mkdir -p "$pack/sysinc"
 for d in nlohmann spdlog fmt; do cp -rL "/usr/include/$d" "$pack/sysinc/"; done
+# The layers' include roots, as "LINK TARGET" lines (LINK under $cfg/layers, TARGET relative to the repository).
+(cd "$cfg/layers" && find . -type l | sort) | while read -r link; do
+  target=$(readlink "$cfg/layers/$link")
+  case "$target" in "$root"/*) ;; *) echo "pack_cuda_kit.sh: $cfg/layers/$link points outside the repository: $target" >&2; exit 1 ;; esac
+  echo "${link#./} ${target#"$root"/}"
+done > "$pack/cuda_plugin_layers.txt"
+[ -s "$pack/cuda_plugin_layers.txt" ] || { echo "pack_cuda_kit.sh: no include roots in $cfg/layers" >&2; exit 1; }
 # ninja's commands, made relative: repository paths -> $ROOT, objects -> $OBJ, the engine -> the pack's copy.
 ninja -C "$cfg" -t commands rbee_backend_cuda | sed -E \
   -e 's#^/usr/bin/ccache ##' -e 's#/usr/local/cuda/bin/nvcc#nvcc#g' \
   -e 's# -MD -MT [^ ]+ -MF [^ ]+##' \
   -e "s#$root/$engine_build/librbee_engine.so#\$PACK/librbee_engine.so#g" \
-  -e "s#$root/#\$ROOT/#g" -e "s#-isystem=\\\$ROOT/include#-isystem=\$ROOT/include -isystem=\$PACK/sysinc#" \
+  -e "s#$root/$cfg/layers/#\$OBJ/layers/#g" -e "s#$root/#\$ROOT/#g" -e '/ -c /s#^nvcc #nvcc -isystem=$PACK/sysinc #' \
   -e 's#CMakeFiles/rbee_backend_cuda.dir/#$OBJ/#g' \
   -e 's#-o librbee_backend_cuda.so#-o $PACK/librbee_backend_cuda.so#' \
   -e 's#-Wl,-rpath,[^ ]+#-Wl,-rpath,\\$ORIGIN#' \
@@ -54,6 +65,12 @@ OBJ=${OBJ:-/tmp/rbee-cuda-obj}
 CUDA_LIB=${CUDA_LIB:-$(cd "$(dirname "$(command -v nvcc)")/../lib64" 2>/dev/null && pwd || echo /usr/local/cuda/lib64)}
 mkdir -p "$OBJ/src/backends/gpu/kernels" "$OBJ/src/backends/cuda" "$OBJ/logs"
 export PACK ROOT OBJ CUDA_LIB
+# The layers' include roots (the only include paths of the commands), made again here into $ROOT.
+rm -rf "$OBJ/layers"
+while read -r link target; do
+  [ -e "$ROOT/$target" ] || { echo "build_cuda_plugin.sh: $ROOT/$target missing (ROOT must hold src/ include/ cmake/)" >&2; exit 1; }
+  mkdir -p "$OBJ/layers/$(dirname "$link")" && ln -s "$ROOT/$target" "$OBJ/layers/$link"
+done < "$PACK/cuda_plugin_layers.txt"
 compile=$(grep -v -- ' -shared ' "$PACK/cuda_plugin_commands.txt")
 link=$(grep -- ' -shared ' "$PACK/cuda_plugin_commands.txt")
 n=0; failed=0

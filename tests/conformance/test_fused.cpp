@@ -21,6 +21,7 @@
 
 #include "common/harness.h"
 #include "conformance/op_suites.h"
+#include "conformance/qmatmul_reference.h"
 #include "rbee/core/half.h"
 #include "rbee/ops.h"
 
@@ -31,151 +32,7 @@ const std::vector<DType> kWeightTypes = {DType::Q4_0, DType::Q4_1, DType::Q5_0, 
                                          DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
                                          DType::Q6_K, DType::Q8_K, DType::F32,  DType::F16,  DType::BF16};
 
-// A 16-bit float format: significand bits (with the implicit one), smallest normal exponent, largest finite.
-struct HalfFormat {
-  int p, emin;
-  double max_finite;
-};
-HalfFormat half_format(DType t) {
-  return t == DType::F16 ? HalfFormat{11, -14, 65504.0} : HalfFormat{8, -126, 3.3895313892515355e38};
-}
-// x rounded to `f` (nearest, ties to even; beyond the largest finite value +-inf), in double, independently of
-// rbee's conversions (as test_quant.cpp): the value qmatmul's 16-bit weights multiply.
-double naive_round16(double x, const HalfFormat& f) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  const int e = std::max(std::ilogb(x), f.emin);
-  const double ulp = std::ldexp(1.0, e - (f.p - 1));
-  const double r = std::nearbyint(x / ulp) * ulp;
-  return std::fabs(r) > f.max_finite ? std::copysign(INFINITY, x) : r;
-}
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
-
-// The activation format qmatmul pairs with a weight type (F32: the activations themselves; F16 / BF16: the
-// activations rounded to the weight's type, the QMatmul contract of op_table.def).
-DType activation_type(DType w) {
-  switch (w) {
-    case DType::Q4_1:
-    case DType::Q5_1: return DType::Q8_1;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K: return DType::Q8_K;
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return w;
-    default: return DType::Q8_0;
-  }
-}
-
-// What qmatmul multiplies for activations x [m, k] (f32 values): the 8-bit activation rule for 32-element
-// blocks (per block amax, quants nearest-even(x * (127 / amax)) in f32, scale f16(amax / 127); as in
-// test_quant.cpp), Q8_K through the CPU's quantizer, x rounded to F16 / BF16 weights' type, x itself for F32.
-std::vector<double> activations_multiplied(const std::vector<double>& x, int64_t m, int64_t k, DType atype) {
-  if (atype == DType::F32) return x;
-  if (is_half(atype)) {
-    std::vector<double> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) out[i] = naive_round16((double)(float)x[i], half_format(atype));
-    return out;
-  }
-  if (atype == DType::Q8_K) {
-    const Tensor xt = make_tensor(x, {m, k}, DType::F32, cpu_device());
-    return to_doubles(ops::dequantize(ops::quantize(xt, DType::Q8_K)));
-  }
-  std::vector<double> out(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0.f;
-    for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs((float)x[j]));
-    const float id = amax != 0.f ? 127.f / amax : 0.f;
-    const double d = f16_bits_to_f32(f32_to_f16_bits(amax / 127.f));
-    for (size_t j = b; j < b + 32; ++j) out[j] = (double)std::nearbyint((float)x[j] * id) * d;
-  }
-  return out;
-}
-
-struct Weights {
-  Tensor w;
-  std::vector<double> w_hat;  // what w holds
-  std::vector<double> mins;   // Q4_1 / Q5_1: the f16 min of each block (the Q8_1 sum term)
-};
-
-// w [n, k]: N(0, 1) rows with varied scales, quantized (or rounded) to `type` on the device.
-Weights make_weights(Device& device, DType type, int64_t n, int64_t k, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> wf((size_t)(n * k));
-  for (int64_t r = 0; r < n; ++r) {
-    const float scale = 0.05f * (float)(1 + r % 7);
-    for (int64_t c = 0; c < k; ++c) wf[(size_t)(r * k + c)] = normal(rng) * scale + (r % 3 == 0 ? 0.02f : 0.f);
-  }
-  Weights out;
-  out.w = Tensor::from_vector(wf, {n, k}, device);
-  if (is_quantized(type)) out.w = ops::quantize(out.w, type);
-  else if (type != DType::F32) out.w = ops::cast(out.w, type);
-  out.w_hat = to_doubles(is_quantized(type) ? ops::dequantize(out.w) : ops::cast(out.w, DType::F32));
-  if (type == DType::Q4_1 || type == DType::Q5_1) {
-    std::vector<unsigned char> bytes((size_t)out.w.nbytes());
-    out.w.copy_to_host(bytes.data(), bytes.size());
-    const int ts = dtype_type_size(type);
-    for (size_t b = 0; b < bytes.size() / ts; ++b) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + b * ts + 2, 2);
-      out.mins.push_back(f16_bits_to_f32(h));
-    }
-  }
-  return out;
-}
-
-// Checks got [m, n] against qmatmul's references for activations `a` (f32 values fed to the quantizer), plus
-// `residual` [m, n] when not empty (one more f32 rounding).
-void expect_qmatmul(const std::vector<double>& got, const Weights& w, DType wtype, const std::vector<double>& a,
-                    int64_t m, int64_t n, int64_t k, const std::vector<double>& residual) {
-  const DType atype = activation_type(wtype);
-  const auto a_hat = activations_multiplied(a, m, k, atype);
-  const int64_t act_block = atype == DType::F32 || is_half(atype) ? 1 : dtype_block_size(atype);
-  int64_t bad_tight = 0, bad_loose = 0;
-  std::string first;
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t j = 0; j < n; ++j) {
-      double tight = 0, loose = 0, mag = 0, act_err = 0, sum_term = 0;
-      for (int64_t k0 = 0; k0 < k; k0 += act_block) {
-        double amax = 0, block_sum = 0;
-        for (int64_t c = k0; c < k0 + act_block; ++c) {
-          amax = std::max(amax, std::fabs(a[r * k + c]));
-          block_sum += a_hat[r * k + c];
-        }
-        for (int64_t c = k0; c < k0 + act_block; ++c) {
-          const double wk = w.w_hat[j * k + c];
-          tight += wk * a_hat[r * k + c];
-          loose += wk * a[r * k + c];
-          mag += std::fabs(wk * a_hat[r * k + c]);
-          if (is_half(atype)) {
-            const HalfFormat f = half_format(atype);
-            act_err += std::fabs(wk) * (std::ldexp(std::fabs(a[r * k + c]), -f.p) + std::ldexp(1.0, f.emin - f.p));
-          } else if (atype != DType::F32) {
-            act_err += std::fabs(wk) * 0.57 * amax / 127.0;
-          }
-        }
-        if (!w.mins.empty()) sum_term += std::fabs(w.mins[(size_t)((j * k + k0) / 32)] * block_sum) / 1024.0;
-      }
-      double tol = 2e-5 * mag + sum_term + 1e-6;
-      if (!residual.empty()) {
-        const double res = residual[r * n + j];
-        tight += res;
-        loose += res;
-        tol += 1.2e-7 * (std::fabs(res) + std::fabs(tight));
-      }
-      const double g = got[r * n + j];
-      if (!(std::fabs(g - tight) <= tol) && bad_tight++ < 3) {
-        first += fmt::format("\n  [{}, {}] got {} want {} (tol {})", r, j, g, tight, tol);
-      }
-      if (!(std::fabs(g - loose) <= tol + act_err)) ++bad_loose;
-    }
-  }
-  EXPECT_EQ(bad_tight, 0) << bad_tight << " outputs off the quantized-activation reference" << first;
-  EXPECT_EQ(bad_loose, 0) << bad_loose << " outputs off the exact-activation reference by more than its rounding";
-}
+// Weights, make_weights, expect_qmatmul: qmatmul's references (qmatmul_reference.h).
 
 struct FusedCase {
   const char* name;
@@ -214,7 +71,8 @@ TEST_P(NormQMatmulConformance, MatchesNormThenQMatmul) {
   RBEE_REQUIRE_DEVICE(backend, device);
   const int64_t m = c.m, k = 512, n = 37;
   const float eps = 1e-5f;
-  const Weights w = make_weights(*device, wtype, n, k, 4321 + (int)wtype);
+  std::mt19937_64 weight_rng(4321 + (int)wtype);
+  const Weights w = make_weights(*device, wtype, n, k, weight_rng);
   const auto xv = hidden_states(m, k, 5);
   const auto rv = hidden_states(m, k, 6);
   std::mt19937_64 rng(7);
@@ -253,7 +111,7 @@ TEST_P(NormQMatmulConformance, MatchesNormThenQMatmul) {
     ASSERT_EQ(sum.shape(), (Shape{m, k}));
     EXPECT_TRUE(all_close(to_doubles(sum), s, {0, 0})) << "sum output";
   }
-  expect_qmatmul(to_doubles(out), w, wtype, h, m, n, k, {});
+  expect_qmatmul(to_doubles(out), w, wtype, h, m, n, k, {}, cpu_device());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fused, NormQMatmulConformance,
@@ -271,7 +129,8 @@ TEST_P(SwigluQMatmulConformance, MatchesSwigluThenQMatmul) {
   const FusedCase& c = kFusedCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
   const int64_t m = c.m, inner = 512, n = 37;
-  const Weights w = make_weights(*device, wtype, n, inner, 8765 + (int)wtype);
+  std::mt19937_64 weight_rng(8765 + (int)wtype);
+  const Weights w = make_weights(*device, wtype, n, inner, weight_rng);
   const auto gv = hidden_states(m, inner, 11);
   const auto uv = hidden_states(m, inner, 12);
   std::vector<double> guv((size_t)(m * 2 * inner));
@@ -290,7 +149,7 @@ TEST_P(SwigluQMatmulConformance, MatchesSwigluThenQMatmul) {
                          ? ops::swiglu_qmatmul(gate_up, w.w, make_tensor(rv, {m, n}, DType::F32, *device))
                          : ops::swiglu_qmatmul(gate_up, w.w);
   ASSERT_EQ(out.shape(), (Shape{m, n}));
-  expect_qmatmul(to_doubles(out), w, wtype, act, m, n, inner, rv);
+  expect_qmatmul(to_doubles(out), w, wtype, act, m, n, inner, rv, cpu_device());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fused, SwigluQMatmulConformance,

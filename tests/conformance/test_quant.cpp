@@ -17,6 +17,7 @@
 
 #include "common/harness.h"
 #include "conformance/op_suites.h"
+#include "conformance/qmatmul_reference.h"
 #include "rbee/core/half.h"
 #include "rbee/ops.h"
 
@@ -250,11 +251,11 @@ TEST(QuantActivationFormats, CarryTheirSums) {
 // ------------------------------------------------------------------------------------------ (d) qmatmul
 // x [..., K] f32 times w [N, K]^T. Two references in double:
 //  - tight: sum_k w^[n, k] * x^[m, k], with w^ = dequantize(w) and x^ the activations the kernel really
-//    multiplies: 8-bit blocks for Q4_0/Q5_0/Q8_0/Q8_1 and Q4_1/Q5_1 weights by the activation rule (below,
-//    naive_activation_q8), dequantize(quantize(x, Q8_K)) for K-quants, x rounded to f16 / bf16 for f16 / bf16
-//    weights (naive_round16), x itself for f32. The kernel's integer sums and its 16-bit products are exact, so
-//    only f32 scaling and accumulation remain: 2e-5 * sum |w^ x^| (K = 512 f32 sums in any order, tensor-core
-//    accumulation included). For Q4_1/Q5_1 the activation block sum s enters as f16, adding up to
+//    multiplies: 8-bit blocks for Q4_0/Q5_0/Q8_0/Q8_1 and Q4_1/Q5_1 weights by the activation rule
+//    (qmatmul_reference.h, naive_activation_q8), dequantize(quantize(x, Q8_K)) for K-quants, x rounded to
+//    f16 / bf16 for f16 / bf16 weights (naive_round16), x itself for f32. The kernel's integer sums and its
+//    16-bit products are exact, so only f32 scaling and accumulation remain: 2e-5 * sum |w^ x^| (K = 512 f32
+//    sums in any order, tensor-core accumulation included). For Q4_1/Q5_1 the activation block sum s enters as f16, adding up to
 //    2^-10 * |m_w * sum_block x^| per block.
 //  - exact x: sum_k w^[n, k] * x[m, k]; activation quantization moves each x by at most half a step
 //    (d = max|x_block| / 127) plus d's f16 rounding: |x^ - x| <= 0.57 * max|x_block| / 127; rounding to a 16-bit
@@ -291,62 +292,7 @@ const std::vector<QMatmulCase> kQMatmulCases = {
     {"vector", {kDefaultK}, Layout::Contiguous},
 };
 
-// The 8-bit activation rule qmatmul defines for 32-element-block weights (ggml's CPU backend quantizes its
-// activations this way, so rbee's products follow llama.cpp's): per block amax = max |x|, quants
-// nearest-even(x * (127 / amax)) in f32 (0 when amax is 0), scale f16(amax / 127). It differs from the Q8_0
-// weight quantizer (x * (1 / d), ties away from zero, checked against gguf-py above) in the rounding of a few
-// quants. Returns the dequantized values q * d.
-std::vector<double> naive_activation_q8(const std::vector<double>& x) {
-  std::vector<double> out(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0.f;
-    for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs((float)x[j]));
-    const float id = amax != 0.f ? 127.f / amax : 0.f;
-    const double d = f16_bits_to_f32(f32_to_f16_bits(amax / 127.f));
-    for (size_t j = b; j < b + 32; ++j) out[j] = (double)std::nearbyint((float)x[j] * id) * d;
-  }
-  return out;
-}
-
-// A 16-bit float format: significand bits (with the implicit one), smallest normal exponent, largest finite.
-struct HalfFormat {
-  int p, emin;
-  double max_finite;
-};
-HalfFormat half_format(DType t) {
-  return t == DType::F16 ? HalfFormat{11, -14, 65504.0} : HalfFormat{8, -126, 3.3895313892515355e38};
-}
-// x rounded to `f` (nearest, ties to even; beyond the largest finite value +-inf), computed in double
-// independently of rbee's conversions: the value qmatmul's 16-bit weights multiply.
-double naive_round16(double x, const HalfFormat& f) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  const int e = std::max(std::ilogb(x), f.emin);
-  const double ulp = std::ldexp(1.0, e - (f.p - 1));
-  const double r = std::nearbyint(x / ulp) * ulp;  // the default rounding mode: to nearest even
-  return std::fabs(r) > f.max_finite ? std::copysign(INFINITY, x) : r;
-}
-std::vector<double> naive_round16(const std::vector<double>& x, DType t) {
-  std::vector<double> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = naive_round16((double)(float)x[i], half_format(t));
-  return out;
-}
-
-DType activation_type(DType w) {
-  switch (w) {
-    case DType::Q4_1:
-    case DType::Q5_1: return DType::Q8_1;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K: return DType::Q8_K;
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return w;  // f16 / bf16: x rounded to the weight's type
-    default: return DType::Q8_0;
-  }
-}
+// naive_activation_q8, naive_round16, activation_type, make_weights, expect_qmatmul: qmatmul_reference.h.
 
 using QMatmulParam = std::tuple<std::string, DType, int>;
 class QMatmulConformance : public ::testing::TestWithParam<QMatmulParam> {};
@@ -363,87 +309,25 @@ TEST_P(QMatmulConformance, MatchesDoubleReference) {
 
   // Weights: N(0, 1) rows with varied scales, quantized (or rounded) to wtype; w^ = what w holds.
   std::mt19937_64 rng(1234 + (int)wtype);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> wf((size_t)(kN * kK));
-  for (int64_t n = 0; n < kN; ++n) {
-    const float scale = 0.05f * (float)(1 + n % 7);
-    for (int64_t k = 0; k < kK; ++k) wf[(size_t)(n * kK + k)] = normal(rng) * scale + (n % 3 == 0 ? 0.02f : 0.f);
-  }
-  Tensor w = Tensor::from_vector(wf, {kN, kK}, *device);
-  if (is_quantized(wtype)) w = ops::quantize(w, wtype);
-  else if (wtype != DType::F32) w = ops::cast(w, wtype);
-  const auto w_hat = to_doubles(is_quantized(wtype) ? ops::dequantize(w) : ops::cast(w, DType::F32));
+  const Weights w = make_weights(*device, wtype, kN, kK, rng);
 
   // Activations: mixed magnitudes, with an outlier per row as real hidden states have.
+  std::normal_distribution<float> normal(0.f, 1.f);
   std::vector<double> xv((size_t)(m * kK));
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t k = 0; k < kK; ++k) xv[(size_t)(r * kK + k)] = (double)normal(rng) * (1.0 + (double)(r % 4));
     xv[(size_t)(r * kK + (r * 37) % kK)] = 12.0;
   }
   const Tensor x = make_tensor(xv, x_shape, DType::F32, *device, c.layout);
-  const DType atype = activation_type(wtype);
-  const Tensor x_flat = make_tensor(xv, {m, kK}, DType::F32, *device);
-  const bool half = atype == DType::F16 || atype == DType::BF16;
-  const auto x_hat = atype == DType::F32   ? xv
-                     : half                 ? naive_round16(xv, atype)
-                     : atype == DType::Q8_K ? to_doubles(ops::dequantize(ops::quantize(x_flat, atype)))
-                                            : naive_activation_q8(xv);
 
   poison_allocations(*device, (size_t)(m * kN * 4));
-  const Tensor out = ops::qmatmul(x, w);
+  const Tensor out = ops::qmatmul(x, w.w);
   Shape want_shape = x_shape;
   want_shape[want_shape.rank() - 1] = kN;
   ASSERT_EQ(out.shape(), want_shape);
   ASSERT_EQ(out.dtype(), DType::F32);
-  const auto got = to_doubles(out);
-
-  // Per-block f16 mins of Q4_1 / Q5_1 weights (offset 2 of each block) for the Q8_1 sum term.
-  std::vector<double> mins;
-  if (wtype == DType::Q4_1 || wtype == DType::Q5_1) {
-    const auto bytes = host_bytes(w);
-    const int ts = dtype_type_size(wtype);
-    for (size_t b = 0; b < bytes.size() / ts; ++b) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + b * ts + 2, 2);
-      mins.push_back(f16_bits_to_f32(h));
-    }
-  }
-  const int64_t act_block = atype == DType::F32 || half ? 1 : dtype_block_size(atype);
-  int64_t bad_tight = 0, bad_loose = 0;
-  std::string first;
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t n = 0; n < kN; ++n) {
-      double tight = 0, loose = 0, mag = 0, act_err = 0, sum_term = 0;
-      for (int64_t k0 = 0; k0 < kK; k0 += act_block) {
-        double amax = 0, block_sum = 0;
-        for (int64_t k = k0; k < k0 + act_block; ++k) {
-          amax = std::max(amax, std::fabs(xv[r * kK + k]));
-          block_sum += x_hat[r * kK + k];
-        }
-        for (int64_t k = k0; k < k0 + act_block; ++k) {
-          const double wk = w_hat[n * kK + k];
-          tight += wk * x_hat[r * kK + k];
-          loose += wk * xv[r * kK + k];
-          mag += std::fabs(wk * x_hat[r * kK + k]);
-          if (half) {
-            const HalfFormat f = half_format(atype);
-            act_err += std::fabs(wk) * (std::ldexp(std::fabs(xv[r * kK + k]), -f.p) + std::ldexp(1.0, f.emin - f.p));
-          } else if (atype != DType::F32) {
-            act_err += std::fabs(wk) * 0.57 * amax / 127.0;
-          }
-        }
-        if (!mins.empty()) sum_term += std::fabs(mins[(size_t)((n * kK + k0) / 32)] * block_sum) / 1024.0;
-      }
-      const double g = got[r * kN + n];
-      const double tol_tight = 2e-5 * mag + sum_term + 1e-6;
-      if (!(std::fabs(g - tight) <= tol_tight)) {
-        if (bad_tight++ < 3) first += fmt::format("\n  [{}, {}] got {} want {} (tol {})", r, n, g, tight, tol_tight);
-      }
-      if (!(std::fabs(g - loose) <= tol_tight + act_err)) ++bad_loose;
-    }
-  }
-  EXPECT_EQ(bad_tight, 0) << bad_tight << " outputs off the quantized-activation reference" << first;
-  EXPECT_EQ(bad_loose, 0) << bad_loose << " outputs off the exact-x reference by more than activation rounding";
+  // Q8_K activations through the device's own quantizer; the other references are computed here.
+  expect_qmatmul(to_doubles(out), w, wtype, xv, m, kN, kK, {}, *device);
 }
 
 std::vector<DType> qmatmul_weight_types() {

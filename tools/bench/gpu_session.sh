@@ -9,8 +9,8 @@
 #          tools/bench/gpu_session.sh compare CARRY     rbee vs llama.cpp, every row of issue 10's table
 #
 # From a helper's worktree: run ITS copy of this script for `pack` with an absolute CARRY inside the lead's
-# checkout (the device machine only sees that one), e.g. /work/main/.devpack-NAME: the pack carries the worktree's
-# build/ci, and its src/include/cmake, which `prepare` compiles the CUDA plug-in from.
+# checkout (the device machine only sees that one), e.g. MAIN/.devpack-NAME (MAIN: that checkout's root): the pack
+# carries the worktree's build/ci, and its src/include/cmake, which `prepare` compiles the CUDA plug-in from.
 #
 # Knobs: NO_LLAMA=1 (pack/prepare/compare without llama.cpp: a helper's run against the hardware limit only; no
 # 4-9 minute llama.cpp build), CONFORMANCE_FILTER (gtest filter of prepare's GPU conformance, default

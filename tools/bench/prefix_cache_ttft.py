@@ -19,11 +19,10 @@ import json
 import random
 import sys
 import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_common import Worker, no_timeout, percentile, uptime_line  # noqa: E402
+from serving_common import Clients, Worker, no_timeout, percentile, uptime_line  # noqa: E402
 
 TOPICS = ["opening hours", "returns", "shipping to islands", "gift cards", "warranty claims", "bulk orders",
           "lost parcels", "student discounts", "repairs", "loyalty points", "invoices", "data protection"]
@@ -51,8 +50,8 @@ def system_prompt(worker, tokens):
 
 
 def run_chats(worker, system, chats, turns, max_tokens):
-    results, errors = [], []
-    lock = threading.Lock()
+    results = []
+    clients = Clients(worker)
     barrier = threading.Barrier(chats)
 
     def chat(i):
@@ -61,26 +60,18 @@ def run_chats(worker, system, chats, turns, max_tokens):
         barrier.wait()
         for turn in range(turns):
             messages.append({"role": "user", "content": f"(chat {i}, turn {turn}) {rng.choice(QUESTIONS)}"})
-            try:
-                ttft, total, text, usage = worker.stream_chat(
-                    {"messages": messages, "max_tokens": max_tokens, "temperature": 0})
-            except Exception as e:  # noqa: BLE001 - counted and reported
-                with lock:
-                    errors.append(repr(e))
+            answer = clients.chat({"messages": messages, "max_tokens": max_tokens, "temperature": 0})
+            if answer is None:
                 return
+            ttft, total, text, usage = answer
             messages.append({"role": "assistant", "content": text})
             cached = (usage or {}).get("prompt_tokens_details", {}).get("cached_tokens", 0)
-            with lock:
+            with clients.lock:
                 results.append({"chat": i, "turn": turn, "ttft": ttft, "total": total, "cached": cached,
                                 "prompt_tokens": (usage or {}).get("prompt_tokens", 0), "text": text})
 
-    threads = [threading.Thread(target=chat, args=(i,)) for i in range(chats)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results, errors, time.perf_counter() - t0
+    wall = clients.run(chats, chat, *[(i,) for i in range(chats)])
+    return results, clients.errors, wall
 
 
 def main():
@@ -116,14 +107,11 @@ def main():
                 flags.append("--no-prefix-cache")
             if inv:
                 flags.append("--batch-invariant")
-            worker = Worker(args.worker, args.model, args.backend, *flags)
-            try:
+            with Worker(args.worker, args.model, args.backend, *flags) as worker:
                 system, n_system = system_prompt(worker, args.system_tokens)
                 before = uptime_line()
                 results, errors, wall = run_chats(worker, system, args.chats, args.turns, args.max_tokens)
                 after = uptime_line()
-            finally:
-                worker.stop()
             ttfts = [r["ttft"] for r in results]
             run = {"round": rnd, "mode": mode, "invariant": inv, "system_tokens": n_system, "requests": len(results),
                    "errors": errors, "ttft_p50": percentile(ttfts, 50), "ttft_p90": percentile(ttfts, 90),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One budget-aware GPU call for the SD speed work (issue 18), run from the repository root on the device machine with
 # the pack in $P (a folder of the lead's checkout, carried). Make the pack here, in the worktree to measure:
-#   P=/work/main/.devpack-NAME; scripts/pack_build.sh build/ci $P && scripts/pack_cuda_kit.sh build/ci $P &&
+#   P=MAIN/.devpack-NAME; scripts/pack_build.sh build/ci $P && scripts/pack_cuda_kit.sh build/ci $P &&
 #   tar -czf $P/tree.tgz src include cmake && cp tools/bench/sd_bench_diffusers.py tools/bench/sd_speed_call.sh $P/ &&
 #   mkdir -p $P/whl && cp diffusers-0.42.1-py3-none-any.whl $P/whl/      # (python3 -m pip download --no-deps)
 # There: P=.devpack-NAME LIMIT=400 bash .devpack-NAME/sd_speed_call.sh   (logs and summary.txt in $OUT)

@@ -89,6 +89,12 @@ class Worker:
         conn.close()
         return ttft if ttft is not None else total, total, "".join(text), usage
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -97,6 +103,35 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+class Clients:
+    """Client threads of one measured run against a worker: run(n, client) starts client() on n threads at once
+    and returns the wall time; chat() streams one request and, when it raises, records the error (counted and
+    reported, never fatal) and returns None. `lock` guards what the clients record."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.lock = threading.Lock()
+        self.errors = []
+
+    def chat(self, body):
+        try:
+            return self.worker.stream_chat(body)
+        except Exception as e:  # noqa: BLE001 - counted and reported
+            with self.lock:
+                self.errors.append(repr(e))
+            return None
+
+    def run(self, n, client, *args_of):
+        """client(*args_of[i]) on thread i (no arguments when args_of is empty); the wall time of them all."""
+        threads = [threading.Thread(target=client, args=args_of[i] if args_of else ()) for i in range(n)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0
 
 
 def no_timeout(extra):

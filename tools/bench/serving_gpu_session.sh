@@ -8,7 +8,7 @@
 #   3. TTFT p50 with a shared 1,000-token system prompt and 32 concurrent chats, with and without the prefix
 #      cache, on SmolLM2 and on the random 7B shape (answers compared between the two modes as well).
 #
-#   here:  tools/bench/gpu_session.sh pack /work/main/.devpack-serving   (build/ci packed + CUDA kit + llama.cpp
+#   here:  tools/bench/gpu_session.sh pack MAIN/.devpack-serving   (build/ci packed + CUDA kit + llama.cpp
 #          source + src/include/cmake; rbee and llm-worker-rbee must be built in build/ci)
 #   there: tools/bench/serving_gpu_session.sh .devpack-serving   (unpacks pack.tgz (and tree.tgz) to
 #          /tmp/rbee-session unless gpu_session.sh prepare did already, compiles the CUDA plug-in there when it is

@@ -18,12 +18,10 @@ speed-up is the ratio of decode tokens/s to the plain run of the same round. Pyt
 import argparse
 import json
 import sys
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_common import Worker, no_timeout, percentile, uptime_line  # noqa: E402
+from serving_common import Clients, Worker, no_timeout, percentile, uptime_line  # noqa: E402
 
 TEXTS = [
     ("honey", "nectar",
@@ -59,36 +57,28 @@ def edit_request(i, max_tokens):
 
 def run_mode(worker, requests, concurrency, max_tokens):
     results = [None] * requests
-    errors = []
+    clients = Clients(worker)
     next_i = [0]
-    lock = threading.Lock()
 
     def client():
         while True:
-            with lock:
+            with clients.lock:
                 i = next_i[0]
                 next_i[0] += 1
             if i >= requests:
                 return
-            try:
-                ttft, total, text, usage = worker.stream_chat(edit_request(i, max_tokens))
-            except Exception as e:  # noqa: BLE001 - counted and reported
-                with lock:
-                    errors.append(repr(e))
+            answer = clients.chat(edit_request(i, max_tokens))
+            if answer is None:
                 continue
+            ttft, total, text, usage = answer
             details = (usage or {}).get("completion_tokens_details", {})
             results[i] = {"ttft": ttft, "total": total, "text": text,
                           "tokens": (usage or {}).get("completion_tokens", 0),
                           "accepted": details.get("accepted_prediction_tokens", 0),
                           "rejected": details.get("rejected_prediction_tokens", 0)}
 
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results, errors, time.perf_counter() - t0
+    wall = clients.run(concurrency, client)
+    return results, clients.errors, wall
 
 
 def main():
@@ -119,16 +109,13 @@ def main():
     for rnd, inv in [(r, i) for r in range(args.rounds) for i in invariant_modes]:
         order = modes if rnd % 2 == 0 else list(reversed(modes))
         for name, flags in order:
-            worker = Worker(args.worker, args.model, args.backend, "--parallel", str(max(4, args.concurrency)),
-                            "--ctx-size", str(max(4, args.concurrency) * 1024), *no_timeout(args.extra), *flags,
-                            *(["--batch-invariant"] if inv else []), *args.extra.split())
-            try:
+            with Worker(args.worker, args.model, args.backend, "--parallel", str(max(4, args.concurrency)),
+                        "--ctx-size", str(max(4, args.concurrency) * 1024), *no_timeout(args.extra), *flags,
+                        *(["--batch-invariant"] if inv else []), *args.extra.split()) as worker:
                 worker.stream_chat(edit_request(0, 8))  # warm-up (first-touch of the weights, allocator)
                 before = uptime_line()
                 results, errors, wall = run_mode(worker, args.requests, args.concurrency, args.max_tokens)
                 after = uptime_line()
-            finally:
-                worker.stop()
             ok = [r for r in results if r]
             decode_tps = [(r["tokens"] - 1) / (r["total"] - r["ttft"]) for r in ok if r["tokens"] > 1 and r["total"] > r["ttft"]]
             drafted = sum(r["accepted"] + r["rejected"] for r in ok)
