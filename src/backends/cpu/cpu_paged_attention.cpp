@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/common/attention_math.h"
+#include "backends/common/batch_invariant.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
@@ -358,7 +359,8 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
 //  - o = sum_j p_j v_j with lanes by key position: for a sequence chunk of >= 2 queries one chain per lane
 //    j mod 8 and the Hsum8 reduction (llamafile's tinyBLAS, which llama.cpp uses for a batch), for a single
 //    query 32 lanes j mod 32 and ggml_vec_dot_f32's reduction (decode). The choice is per sequence, so a
-//    stream's result never depends on the other sequences of the batch.
+//    stream's result never depends on the other sequences of the batch; it does depend on whether its chunk has
+//    one query or more, so batch-invariant mode (backends/common/batch_invariant.h) takes the 32 lanes for all.
 // Keys outside the causal range or the window take no part, as ggml's -inf mask makes them exact zeros.
 
 // ggml_vec_dot_f32's reduction of its 32 lane sums P[8a + l] (4 accumulators of 8 lanes): accumulators 0+2 and
@@ -414,6 +416,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
   const int64_t row_stride = hkv * d;
   // q rows are copied when their head dim is strided (VecDotOrder reads contiguous vectors).
   const bool q_contiguous_rows = q.stride(2) == 1;
+  const bool one_order = rbee::batch_invariant();  // P.V in 32 lanes for chunks of any length
 
   std::vector<std::pair<int64_t, int64_t>> tokens;  // (sequence, token index in q)
   for (int64_t b = 0; b < n_seq; ++b) {
@@ -460,7 +463,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
     }
     const float inv = (float)(1.0 / sum);
     // o = sum_j p_j v_j in lanes of j mod `lanes`, vectorized over the head dim.
-    const int lanes = q_len >= 2 ? 8 : 32;
+    const int lanes = q_len >= 2 && !one_order ? 8 : 32;
     float* acc = rbee::cpu::scratch<float>(1, (size_t)(lanes * d));
     for (int64_t i = 0; i < lanes * d; ++i) acc[i] = 0.0f;
     for (int64_t j = first; j <= pos; ++j) {
