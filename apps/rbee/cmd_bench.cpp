@@ -119,16 +119,19 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
 // RBEE_OP_PROFILE=1: the per-op table of every forward pass run (warm-ups included), after a "null" row: the
 // same synchronized timing around a one-element fill, i.e. what each row's calls pay for launch and
 // synchronization beyond their kernels.
-void print_profile(Device& device, const std::vector<BenchResult>& results, int repetitions) {
+void print_profile_table(Device& device, const std::string& passes) {
   Tensor t = Tensor::empty({1}, DType::F32, device);
   for (int i = 0; i < 200; ++i) {
     profile::Scope scope("null", t);
     ops::const_set(t, 0.0);
   }
+  std::printf("op profile (RBEE_OP_PROFILE=1): %s, each op synchronized before and after\n%s", passes.c_str(),
+              profile::report().c_str());
+}
+void print_profile(Device& device, const std::vector<BenchResult>& results, int repetitions) {
   int64_t passes = 0;
   for (const auto& r : results) passes += (int64_t)(repetitions + 1) * (r.n_prompt > 0 ? 1 : r.n_gen);
-  std::printf("op profile (RBEE_OP_PROFILE=1): %lld forward passes, each op synchronized before and after\n%s",
-              (long long)passes, profile::report().c_str());
+  print_profile_table(device, fmt::format("{} forward passes", passes));
 }
 
 // --batch: one model, a KV cache per batch size (the loaded one is kept minimal).
@@ -184,6 +187,9 @@ int run_batched(const BenchOptions& opt) {
                 r.batch, r.batch * (r.n_prompt + r.n_gen), r.t_pp, r.s_pp, r.t_tg, r.s_tg, r.t_pp + r.t_tg,
                 r.s_total);
   }
+  // The scheduler's steps of every batch size, warm-ups included: prompt steps ([B x PP, ...] rows) and decode
+  // steps ([B, ...] rows) keep apart by their shapes.
+  if (profile::enabled()) print_profile_table(model.device(), "every scheduler step of the runs above");
   return 0;
 }
 

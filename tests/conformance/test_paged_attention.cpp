@@ -199,6 +199,17 @@ TEST_P(PagedAttentionConformance, DecodeBatchMatchesDenseReference) {
   check_paged_attention(*device, kCases[case_index], seqs, cache_dtype, 40 + case_index);
 }
 
+// Decode steps whose block table spans exactly 256 positions (16 blocks of 16: a GPU reads such a key range in
+// one split, no merge) and 257 (17 blocks: split over the key range and merged), every context in a different
+// place of its last tile.
+TEST_P(PagedAttentionConformance, DecodeAtTheSplitBoundaryMatchesDenseReference) {
+  const auto& [backend, case_index, cache_dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  check_paged_attention(*device, kCases[case_index], {{1, 256}, {1, 129}, {1, 64}, {1, 3}}, cache_dtype,
+                        50 + case_index);
+  check_paged_attention(*device, kCases[case_index], {{1, 200}, {1, 257}, {1, 65}}, cache_dtype, 60 + case_index);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()), ::testing::Range(0, kNumCases),
                                             ::testing::Values(DType::F32, DType::F16, DType::BF16)),

@@ -217,6 +217,36 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceNaNColumns,
                                             ::testing::ValuesIn(kFloatDTypes)),
                          backend_dtype_name);
 
+// Few long rows (a GPU splits each row over blocks, then merges the blocks' partials): the extreme value repeated
+// in several ranges (the first index wins), a NaN late in a row after an earlier one, a row whose extreme sits
+// in its last, partial range; the argmax of a 128256-logit row (Llama 3's vocabulary) as greedy decoding takes it.
+class ReduceLongRows : public ::testing::TestWithParam<BackendDTypeParam> {};
+TEST_P(ReduceLongRows, MergesRangesInIndexOrder) {
+  const auto& [backend, dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  for (const int64_t n : {int64_t{40001}, int64_t{128256}}) {
+    const Shape shape{3, n};
+    auto values = reduce_inputs(ReduceOp::Max, dtype, shape.numel(), 23 + n);
+    auto at = [&](int64_t r, int64_t j) -> double& { return values[(size_t)(r * n + j)]; };
+    for (const int64_t j : {int64_t{30001}, int64_t{25000}, int64_t{2048}, n - 1}) at(0, j) = 7;   // max ties
+    for (const int64_t j : {int64_t{4095}, int64_t{39000}}) at(0, j) = -7;                         // min ties
+    at(1, 39999) = kNaN;
+    at(1, 2049) = kNaN;
+    at(2, n - 2) = 6;
+    at(2, n - 1) = -6;
+    const Tensor x = make_tensor(values, shape, dtype, *device);
+    for (const ReduceOp op : {ReduceOp::Min, ReduceOp::Max, ReduceOp::ArgMin, ReduceOp::ArgMax}) {
+      poison_allocations(*device, (size_t)(3 * 8));
+      EXPECT_TRUE(all_close(to_doubles(ops::reduce(op, x, 1)), reduce_reference(op, values, shape, 1, dtype), {0, 0}))
+          << reduce_op_name(op) << " n " << n;
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, ReduceLongRows,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::Values(DType::F32, DType::F16, DType::BF16)),
+                         backend_dtype_name);
+
 // Float sums accumulate in double: 512 copies of a large value, ones, then 512 copies of its negative. Any
 // float-or-narrower accumulator has an ulp above 1 next to the large partial sum and loses the ones.
 class SumAccuracy : public ::testing::TestWithParam<BackendDTypeParam> {};

@@ -11,6 +11,8 @@
 // merge under the total order "NaN first, then the better value, then the lower index", which gives exactly
 // the sequential scan's answer whatever the split.
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "backends/common/axis_split.h"
 #include "backends/gpu/gpu_kernels.h"
@@ -29,6 +31,7 @@ constexpr int kColumns = 32, kRowLanes = kThreads / kColumns;
 
 template <class T>
 struct SumOp {
+  static constexpr bool kExact = false;  // the double sum depends on the order: never split a row over blocks
   using Acc = std::conditional_t<std::is_integral_v<T>, unsigned long long, double>;
   using Out = T;
   __device__ static Acc init() { return Acc(0); }
@@ -55,6 +58,7 @@ __device__ inline bool better(C v, C best) {
 
 template <class T, bool kMax, bool kArg>
 struct ExtremeOp {
+  static constexpr bool kExact = true;  // the same answer for any split of a row (see the top of the file)
   using C = compute_t<T>;
   struct Acc {
     C v;
@@ -132,12 +136,62 @@ __global__ void reduce_columns_kernel(const T* x, int64_t outer, int64_t n, int6
   }
 }
 
+// Few long rows (e.g. the argmax of one row of 128256 logits: one block of the kernel above scanned it in 0.2 ms):
+// x [rows, n] -> partial [rows, splits], block (s, r) reducing elements [s * chunk, (s + 1) * chunk) of row r.
+template <class T, class Op>
+__global__ void reduce_row_chunks_kernel(const T* x, int64_t n, int64_t chunk, typename Op::Acc* partial) {
+  using Acc = typename Op::Acc;
+  Acc* scratch = dynamic_smem<Acc>();
+  const int64_t r = blockIdx.y, begin = (int64_t)blockIdx.x * chunk;
+  const int64_t end = begin + chunk < n ? begin + chunk : n;
+  const T* row = x + r * n;
+  Acc a = Op::init();
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) Op::add(a, row[j], j);
+  a = group_reduce(a, Combine<Op>{}, scratch, (int)blockDim.x);
+  if (threadIdx.x == 0) partial[r * gridDim.x + blockIdx.x] = a;
+}
+
+// partial [rows, splits] -> out [rows]: one block per row combines its partials.
+template <class T, class Op>
+__global__ void reduce_row_partials_kernel(const typename Op::Acc* partial, int splits, const T* x, int64_t n,
+                                           typename Op::Out* out) {
+  using Acc = typename Op::Acc;
+  Acc* scratch = dynamic_smem<Acc>();
+  const int64_t r = blockIdx.x;
+  Acc a = Op::init();
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) a = Op::combine(a, partial[r * splits + s]);
+  a = group_reduce(a, Combine<Op>{}, scratch, (int)blockDim.x);
+  if (threadIdx.x == 0) Op::write(out + r, a, x + r * n, 1);
+}
+
+// Rows split over blocks: exact operations only, rows at least kSplitMinRow long, and few enough rows that one
+// block per row would leave most multiprocessors idle.
+constexpr int64_t kSplitChunk = 2048;  // elements per block (8 per thread)
+constexpr int64_t kSplitMinRow = 4 * kSplitChunk;
+// RBEE_REDUCE_SPLIT=0: one block per row always (the kernel of before; A/B measurements).
+bool split_rows_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("RBEE_REDUCE_SPLIT");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
 template <class T, class Op>
 void launch_reduce(GpuDevice& dev, const T* x, int64_t outer, int64_t n, int64_t inner, void* out) {
   using Acc = typename Op::Acc;
   auto* dst = static_cast<typename Op::Out*>(out);
   const size_t smem = kThreads * sizeof(Acc);
-  if (inner == 1) {
+  if (Op::kExact && inner == 1 && n >= kSplitMinRow && outer <= dev.props().multiprocessors && outer <= 65535 &&
+      split_rows_enabled()) {
+    const int64_t splits = ceil_div(n, kSplitChunk);
+    Tensor partial = Tensor::empty({outer * splits * (int64_t)sizeof(Acc)}, DType::U8, dev);
+    auto* part = static_cast<Acc*>(partial.data());
+    reduce_row_chunks_kernel<T, Op><<<dim3((unsigned)splits, (unsigned)outer), kThreads, smem, dev.stream()>>>(
+        x, n, kSplitChunk, part);
+    RBEE_GPU_CHECK_LAUNCH();
+    reduce_row_partials_kernel<T, Op><<<(unsigned)outer, kThreads, smem, dev.stream()>>>(part, (int)splits, x, n, dst);
+  } else if (inner == 1) {
     const int group = row_group_size(n, 4);
     reduce_rows_kernel<T, Op><<<blocks_for(outer, kThreads / group), kThreads, smem, dev.stream()>>>(x, outer, n,
                                                                                                    group, dst);
