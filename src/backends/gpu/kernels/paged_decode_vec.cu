@@ -229,13 +229,11 @@ void launch_for_head_size(GpuDevice& dev, int d, int group, const PagedLaunch& p
   else launch_for_group<C, 256>(dev, group, p, grid);
 }
 
-// RBEE_ATTN_DECODE_VEC=0 keeps decode steps on the tensor-core / scalar kernels (A/B comparisons, fallback).
+// RBEE_ATTN_DECODE_VEC=0 keeps decode steps on the tensor-core / scalar kernels (A/B comparisons, fallback). Read
+// at every call, as RBEE_PAGED_FLASH is, so a benchmark can switch kernels within one process.
 bool decode_vec_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("RBEE_ATTN_DECODE_VEC");
-    return !(env != nullptr && std::string_view(env) == "0");
-  }();
-  return on;
+  const char* env = std::getenv("RBEE_ATTN_DECODE_VEC");
+  return !(env != nullptr && std::string_view(env) == "0");
 }
 
 }  // namespace
