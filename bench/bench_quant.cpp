@@ -5,6 +5,10 @@
 //   BM_QMatmulPrompt/<type>/<M>/<N>/<K>: prompt-sized qmatmul, in GFLOP/s (2 M N K per call).
 //   BM_SgemmOpenBLAS/<M>/<N>/<K>: OpenBLAS sgemm on f32 weights of the same shape, the dense peer for the prompt
 //     case (same flops, 4-8x the weight bytes).
+//   Both also report "GFLOP/cpu-s": flops per second of CPU time of the whole process (every thread). On a
+//   machine shared with other work, where wall-clock rates mostly measure the other work, this is the kernels'
+//   own rate; run it with one thread (RBEE_THREADS=1 OPENBLAS_NUM_THREADS=1), since a pool that spin-waits
+//   counts its waiting as CPU time.
 //   BM_QDotKernelL2/<type>/<rows>: one core, the row kernel alone on 48 weight rows of K = 4096 that stay in L2:
 //     the compute ceiling of a core ("GB/s" of weights), to set against its share of memory bandwidth.
 // Weights: 64 distinct quantized rows of N(0, 1) data repeated to N rows (bytes stream from memory all the same;
@@ -15,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <random>
 #include <tuple>
@@ -29,6 +34,18 @@ using rbee::DType;
 using rbee::Tensor;
 
 rbee::Device& cpu() { return rbee::Registry::global().cpu(); }
+
+// CPU seconds used so far by every thread of this process.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+// Sets "GFLOP/cpu-s" from the flops of the loop and the process CPU time it took (from `cpu_start`).
+void set_cpu_rate(benchmark::State& state, double flops_per_iteration, double cpu_start) {
+  const double cpu_s = process_cpu_seconds() - cpu_start;
+  state.counters["GFLOP/cpu-s"] = cpu_s > 0 ? flops_per_iteration * (double)state.iterations() / cpu_s / 1e9 : 0.0;
+}
 
 std::vector<float> normal_values(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -73,10 +90,12 @@ void BM_QMatmulPrompt(benchmark::State& state, DType type) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const Tensor& w = weights(type, n, k);
   const Tensor x = Tensor::from_vector(normal_values(m * k, 11), {m, k}, cpu());
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     Tensor out = rbee::ops::qmatmul(x, w);
     benchmark::DoNotOptimize(out.data());
   }
+  set_cpu_rate(state, 2.0 * (double)(m * n * k), cpu_start);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * (double)(m * n * k) * (double)state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -86,12 +105,14 @@ void BM_SgemmOpenBLAS(benchmark::State& state) {
   const auto x = normal_values(m * k, 11);
   const auto w = normal_values(n * k, 5);
   std::vector<float> out((size_t)(m * n));
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     // out[M, N] = x[M, K] . w[N, K]^T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.f, x.data(), (int)k, w.data(),
                 (int)k, 0.f, out.data(), (int)n);
     benchmark::DoNotOptimize(out.data());
   }
+  set_cpu_rate(state, 2.0 * (double)(m * n * k), cpu_start);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * (double)(m * n * k) * (double)state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }

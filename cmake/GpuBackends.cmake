@@ -28,7 +28,7 @@ if(RBEE_CUDA)
   target_compile_options(rbee_backend_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcudafe=--diag_suppress=20012 -lineinfo>)
   # Static cudart: the plug-in then needs only the driver (libcuda) and cuBLAS at run time.
-  target_link_libraries(rbee_backend_cuda PRIVATE rbee_engine CUDA::cudart_static CUDA::cublas)
+  target_link_libraries(rbee_backend_cuda PRIVATE rbee_engine CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
 endif()
 
 # ---- ROCm (hipcc) -------------------------------------------------------------------------------------------

@@ -259,10 +259,12 @@ int run(const Options& opt) {
   ctx.ctx_size = per_job;
   ctx.service = &service;
   lifecycle.set_ready();
+  const char* invariant = std::getenv("RBEE_BATCH_INVARIANT");
   log::info("event=ready parallel={} queue={} prefill_chunk={} ctx_per_job={} prefix_cache={} speculative={} "
-            "spec_tokens={}",
+            "spec_tokens={} batch_invariant={}",
             opt.parallel, opt.queue_size, opt.prefill_chunk, per_job, sched_opt.prefix_cache ? "on" : "off",
-            llm::speculative_method_name(sched_opt.speculative.method), opt.spec_tokens);
+            llm::speculative_method_name(sched_opt.speculative.method), opt.spec_tokens,
+            invariant != nullptr && *invariant != 0 && std::string_view(invariant) != "0" ? "on" : "off");
 
   lifecycle.wait_for_shutdown();
   lifecycle.set_draining();
@@ -315,6 +317,12 @@ int main(int argc, char** argv) {
                  "mean, last or cls")
       ->check(CLI::IsMember({"auto", "mean", "last", "cls"}))
       ->capture_default_str();
+  // The GPU kernels read RBEE_BATCH_INVARIANT at each launch: set it while parsing, before any thread starts.
+  app.add_flag_callback(
+      "--batch-invariant", [] { setenv("RBEE_BATCH_INVARIANT", "1", 1); },
+      "Batch-invariant GPU kernels (also RBEE_BATCH_INVARIANT=1): a request's logits do not depend on the other "
+      "requests in its steps, the prefix cache or speculative verification, so greedy answers are reproducible; "
+      "slower (docs/DEPLOY.md); the CPU always is");
   app.add_flag("--no-prefix-cache", opt.no_prefix_cache,
                "Turn automatic prefix caching off (by default full KV blocks of a prompt are cached by the hash of "
                "their token prefix and reused by later requests that start with the same tokens)");

@@ -48,6 +48,12 @@ void add_model_options(CLI::App& app, ModelOptions& opt) {
       ->capture_default_str();
   app.add_flag("!--no-fit", opt.fit,
                "Refuse instead of lowering the context or moving layers to the CPU when the model does not fit");
+  // The GPU kernels read RBEE_BATCH_INVARIANT at each launch: set it while parsing, before any thread starts.
+  app.add_flag_callback(
+      "--batch-invariant", [] { setenv("RBEE_BATCH_INVARIANT", "1", 1); },
+      "Batch-invariant GPU kernels (also RBEE_BATCH_INVARIANT=1): a sequence's logits do not depend on what shares "
+      "its steps (batch size, prefix cache, speculative verify), at the cost of speed (docs/DESIGN.md); the CPU "
+      "always is");
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& opt) {

@@ -97,6 +97,9 @@ Tensor dequantize(const Tensor& q);
 // x [..., K] F32 times w [N, K]^T (w quantized or F16/BF16/F32) -> [..., N] F32: a linear layer. x meets w in
 // w's format: quantized to 8-bit blocks for block types, rounded to f16 / bf16 for 16-bit weights (kernels.h).
 Tensor qmatmul(const Tensor& x, const Tensor& w);
+// x [..., K] . w [N, K]^T + bias [N] + residual [..., N] -> [..., N] in one op, rounded once (op_table.def
+// LinearFused); bias and residual may be undefined; x, w, bias and residual share one dtype (F32, F16 or BF16).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Tensor& residual = {});
 
 // ---- convolution family ----
 Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});

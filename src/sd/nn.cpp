@@ -2,6 +2,8 @@
 #include "sd/nn.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
@@ -35,19 +37,29 @@ Linear Linear::load(const Weights& wt, const std::string& name, int64_t in, int6
   return l;
 }
 
-Tensor Linear::operator()(const Tensor& x) const {
+Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   profile::Scope scope("linear", x, w.shape());
-  Tensor y;
-  if (x.dtype() == w.dtype() && x.dtype() != DType::F32) {
-    // 16-bit activations and weights: one GEMM on the vendor BLAS, x [rows, in] . w^T.
+  // RBEE_SD_LINEAR_FUSED=0: the 16-bit product as a plain matmul with separate adds (A/B comparisons).
+  static const bool fused = [] {
+    const char* env = std::getenv("RBEE_SD_LINEAR_FUSED");
+    return !(env && std::string_view(env) == "0");
+  }();
+  if (x.dtype() == w.dtype() && x.dtype() != DType::F32 && !fused) {
     const Tensor xc = x.contiguous();
     Shape ys = x.shape();
     ys[ys.rank() - 1] = out;
-    y = ops::matmul(xc.view({xc.numel() / in, in}), w.transpose(0, 1)).view(ys);
-  } else {
-    y = ops::qmatmul(as_dtype(x, DType::F32), w);  // F32 activations; w F32, 16-bit or quantized
+    Tensor y = ops::matmul(xc.view({xc.numel() / in, in}), w.transpose(0, 1)).view(ys);
+    if (b.defined()) y = ops::add(y, as_dtype(b, y.dtype()));
+    return residual.defined() ? ops::add(residual, y) : y;
   }
-  return b.defined() ? ops::add(y, as_dtype(b, y.dtype())) : y;
+  if (x.dtype() == w.dtype() && x.dtype() != DType::F32) {
+    // 16-bit activations and weights: x [..., in] . w^T + b + residual in one op (cuBLASLt's bias epilogue on CUDA).
+    return ops::linear(x, w, b.defined() ? as_dtype(b, x.dtype()) : Tensor(),
+                       residual.defined() ? as_dtype(residual, x.dtype()) : Tensor());
+  }
+  Tensor y = ops::qmatmul(as_dtype(x, DType::F32), w);  // F32 activations; w F32, 16-bit or quantized
+  if (b.defined()) y = ops::add(y, as_dtype(b, y.dtype()));
+  return residual.defined() ? ops::add(residual, y) : y;
 }
 
 Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride, int pad) {

@@ -19,8 +19,9 @@ struct Linear {
   Tensor w, b;  // w [out, in] (weights dtype), b [out] (act_dtype) or undefined
   int64_t in = 0, out = 0;
   static Linear load(const Weights& wt, const std::string& name, int64_t in, int64_t out, bool bias = true);
-  // x [..., in] -> [..., out]
-  Tensor operator()(const Tensor& x) const;
+  // x [..., in] -> [..., out] (+ residual [..., out] when defined). 16-bit x and w (GPUs): one fused linear op, bias
+  // and residual added to the f32 sums before the single rounding; otherwise qmatmul (F32 activations) and adds.
+  Tensor operator()(const Tensor& x, const Tensor& residual = {}) const;
 };
 
 struct Conv2d {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <list>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include "sd/config_json.h"
 #include "sd/nn.h"
 #include "sd/torch_generator.h"
+#include "sd/unet_graph.h"
 
 namespace rbee::sd {
 
@@ -34,6 +36,11 @@ struct Pipeline::Impl {
   std::unique_ptr<ClipTextModel> text2;
   bool force_zeros_for_empty_prompt = true;
   std::unique_ptr<UNet> unet;
+  // The UNet step as a replayed device graph (LoadOptions::unet_graphs); made at the first request, used by one
+  // request at a time (another one at the same time runs its steps eagerly). Declared after unet: it goes first.
+  bool unet_graphs = true;
+  mutable std::mutex graph_mutex;
+  mutable std::unique_ptr<UNetStepGraph> graph;
   std::unique_ptr<Vae> vae;
   ModelLimits limits;
   // The prompt cache (LoadOptions::prompt_cache): most recently used first.
@@ -85,6 +92,7 @@ std::shared_ptr<Pipeline::Impl> assemble(Device& dev, Parts parts, const LoadOpt
   impl->schedule = parts.schedule;
   impl->force_zeros_for_empty_prompt = parts.force_zeros_for_empty_prompt;
   impl->prompt_cache_size = (size_t)std::max(0, options.prompt_cache);
+  impl->unet_graphs = options.unet_graphs;
   impl->tokenizer = std::move(parts.tokenizer);
   impl->text = text_model(*impl->tokenizer, parts.text, "tokenizer");
   const bool xl = parts.tokenizer2 != nullptr;
@@ -386,6 +394,12 @@ std::optional<RequestProblem> check_request(const GenerateRequest& r, const Mode
     return std::optional<RequestProblem>(RequestProblem{field, std::move(message)});
   };
   if (r.steps < 1 || r.steps > 150) return problem("steps", fmt::format("{} is outside [1, 150]", r.steps));
+  if (r.batch < 1 || r.batch > kMaxBatch)
+    return problem("batch", fmt::format("{} is outside [1, {}]", r.batch, kMaxBatch));
+  if (r.batch > 1 && (r.init_image.defined() || r.mask.defined() || r.initial_noise.defined()))
+    return problem("batch", fmt::format("{} images at once are for text-to-image requests (no init_image, mask or "
+                                        "initial_noise)",
+                                        r.batch));
   const int most = max_steps(r.sampler, l.schedule);
   if (r.steps > most)
     return problem("steps", fmt::format("{} is more than sampler {} can place with this model's scheduler config "
@@ -464,6 +478,12 @@ class NoiseSource {
 };
 }  // namespace
 
+Pipeline::GraphCounts Pipeline::unet_graph_counts() const {
+  std::lock_guard<std::mutex> lock(impl_->graph_mutex);
+  if (!impl_->graph) return {};
+  return {impl_->graph->captures(), impl_->graph->replays()};
+}
+
 Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
   const Impl& m = *impl_;
   Device& dev = *m.device;
@@ -472,7 +492,23 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
   const Shape lshape{1, latent_channels(), r.height / f, r.width / f};
   const bool img2img = r.init_image.defined();
   const bool inpaint = r.mask.defined();
-  NoiseSource source(r.noise, r.seed);
+  // One noise source per image, seeded seed + i: image i of a batch is the image of a single request with that seed.
+  const int64_t B = r.batch;
+  std::deque<NoiseSource> sources;
+  for (int64_t i = 0; i < B; ++i) sources.emplace_back(r.noise, r.seed + (uint64_t)i);
+  NoiseSource& source = sources[0];
+  // [B, ...] from one [1, ...] tensor per image (`part(i)`), or that tensor itself for one image.
+  auto stack = [&](auto&& part) -> Tensor {
+    if (B == 1) return part(0);
+    Tensor first = part(0);
+    Shape shape = first.shape();
+    shape[0] = B;
+    Tensor out = Tensor::empty(shape, first.dtype(), dev);
+    out.narrow(0, 0, 1).copy_from(first);
+    for (int64_t i = 1; i < B; ++i) out.narrow(0, i, 1).copy_from(part(i));
+    return out;
+  };
+  auto repeat = [&](const Tensor& t) { return B == 1 ? t : stack([&](int64_t) { return t; }); };
   Tensor init_latents;
   if (img2img) {
     if (r.noise == NoiseKind::Torch) {
@@ -491,7 +527,8 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
       init_latents = encode_image(r.init_image);  // the posterior mean (deterministic)
     }
   }
-  Tensor noise = r.initial_noise.defined() ? r.initial_noise.to(dev) : source.initial(lshape, dev);
+  Tensor noise = r.initial_noise.defined() ? r.initial_noise.to(dev)
+                                           : stack([&](int64_t i) { return sources[(size_t)i].initial(lshape, dev); });
   // diffusers' inpaint pipeline also encodes the masked image with the generator (its latents feed 9-channel
   // UNets only): one draw that keeps the order of the step noise.
   if (inpaint && r.noise == NoiseKind::Torch) (void)source.initial(lshape, dev);
@@ -510,8 +547,11 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     } else {
       neg = embed_prompt(r.negative_prompt);
     }
-    context = nn::concat(neg.context, context, 0);
-    if (xl) cond.pooled = nn::concat(neg.pooled, cond.pooled, 0);
+    context = nn::concat(repeat(neg.context), repeat(context), 0);
+    if (xl) cond.pooled = nn::concat(repeat(neg.pooled), repeat(cond.pooled), 0);
+  } else {
+    context = repeat(context);
+    if (xl) cond.pooled = repeat(cond.pooled);
   }
   if (xl) {
     // time_ids [orig_h, orig_w, crop_top, crop_left, target_h, target_w], the same for the negative row
@@ -519,7 +559,7 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     std::vector<float> row{or_size(r.original_height, r.height), or_size(r.original_width, r.width),
                            (float)r.crop_top, (float)r.crop_left, or_size(r.target_height, r.height),
                            or_size(r.target_width, r.width)};
-    const int64_t rows = cfg ? 2 : 1;
+    const int64_t rows = (cfg ? 2 : 1) * B;
     std::vector<float> ids;
     for (int64_t b = 0; b < rows; ++b) ids.insert(ids.end(), row.begin(), row.end());
     added.time_ids = Tensor::from_vector(ids, {rows, 6}, dev);
@@ -553,17 +593,25 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
     latent_mask.copy_from(small);
   }
 
+  std::unique_lock<std::mutex> graph_lock(m.graph_mutex, std::defer_lock);
+  UNetStepGraph* graph = nullptr;
+  if (m.unet_graphs && graph_lock.try_lock()) {
+    if (!m.graph) m.graph = std::make_unique<UNetStepGraph>(*m.unet, dev);
+    graph = m.graph.get();
+  }
   for (int i = start; i < total; ++i) {
     const double t = sched->timesteps()[(size_t)i];
     Tensor in = sched->scale_model_input(latents, i);
     if (cfg) in = nn::concat(in, in, 0);
-    Tensor pred = xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
+    Tensor pred = graph ? graph->run(in, t, context, added)
+                        : xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
     if (cfg) {
-      Tensor uncond = pred.narrow(0, 0, 1), text = pred.narrow(0, 1, 1);
+      Tensor uncond = pred.narrow(0, 0, B), text = pred.narrow(0, B, B);
       pred = ops::add(uncond, ops::affine(ops::sub(text, uncond), r.guidance_scale, 0.0));
     }
     Tensor step_noise;
-    if (sched->needs_noise_at(i)) step_noise = source.step(lshape, i, dev);
+    if (sched->needs_noise_at(i))
+      step_noise = stack([&](int64_t b) { return sources[(size_t)b].step(lshape, i, dev); });
     latents = sched->step(pred, i, latents, step_noise);
     if (inpaint) {  // keep the unmasked region on the noised source trajectory
       Tensor proper = i + 1 < total ? sched->add_noise(init_latents, noise, i + 1) : init_latents;
@@ -588,7 +636,15 @@ Tensor Pipeline::decode(const Tensor& latents) const {
   return ops::binary(BinaryOp::Min, ops::binary(BinaryOp::Max, x, zero), one);
 }
 
+std::vector<Image> Pipeline::generate_batch(const GenerateRequest& r) const {
+  Tensor images = decode(generate_latents(r));
+  std::vector<Image> out;
+  for (int64_t i = 0; i < images.dim(0); ++i) out.push_back(to_image(images.narrow(0, i, 1)));
+  return out;
+}
+
 Image Pipeline::generate(const GenerateRequest& r) const {
+  RBEE_CHECK(r.batch == 1, "sd pipeline: generate() makes one image; use generate_batch() for batch {}", r.batch);
   Tensor image = decode(generate_latents(r));
   std::vector<float> v = image.to(DType::F32).contiguous().to_vector<float>();
   int64_t bad = 0;

@@ -382,19 +382,16 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
 }
 
 Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& context, const AddedConditions& added) const {
+  RBEE_CHECK(sample.rank() == 4, "unet: sample must be [B, {}, H, W], got {}", impl_->cfg.in_channels,
+             sample.shape().to_string());
+  return denoise(sample, condition(sample.dim(0), timestep, added, sample.device()), context);
+}
+
+UNet::Conditioning UNet::condition(int64_t B, double timestep, const AddedConditions& added, Device& dev) const {
   const Impl& m = *impl_;
   const UNetConfig& cfg = m.cfg;
-  RBEE_CHECK(sample.rank() == 4 && sample.dim(1) == cfg.in_channels,
-             "unet: sample must be [B, {}, H, W], got {}", cfg.in_channels, sample.shape().to_string());
-  RBEE_CHECK(sample.dim(2) > 0 && sample.dim(3) > 0, "unet: latent size {}x{} must be positive", sample.dim(2),
-             sample.dim(3));
-  RBEE_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == cfg.cross_attention_dim,
-             "unet: context must be [{}, S, {}], got {}", sample.dim(0), cfg.cross_attention_dim,
-             context.shape().to_string());
+  RBEE_CHECK(B > 0, "unet: batch {} must be positive", B);
   RBEE_CHECK(std::isfinite(timestep), "unet: timestep must be finite");
-  const int64_t B = sample.dim(0);
-  Device& dev = sample.device();
-
   // Sinusoidal timestep embedding [B, ch0]: [cos | sin] when flip_sin_to_cos, frequencies
   // exp(-ln(10000) * i / (half - freq_shift)), computed in f32 as diffusers does.
   const int64_t ch0 = cfg.block_out_channels[0];
@@ -404,8 +401,8 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
   // computed in f32 and then cast, and the prediction comes back in F32, as diffusers does in fp16.
   const DType act = m.conv_in.w.dtype();
   auto to_act = [&](const Tensor& v) { return v.dtype() == act ? v : ops::cast(v, act); };
-  Tensor t = to_act(Tensor::from_vector(emb, {1, ch0}, dev).expand({B, ch0}).contiguous());
-  Tensor temb = m.time2(ops::silu(m.time1(t)));
+  Conditioning c;
+  c.t = to_act(Tensor::from_vector(emb, {1, ch0}, dev).expand({B, ch0}).contiguous());
   if (cfg.text_time) {
     // SDXL: add_embedding(concat(text_embeds, sinusoid of each time id)) joins the timestep embedding.
     const Tensor& te = added.text_embeds;
@@ -426,9 +423,28 @@ Tensor UNet::forward(const Tensor& sample, double timestep, const Tensor& contex
       sinusoid(host[k], d, cfg.flip_sin_to_cos, cfg.freq_shift, temb_ids.data() + k * (size_t)d);
     }
     Tensor time_emb = Tensor::from_vector(temb_ids, {B, n * d}, dev);
-    Tensor add_in = to_act(nn::concat(te.to(dev).contiguous(), time_emb, 1));
-    temb = ops::add(temb, m.add2(ops::silu(m.add1(add_in))));
+    c.add_in = to_act(nn::concat(te.to(dev).contiguous(), time_emb, 1));
   }
+  return c;
+}
+
+Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tensor& context) const {
+  const Impl& m = *impl_;
+  const UNetConfig& cfg = m.cfg;
+  RBEE_CHECK(sample.rank() == 4 && sample.dim(1) == cfg.in_channels,
+             "unet: sample must be [B, {}, H, W], got {}", cfg.in_channels, sample.shape().to_string());
+  RBEE_CHECK(sample.dim(2) > 0 && sample.dim(3) > 0, "unet: latent size {}x{} must be positive", sample.dim(2),
+             sample.dim(3));
+  RBEE_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == cfg.cross_attention_dim,
+             "unet: context must be [{}, S, {}], got {}", sample.dim(0), cfg.cross_attention_dim,
+             context.shape().to_string());
+  RBEE_CHECK(cond.t.defined() && cond.t.rank() == 2 && cond.t.dim(0) == sample.dim(0),
+             "unet: the timestep conditioning must have one row per sample ({})", sample.dim(0));
+  RBEE_CHECK(!cfg.text_time || cond.add_in.defined(), "unet: a text_time UNet needs its added conditioning");
+  const DType act = m.conv_in.w.dtype();
+  auto to_act = [&](const Tensor& v) { return v.dtype() == act ? v : ops::cast(v, act); };
+  Tensor temb = m.time2(ops::silu(m.time1(cond.t)));
+  if (cfg.text_time) temb = ops::add(temb, m.add2(ops::silu(m.add1(cond.add_in))));
   const Tensor ctx = to_act(context);
 
   Tensor x = m.conv_in(to_act(cfg.center_input_sample ? ops::affine(sample, 2.0, -1.0) : sample));

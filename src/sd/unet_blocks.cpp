@@ -55,14 +55,15 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
 }
 
 Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) const {
+  // The residual adds ride in the output projections (nn::Linear's residual: one rounding on GPUs).
   Tensor h = norm1(x);
-  Tensor out = ops::add(x, o1(nn::mha(q1(h), k1(h), v1(h), heads, false)));
+  Tensor out = o1(nn::mha(q1(h), k1(h), v1(h), heads, false), x);
   h = norm2(out);
-  out = ops::add(out, o2(nn::mha(q2(h), k2(context), v2(context), heads, false)));
+  out = o2(nn::mha(q2(h), k2(context), v2(context), heads, false), out);
   h = ff_in(norm3(out));  // GEGLU: [hidden | gate]
   const int64_t f = h.dim(-1) / 2;
   Tensor hidden = h.narrow(h.rank() - 1, 0, f), gate = h.narrow(h.rank() - 1, f, f);
-  return ops::add(out, ff_out(ops::mul(hidden, ops::gelu(gate, /*tanh_approximation=*/false))));
+  return ff_out(ops::mul(hidden, ops::gelu(gate, /*tanh_approximation=*/false)), out);
 }
 
 SpatialTransformer SpatialTransformer::load(const Weights& w, int64_t c, int64_t heads, int64_t cross, int layers,

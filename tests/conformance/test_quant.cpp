@@ -287,6 +287,10 @@ const std::vector<QMatmulCase> kQMatmulCases = {
     {"m144", {144, kDefaultK}, Layout::Contiguous},
     {"m130_n200_k4096", {130, 4096}, Layout::Contiguous, 200},
     {"m520_n70_k2048", {520, 2048}, Layout::Contiguous, 70},  // prompt-sized: 5 row tiles
+    // Split K over many steps with rows and columns past M / N in the last tiles (the split-K sum reads the last
+    // row's / column's partial for them); with RBEE_MMQ_PATH=2 the 64 x 128 and 128 x 128 tiles.
+    {"m40_n200_k2048", {40, 2048}, Layout::Contiguous, 200},
+    {"m100_n300_k4096", {100, 4096}, Layout::Contiguous, 300},
     {"batch2x3_strided", {2, 3, kDefaultK}, Layout::Strided},
     {"batch5_transposed", {5, 1, kDefaultK}, Layout::Transposed},
     {"vector", {kDefaultK}, Layout::Contiguous},

@@ -1,6 +1,6 @@
 // Pipelines of the tiny SD 1.5 / 2.1 models: the 4-step txt2img latent (Euler, guidance 7.5, explicit initial
-// noise) against diffusers' StableDiffusionPipeline (tools/goldens/make_tiny_sd.py); determinism of seeds;
-// img2img / inpaint invariants; request errors.
+// noise) against diffusers' StableDiffusionPipeline (tools/goldens/make_tiny_sd.py); determinism of seeds; batches
+// equal to their single-seed images; img2img / inpaint invariants; request errors.
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 #include "rbee/sd/pipeline.h"
@@ -77,6 +77,42 @@ TEST(SdPipeline, SeedIsDeterministic) {
   EXPECT_EQ(img.width, 32);
   EXPECT_EQ(img.height, 32);
   EXPECT_EQ(img.rgb.size(), 32u * 32u * 3u);
+}
+
+// A batch of 3 (seeds 11, 12, 13) gives each image the latent of a single request with its seed: per-image noise
+// streams (initial and ancestral step noise, both generators), guidance over the 6-row UNet batch, images apart.
+TEST(SdPipeline, BatchImagesEqualTheirSingleSeedImages) {
+  const Pipeline& p = tiny("sd15");
+  for (NoiseKind noise : {NoiseKind::Rbee, NoiseKind::Torch}) {
+    GenerateRequest r = base_request();
+    r.steps = 2;
+    r.sampler = DiffusionSchedulerKind::EulerAncestral;
+    r.noise = noise;
+    r.seed = 11;
+    r.batch = 3;
+    const Tensor batch = p.generate_latents(r);
+    ASSERT_EQ(batch.dim(0), 3);
+    r.batch = 1;
+    for (int64_t i = 0; i < 3; ++i) {
+      r.seed = 11 + (uint64_t)i;
+      const Tensor one = p.generate_latents(r);
+      RBEE_EXPECT_TENSOR_NEAR(batch.narrow(0, i, 1).contiguous(), one, 1e-5, 1e-6);
+    }
+    // Distinct images: seed 11's latent is not seed 12's.
+    EXPECT_NE(batch.narrow(0, 0, 1).contiguous().to_vector<float>(), batch.narrow(0, 1, 1).contiguous().to_vector<float>());
+  }
+  GenerateRequest r = base_request();
+  r.steps = 1;
+  r.batch = 2;
+  const std::vector<Image> images = p.generate_batch(r);
+  ASSERT_EQ(images.size(), 2u);
+  EXPECT_EQ(images[0].rgb.size(), 32u * 32u * 3u);
+  EXPECT_THROW(p.generate(r), Error);  // one image only
+  r.batch = kMaxBatch + 1;
+  EXPECT_THROW(p.generate_latents(r), Error);
+  r.batch = 2;
+  r.initial_noise = Tensor::from_vector(std::vector<float>(4 * 4 * 4, 0.5f), {1, 4, 4, 4}, Registry::global().cpu());
+  EXPECT_THROW(p.generate_latents(r), Error);  // batches are text-to-image only
 }
 
 TEST(SdPipeline, RandnIsStandardNormal) {

@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
   std::string tokenizer_2 = std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_sd/sdxl/tokenizer_2";
   std::string backend = "auto", sampler = "euler", out_png, prompt = "a photograph of an astronaut riding a horse";
   bool random_sd15 = false, random_sdxl = false, f16 = false, compare_cpu = false, prompt_cache = false;
+  bool no_unet_graph = false;
   double tol_mean = 1e-2, tol_max = 0.1;
-  int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1;
+  int device_index = 0, steps = 20, width = 512, height = 512, runs = 3, warmup = 1, batch = 1;
   double guidance = 7.5;
   uint64_t seed = 42;
   app.add_option("--model", model, "diffusers folder (model_index.json, unet/, vae/, text_encoder/, ...)");
@@ -66,13 +67,17 @@ int main(int argc, char** argv) {
   app.add_option("--sampler", sampler, "euler|euler_a|ddim|dpmpp_2m|dpmpp_2m_karras|lcm|heun|pndm|unipc|dpmpp_sde");
   app.add_option("--seed", seed);
   app.add_option("--prompt", prompt);
-  app.add_option("--runs", runs, "timed images");
+  app.add_option("--runs", runs, "timed images (batches with --batch)");
+  app.add_option("--batch", batch, "images per request (seeds seed .. seed + batch - 1), one UNet batch");
   app.add_option("--warmup", warmup, "untimed images first");
   app.add_option("--png", out_png, "write the last image here (parameters in a tEXt chunk)");
   app.add_flag("--compare-cpu", compare_cpu, "compare one image with the CPU's (f32) instead of timing");
   app.add_flag("--prompt-cache", prompt_cache,
                "reuse the text encoders' output of a repeated prompt (as a worker does); off by default so every "
                "timed image runs the text encoders, as the diffusers peer does");
+  app.add_flag("--no-unet-graph", no_unet_graph,
+               "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
+               "replayed)");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
     opt.dtype = f16 ? rbee::DType::F16 : rbee::DType::F32;
     opt.load_vae_encoder = false;
     opt.prompt_cache = prompt_cache ? 8 : 0;
+    opt.unet_graphs = !no_unet_graph;
     auto t0 = Clock::now();
     rbee::sd::Pipeline pipe =
         random_sd15   ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
     r.guidance_scale = guidance;
     r.sampler = rbee::sd::diffusion_scheduler_kind_from_name(sampler);
     r.seed = seed;
+    r.batch = batch;
     if (compare_cpu) {
       RBEE_CHECK(!model.empty(), "--compare-cpu needs --model");
       rbee::sd::LoadOptions cpu_opt;
@@ -125,6 +132,8 @@ int main(int argc, char** argv) {
       }
       const double mean = sum / (double)a.size();
       const bool ok = finite && mean <= tol_mean && worst <= tol_max;
+      const rbee::sd::Pipeline::GraphCounts g = pipe.unet_graph_counts();
+      std::printf("compare-cpu: UNet step graphs: %d recorded, %d replays\n", g.captures, g.replays);
       std::printf("compare-cpu: %s %s vs cpu f32, %dx%d, %d steps: mean |diff| %.3g (tol %.3g), max |diff| %.3g "
                   "(tol %.3g)%s: %s\n",
                   device.info().backend.c_str(), f16 ? "f16" : "f32", width, height, steps, mean, tol_mean, worst,
@@ -151,18 +160,27 @@ int main(int argc, char** argv) {
       rbee::Tensor image = pipe.decode(lat);
       device.synchronize();
       double dec = seconds_since(td), all = seconds_since(t);
-      img = rbee::sd::Pipeline::to_image(image);
-      std::printf("%s %d: %.3f s/image (denoise %.3f s = %.4f s/step incl. prompt, vae decode %.3f s)\n",
-                  i < warmup ? "warmup" : "run", i, all, unet_s, unet_s / steps, dec);
+      img = rbee::sd::Pipeline::to_image(image.narrow(0, 0, 1));
+      if (batch == 1)
+        std::printf("%s %d: %.3f s/image (denoise %.3f s = %.4f s/step incl. prompt, vae decode %.3f s)\n",
+                    i < warmup ? "warmup" : "run", i, all, unet_s, unet_s / steps, dec);
+      else
+        std::printf("%s %d: %.3f s for %d images = %.2f images/s (denoise %.3f s = %.4f s/step incl. prompt, vae "
+                    "decode %.3f s)\n",
+                    i < warmup ? "warmup" : "run", i, all, batch, batch / all, unet_s, unet_s / steps, dec);
       if (i + 1 == warmup) rbee::sd::profile::reset();
       if (i >= warmup) {
         best = std::min(best, all);
         total += all;
       }
     }
+    const rbee::sd::Pipeline::GraphCounts g = pipe.unet_graph_counts();
+    std::printf("UNet step graphs: %d recorded, %d replays\n", g.captures, g.replays);
     if (runs > 0)
-      std::printf("result: %dx%d, %d steps, %s, guidance %.1f, %s weights: mean %.3f s/image, best %.3f s/image\n",
-                  width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", total / runs, best);
+      std::printf("result: %dx%d, %d steps, %s, guidance %.1f, %s weights, batch %d: mean %.3f s/image, best %.3f "
+                  "s/image (%.2f images/s)\n",
+                  width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", batch, total / runs / batch,
+                  best / batch, batch * runs / total);
     if (rbee::sd::profile::enabled()) std::printf("%s", rbee::sd::profile::report().c_str());
     if (!out_png.empty()) {
       std::string params = prompt + "\nSteps: " + std::to_string(steps) + ", Sampler: " + sampler +

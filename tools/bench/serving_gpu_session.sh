@@ -20,10 +20,17 @@
 # Python standard library only. Logs and JSON go to $OUT (the device tool's result folder), else $RBEE_OUT, else
 # serving_gpu_out; summary.txt collects the tables. SmolLM2 (94 MiB) does not fit a device call's 64 MiB carry:
 # its rows run only where SMOL (default models/SmolLM2-135M-Instruct.Q4_1.gguf) exists; the 7B rows need nothing
-# but the pack (rbee random-model writes the model under /tmp). PARTS (default "verify spec ttft") picks the
-# parts and ROUNDS (default 2) the TTFT rounds, to fit a device call's time limit.
+# but the pack (rbee random-model writes the model under /tmp). PARTS (default "verify spec ttft big") picks the
+# parts ("big": the random 7B rows of spec and ttft; "invariant": below) and ROUNDS (default 2) the TTFT rounds, to
+# fit a device call's time limit (SPEC_ROUNDS: the spec rounds; TTFT_ARGS: more prefix_cache_ttft.py arguments).
+# Batch invariance (docs/DESIGN.md): BATCH_INVARIANT (off, on or both; default both) is passed to spec_decode.py and
+# prefix_cache_ttft.py (--batch-invariant), which then compare answers within each setting; part "invariant" runs
+# the conformance cases tests/conformance/test_batch_invariance.cpp and test_batch_invariant_model.cpp on cuda (the
+# pack's tests/rbee_conformance). Without SmolLM2's file, the spec and TTFT identity rows run on a random-weight
+# model of SmolLM2-135M's shape (rbee random-model --preset smollm2-135m --type q4_1; speed-ups mean nothing there).
 set -u
-parts=${PARTS:-verify spec ttft}
+parts=${PARTS:-verify spec ttft big}
+bi=${BATCH_INVARIANT:-both}
 rounds=${ROUNDS:-2}
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arg=${1:-.devpack}
@@ -60,8 +67,21 @@ smol=models/SmolLM2-135M-Instruct.Q4_1.gguf
 big=/tmp/rbee-llama2-7b-q4_0.gguf
 
 note "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-[ -f "$big" ] || "$pack/rbee" random-model --preset llama2-7b --type q4_0 -o "$big" > "$out/random_model.log" 2>&1 ||
-  status=1
+if want big || want verify; then
+  [ -f "$big" ] || "$pack/rbee" random-model --preset llama2-7b --type q4_0 -o "$big" > "$out/random_model.log" 2>&1 ||
+    status=1
+fi
+if want invariant; then
+  note "batch invariance: conformance cases on cuda (RBEE_BATCH_INVARIANT on and off)"
+  if [ -x "$pack/tests/rbee_conformance" ]; then
+    "$pack/tests/rbee_conformance" --gtest_filter='*BatchInvariant*cuda*' > "$out/invariance_conformance.txt" 2>&1 ||
+      status=1
+    grep -E '^\[batch-invariance\]|^\[  (PASSED|FAILED|SKIPPED) ' "$out/invariance_conformance.txt" |
+      tee -a "$out/summary.txt"
+  else
+    note "SKIPPED: $pack/tests/rbee_conformance is missing"
+  fi
+fi
 if want verify; then
   for b in 1 16; do
     note "verify cost, llama2-7b q4_0 random, $b sequence(s), context 512"
@@ -70,27 +90,35 @@ if want verify; then
   done
 fi
 smol=${SMOL:-$smol}
-models=("$big")
-if [ -f "$smol" ]; then models=("$smol" "$big"); else note "SKIPPED: $smol is missing (SmolLM2 rows not run)"; fi
-if want spec && [ -f "$smol" ]; then
-  note "speculative decoding, prompt lookup, SmolLM2 on cuda"
+smol_kind="SmolLM2"
+if [ ! -f "$smol" ]; then
+  note "$smol is missing: SmolLM2 rows run on a random-weight model of its shape (identity only)"
+  smol=/tmp/rbee-smollm2-135m-q4_1.gguf
+  smol_kind="random SmolLM2-135M shape"
+  [ -f "$smol" ] || "$pack/rbee" random-model --preset smollm2-135m --type q4_1 -o "$smol" >> "$out/random_model.log" 2>&1 ||
+    status=1
+fi
+models=("$smol")
+want big && models+=("$big")
+if want spec; then
+  note "speculative decoding, prompt lookup, $smol_kind on cuda (--batch-invariant $bi)"
   python3 tools/bench/spec_decode.py --worker "$pack/llm-worker-rbee" --model "$smol" --backend cuda --tokens 2,4,8 \
-    --rounds 2 --json-out "$out/spec_smollm2.json" > "$out/spec_smollm2.txt" 2>&1 || status=1
+    --rounds "${SPEC_ROUNDS:-2}" --batch-invariant "$bi" --json-out "$out/spec_smollm2.json" > "$out/spec_smollm2.txt" 2>&1 || status=1
   sed -n '/^| round/,$p' "$out/spec_smollm2.txt" | tee -a "$out/summary.txt"
 fi
 # Greedy identity on the GPU without SmolLM2: prompt lookup on the random 7B (answers are noise and acceptance
 # says nothing, but every speculative answer must equal the plain one; the script fails when one differs).
-if want spec; then
-  note "speculative decoding, greedy identity, llama2-7b q4_0 random on cuda"
+if want spec && want big; then
+  note "speculative decoding, greedy identity, llama2-7b q4_0 random on cuda (--batch-invariant $bi)"
   python3 tools/bench/spec_decode.py --worker "$pack/llm-worker-rbee" --model "$big" --backend cuda --tokens 4 \
-    --requests 3 --max-tokens 96 --rounds 1 --json-out "$out/spec_7b.json" > "$out/spec_7b.txt" 2>&1 || status=1
+    --requests 3 --max-tokens 96 --rounds 1 --batch-invariant "$bi" --json-out "$out/spec_7b.json" > "$out/spec_7b.txt" 2>&1 || status=1
   sed -n '/^| round/,$p' "$out/spec_7b.txt" | tee -a "$out/summary.txt"
 fi
 if want ttft; then
   for m in "${models[@]}"; do
-    note "prefix cache TTFT, $(basename "$m") on cuda"
+    note "prefix cache TTFT, $(basename "$m") on cuda (--batch-invariant $bi)"
     python3 tools/bench/prefix_cache_ttft.py --worker "$pack/llm-worker-rbee" --model "$m" --backend cuda \
-      --rounds "$rounds" --json-out "$out/ttft_$(basename "$m" .gguf).json" > "$out/ttft_$(basename "$m" .gguf).txt" \
+      --rounds "$rounds" --batch-invariant "$bi" ${TTFT_ARGS:-} --json-out "$out/ttft_$(basename "$m" .gguf).json" > "$out/ttft_$(basename "$m" .gguf).txt" \
       2>&1 || status=1
     sed -n '/^| run/,$p' "$out/ttft_$(basename "$m" .gguf).txt" | tee -a "$out/summary.txt"
   done

@@ -51,6 +51,10 @@ struct LoadOptions {
   // Text-encoder outputs of this many most recently used prompts are kept (on the device) and reused when a
   // prompt or negative prompt repeats (a worker's repeated prompts skip the text encoders); 0: encode every time.
   int prompt_cache = 8;
+  // On devices with graphs (CUDA, HIP): each request's UNet step is recorded once as a device graph and replayed
+  // for the other steps (the first step of a new latent size runs eagerly, the second records); the same numbers
+  // as eager steps. RBEE_SD_UNET_GRAPH=0 in the environment turns it off as well.
+  bool unet_graphs = true;
 };
 
 // Where the seeded noise comes from. Rbee: a counter-based generator (randn below), the same on every backend and
@@ -62,6 +66,9 @@ enum class NoiseKind { Rbee, Torch };
 NoiseKind noise_kind_from_name(std::string_view name);
 const char* noise_kind_name(NoiseKind kind);
 
+// The most images one request makes at once (GenerateRequest::batch).
+constexpr int kMaxBatch = 16;
+
 struct GenerateRequest {
   std::string prompt;
   std::string negative_prompt;
@@ -69,6 +76,9 @@ struct GenerateRequest {
   double guidance_scale = 7.5;   // 0..20; <= 1 turns classifier-free guidance off
   uint64_t seed = 0;
   NoiseKind noise = NoiseKind::Rbee;
+  // Images made together (1..kMaxBatch, text-to-image only): one UNet batch of 2 x batch rows with guidance. Image i
+  // uses seed + i and equals the image of a single request with that seed (up to the GPU's summation order).
+  int batch = 1;
   // Multiples of the latent scale (8 for SD), up to 2048. Sides that are not multiples of 8 x 2^(UNet levels - 1)
   // work as in diffusers: the UNet upsamples to the size of each skip connection.
   int width = 512, height = 512;
@@ -89,7 +99,7 @@ struct GenerateRequest {
   int crop_left = 0, crop_top = 0;
   int target_width = 0, target_height = 0;
   // Called after each step, after on_step (when it did not cancel), with (step done, total steps of this run,
-  // the latent x_t the loop holds then [1, latent, h, w]); decode() turns it into a preview image.
+  // the latents x_t the loop holds then [batch, latent, h, w]); decode() turns them into preview images.
   std::function<void(int, int, const Tensor&)> on_latents;
 };
 
@@ -166,19 +176,27 @@ class Pipeline {
   PromptEmbeddings encode_prompt_uncached(const std::string& prompt) const;
   // True for SDXL pipelines (two text encoders, text_time UNet).
   bool is_sdxl() const;
-  // The final latent [1, latent, h, w] (before dividing by the VAE scaling factor).
+  // The final latents [batch, latent, h, w] (before dividing by the VAE scaling factor).
   Tensor generate_latents(const GenerateRequest& request) const;
   // Image [1, 3, H, W] in [-1, 1] -> latent [1, latent, H / f, W / f] (the VAE posterior mean, times the scaling
   // factor). diffusers samples the posterior instead; SD's posterior std is small, and the mean is deterministic.
   Tensor encode_image(const Tensor& image) const;
   // Latents -> image tensor [1, 3, H, W] in [0, 1].
   Tensor decode(const Tensor& latents) const;
-  // Full request -> RGB image.
+  // Full request -> RGB image (batch 1).
   Image generate(const GenerateRequest& request) const;
+  // Full request -> its `batch` RGB images, image i from seed + i.
+  std::vector<Image> generate_batch(const GenerateRequest& request) const;
   // Image tensor [1, 3, H, W] in [0, 1] -> RGB8 (rounded, clamped).
   static Image to_image(const Tensor& image01);
   // RGB8 -> [1, 3, H, W] in [-1, 1] on the pipeline's device (for init_image).
   Tensor from_image(const Image& image) const;
+
+  // UNet step graphs recorded and replayed so far (LoadOptions::unet_graphs; both 0 where steps ran eagerly).
+  struct GraphCounts {
+    int captures = 0, replays = 0;
+  };
+  GraphCounts unet_graph_counts() const;
 
   int64_t latent_scale() const;
   int64_t latent_channels() const;

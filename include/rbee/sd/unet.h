@@ -77,6 +77,18 @@ class UNet {
     Tensor time_ids;
   };
   Tensor forward(const Tensor& sample, double timestep, const Tensor& context, const AddedConditions& added) const;
+
+  // forward() in two parts, for a caller that replays the device part as a graph (sd::UNetStepGraph):
+  // condition() does the host work of one step (the timestep's sinusoid, SDXL's time-id sinusoids) and uploads it:
+  // t [B, block_out_channels[0]] and, for text_time models, add_in [B, projection_class_embeddings_input_dim], both
+  // in the activation dtype; denoise() then runs on the device alone (no host reads, no uploads, no synchronize).
+  // forward(sample, t, ctx, added) == denoise(sample, condition(B, t, added, device), ctx).
+  struct Conditioning {
+    Tensor t;
+    Tensor add_in;  // text_time models only
+  };
+  Conditioning condition(int64_t batch, double timestep, const AddedConditions& added, Device& device) const;
+  Tensor denoise(const Tensor& sample, const Conditioning& cond, const Tensor& context) const;
   const UNetConfig& config() const;
 
   struct Impl;

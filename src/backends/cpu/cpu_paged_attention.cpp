@@ -11,11 +11,13 @@
 #include <hwy/highway.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "backends/common/attention_math.h"
+#include "backends/common/batch_invariant.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
@@ -144,6 +146,210 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
   });
 }
 
+// ---- the same numerics, blocked (prompts and decode of 16-bit caches, f32 caches with softcap) ----
+// A task takes up to kTileTokens query tokens of one sequence and the `group` query heads that share one KV head,
+// and walks the keys in blocks of kKeyBlock positions aligned at position 0. Each key block is converted to f32
+// once per task (K transposed to [d][kKeyBlock], V as [kKeyBlock][d]) and serves every query row of the task:
+// scores as row-times-block products (no horizontal sums), one running-max update per row and block, the
+// exponentials vectorized (ExpGgml), then p times V into the row's f32 accumulator. A row visits exactly the
+// blocks that hold a key in its causal / window range, in order, so its result does not depend on the other rows
+// of its task (decode, prompt tiles and continuous batching give it the same bits). The op contract's 16-bit
+// rounding: q rounded to the cache type, p_j rounded to it before it weights v_j, the denominator sums the f32 p_j.
+constexpr int64_t kTileTokens = 8;
+constexpr int64_t kKeyBlock = 32;
+constexpr int kRowGroup = 4;  // query rows computed together (independent FMA chains)
+
+// dst[0..d) = the cache row src as f32 (d a multiple of the vector length).
+template <class D, class C>
+HWY_INLINE void LoadRowF32(D df, const C* HWY_RESTRICT src, float* HWY_RESTRICT dst, int64_t d) {
+  const int64_t n = (int64_t)hn::Lanes(df);
+  for (int64_t i = 0; i < d; i += n) {
+    if constexpr (std::is_same_v<C, float>) {
+      hn::StoreU(hn::LoadU(df, src + i), df, dst + i);
+    } else {
+      const hn::Rebind<C, D> dc;
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dc, src + i)), df, dst + i);
+    }
+  }
+}
+
+// True where the blocked kernel serves this head size on the current target and RBEE_CPU_BLOCKED_ATTENTION=1 asks
+// for it. Opt-in for now: its scores are summed in another order than the unblocked kernel's (within the op
+// contract, the conformance cases pass), and that moves one near-tie greedy token of
+// MultiDevice.TensorSplitDefaultModelUnevenHeads (reference vs tensor split, both on this kernel).
+inline bool BlockedAttentionFits(int64_t d) {
+  static const bool wanted = [] {
+    const char* v = std::getenv("RBEE_CPU_BLOCKED_ATTENTION");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  if (!wanted) return false;
+  const hn::ScalableTag<float> df;
+  const int64_t n = (int64_t)hn::Lanes(df);
+  return n >= 4 && d % n == 0 && d <= 256 && kKeyBlock % n == 0;
+}
+
+template <class C>
+void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
+                           const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
+                           const rbee::AttentionParams& params, rbee::Tensor& out) {
+  const int64_t n_seq = seq_info.dim(0);
+  const int64_t max_blocks = block_tables.dim(1);
+  const int64_t block_size = k_cache.dim(1), hkv = k_cache.dim(2), d = k_cache.dim(3);
+  const int64_t hq = q.dim(1);
+  const int64_t group = hq / hkv;
+  const int32_t* info = static_cast<const int32_t*>(seq_info.data());
+  const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
+  const float* qp = static_cast<const float*>(q.data());
+  const C* kc = static_cast<const C*>(k_cache.data());
+  const C* vc = static_cast<const C*>(v_cache.data());
+  float* op = static_cast<float*>(out.data());
+  const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1), q_s2 = q.stride(2);
+  const int64_t row_stride = hkv * d;
+
+  struct Task {
+    int64_t b, t0, nt, g;
+  };
+  std::vector<Task> tasks;
+  for (int64_t b = 0; b < n_seq; ++b) {
+    for (int64_t i = 0; i < info[b * 3 + 1]; i += kTileTokens) {
+      for (int64_t g = 0; g < hkv; ++g)
+        tasks.push_back({b, info[b * 3] + i, std::min<int64_t>(kTileTokens, info[b * 3 + 1] - i), g});
+    }
+  }
+  rbee::ThreadPool::global().run((int64_t)tasks.size(), [&](int64_t ti) {
+    const hn::ScalableTag<float> df;
+    const int64_t N = (int64_t)hn::Lanes(df);
+    using V = hn::Vec<decltype(df)>;
+    const Task& task = tasks[(size_t)ti];
+    const int64_t b = task.b;
+    const int64_t q_start = info[b * 3], q_len = info[b * 3 + 1], ctx = info[b * 3 + 2];
+    const int32_t* table = tables + b * max_blocks;
+    const int64_t rows = task.nt * group;  // row r: token t0 + r / group, head g * group + r % group
+    float* qf = rbee::cpu::scratch<float>(0, (size_t)(rows * d));
+    float* acc = rbee::cpu::scratch<float>(1, (size_t)(rows * d));
+    float* kt = rbee::cpu::scratch<float>(2, (size_t)(d * kKeyBlock));
+    float* vf = rbee::cpu::scratch<float>(3, (size_t)(kKeyBlock * d));
+    float* sc = rbee::cpu::scratch<float>(4, (size_t)(kRowGroup * kKeyBlock));
+    float* state = rbee::cpu::scratch<float>(5, (size_t)(2 * rows));  // running max, running sum per row
+    float* krow = rbee::cpu::scratch<float>(6, (size_t)d);
+    int64_t* range = rbee::cpu::scratch<int64_t>(0, (size_t)(2 * rows));  // first, last key per row
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = task.t0 + r / group, h = task.g * group + r % group;
+      const int64_t pos = ctx - q_len + (t - q_start);
+      const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+      range[2 * r] = first;
+      range[2 * r + 1] = pos;
+      lo = std::min(lo, first);
+      hi = std::max(hi, pos);
+      const float* qv = qp + t * q_s0 + h * q_s1;
+      for (int64_t i = 0; i < d; ++i) qf[r * d + i] = RoundToCache<C>(qv[i * q_s2]);
+      for (int64_t i = 0; i < d; ++i) acc[r * d + i] = 0.0f;
+      state[2 * r] = -std::numeric_limits<float>::infinity();
+      state[2 * r + 1] = 0.0f;
+    }
+    const V vscale = hn::Set(df, params.scale);
+    for (int64_t j0 = lo / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
+      const int64_t j1 = std::min(j0 + kKeyBlock, hi + 1);
+      // The block's keys and values as f32; positions past j1 are zeros (their p is 0).
+      for (int64_t j = j0; j < j0 + kKeyBlock; ++j) {
+        const int64_t c = j - j0;
+        if (j < j1 && j >= lo) {
+          const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
+          const C* kj = kc + slot * row_stride + task.g * d;
+          const C* vj = vc + slot * row_stride + task.g * d;
+          LoadRowF32(df, kj, krow, d);
+          for (int64_t i = 0; i < d; ++i) kt[i * kKeyBlock + c] = krow[i];
+          LoadRowF32(df, vj, vf + c * d, d);
+        } else {
+          for (int64_t i = 0; i < d; ++i) kt[i * kKeyBlock + c] = 0.0f;
+          for (int64_t i = 0; i < d; ++i) vf[c * d + i] = 0.0f;
+        }
+      }
+      const int64_t nk = kKeyBlock / N;  // score vectors per row
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+        const int nr = (int)std::min<int64_t>(kRowGroup, rows - r0);
+        bool live[kRowGroup] = {};
+        bool any = false;
+        for (int u = 0; u < nr; ++u) {
+          live[u] = range[2 * (r0 + u)] < j0 + kKeyBlock && range[2 * (r0 + u) + 1] >= j0;
+          any = any || live[u];
+        }
+        if (!any) continue;
+        // Scores of the rows: s[u][c] = scale * sum_i q[u][i] k[c][i].
+        V s[kRowGroup][kKeyBlock];  // nk = kKeyBlock / N of them used
+        for (int u = 0; u < kRowGroup; ++u)
+          for (int64_t v = 0; v < nk; ++v) s[u][v] = hn::Zero(df);
+        for (int64_t i = 0; i < d; ++i) {
+          for (int64_t v = 0; v < nk; ++v) {
+            const V kv = hn::LoadU(df, kt + i * kKeyBlock + v * N);
+            for (int u = 0; u < nr; ++u) s[u][v] = hn::MulAdd(hn::Set(df, qf[(r0 + u) * d + i]), kv, s[u][v]);
+          }
+        }
+        for (int u = 0; u < nr; ++u) {
+          if (!live[u]) continue;
+          const int64_t r = r0 + u;
+          float* su = sc + u * kKeyBlock;
+          for (int64_t v = 0; v < nk; ++v) hn::StoreU(hn::Mul(s[u][v], vscale), df, su + v * N);
+          const int64_t c_lo = std::max<int64_t>(range[2 * r] - j0, 0);
+          const int64_t c_hi = std::min<int64_t>(range[2 * r + 1] - j0, kKeyBlock - 1);  // inclusive
+          float bmax = -std::numeric_limits<float>::infinity();
+          for (int64_t c = 0; c < kKeyBlock; ++c) {
+            if (c < c_lo || c > c_hi) {
+              su[c] = -std::numeric_limits<float>::infinity();
+              continue;
+            }
+            su[c] = attention::soft_cap(su[c], params.softcap);
+            bmax = std::max(bmax, su[c]);
+          }
+          const float m_old = state[2 * r], m_new = std::max(m_old, bmax);
+          const float correction = std::exp(m_old - m_new);  // 0 on the row's first block
+          const V vm = hn::Set(df, m_new);
+          V vsum = hn::Zero(df);
+          for (int64_t v = 0; v < nk; ++v) {
+            const V x = hn::LoadU(df, su + v * N);
+            // Masked keys (-inf) give exact zeros; the others exp(s - m) <= 1.
+            const auto valid = hn::Gt(x, hn::Set(df, -std::numeric_limits<float>::infinity()));
+            const V p = hn::IfThenElseZero(valid, ExpGgml(df, hn::Max(hn::Sub(x, vm), hn::Set(df, -104.0f))));
+            vsum = hn::Add(vsum, p);
+            if constexpr (std::is_same_v<C, hwy::float16_t>) {
+              const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+              hn::StoreU(hn::PromoteTo(df, hn::DemoteTo(dh, p)), df, su + v * N);  // p rounded to f16
+            } else {
+              hn::StoreU(p, df, su + v * N);
+            }
+          }
+          state[2 * r] = m_new;
+          state[2 * r + 1] = state[2 * r + 1] * correction + hn::GetLane(hn::SumOfLanes(df, vsum));
+          if constexpr (std::is_same_v<C, hwy::bfloat16_t>) {
+            for (int64_t c = c_lo; c <= c_hi; ++c) su[c] = RoundToCache<C>(su[c]);
+          }
+          // acc = acc * correction + sum_c p_c v_c, the head dim in registers.
+          float* a = acc + r * d;
+          const V vc_ = hn::Set(df, correction);
+          for (int64_t i0 = 0; i0 < d; i0 += 4 * N) {
+            const int64_t nv = std::min<int64_t>(4, (d - i0) / N);
+            V o[4];
+            for (int64_t v = 0; v < nv; ++v) o[v] = hn::Mul(hn::LoadU(df, a + i0 + v * N), vc_);
+            for (int64_t c = c_lo; c <= c_hi; ++c) {
+              const V pc = hn::Set(df, su[c]);
+              for (int64_t v = 0; v < nv; ++v) o[v] = hn::MulAdd(pc, hn::LoadU(df, vf + c * d + i0 + v * N), o[v]);
+            }
+            for (int64_t v = 0; v < nv; ++v) hn::StoreU(o[v], df, a + i0 + v * N);
+          }
+        }
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = task.t0 + r / group, h = task.g * group + r % group;
+      const float sum = state[2 * r + 1];
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+      float* o = op + (t * hq + h) * d;
+      for (int64_t i = 0; i < d; ++i) o[i] = acc[r * d + i] * inv;
+    }
+  });
+}
+
 // ---- f32 cache without softcap: llama.cpp's numerics ----
 // The same attention, computed in the order of ggml's CPU backend without flash attention (a dense softmax over
 // the cache row, then probabilities times V), so that an f32 cache gives llama.cpp's results bit for bit:
@@ -153,7 +359,8 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
 //  - o = sum_j p_j v_j with lanes by key position: for a sequence chunk of >= 2 queries one chain per lane
 //    j mod 8 and the Hsum8 reduction (llamafile's tinyBLAS, which llama.cpp uses for a batch), for a single
 //    query 32 lanes j mod 32 and ggml_vec_dot_f32's reduction (decode). The choice is per sequence, so a
-//    stream's result never depends on the other sequences of the batch.
+//    stream's result never depends on the other sequences of the batch; it does depend on whether its chunk has
+//    one query or more, so batch-invariant mode (backends/common/batch_invariant.h) takes the 32 lanes for all.
 // Keys outside the causal range or the window take no part, as ggml's -inf mask makes them exact zeros.
 
 // ggml_vec_dot_f32's reduction of its 32 lane sums P[8a + l] (4 accumulators of 8 lanes): accumulators 0+2 and
@@ -209,6 +416,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
   const int64_t row_stride = hkv * d;
   // q rows are copied when their head dim is strided (VecDotOrder reads contiguous vectors).
   const bool q_contiguous_rows = q.stride(2) == 1;
+  const bool one_order = rbee::batch_invariant();  // P.V in 32 lanes for chunks of any length
 
   std::vector<std::pair<int64_t, int64_t>> tokens;  // (sequence, token index in q)
   for (int64_t b = 0; b < n_seq; ++b) {
@@ -255,7 +463,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
     }
     const float inv = (float)(1.0 / sum);
     // o = sum_j p_j v_j in lanes of j mod `lanes`, vectorized over the head dim.
-    const int lanes = q_len >= 2 ? 8 : 32;
+    const int lanes = q_len >= 2 && !one_order ? 8 : 32;
     float* acc = rbee::cpu::scratch<float>(1, (size_t)(lanes * d));
     for (int64_t i = 0; i < lanes * d; ++i) acc[i] = 0.0f;
     for (int64_t j = first; j <= pos; ++j) {
@@ -285,13 +493,17 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
 void PagedAttention(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                     const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
                     const rbee::AttentionParams& params, rbee::Tensor& out) {
+  const bool blocked = BlockedAttentionFits(k_cache.dim(3));
   switch (k_cache.dtype()) {
     case rbee::DType::F32:
       if (params.softcap <= 0.0f) return PagedAttentionGgmlF32(q, k_cache, v_cache, seq_info, block_tables, params, out);
+      if (blocked) return PagedAttentionBlocked<float>(q, k_cache, v_cache, seq_info, block_tables, params, out);
       return PagedAttentionTyped<float>(q, k_cache, v_cache, seq_info, block_tables, params, out);
     case rbee::DType::F16:
+      if (blocked) return PagedAttentionBlocked<hwy::float16_t>(q, k_cache, v_cache, seq_info, block_tables, params, out);
       return PagedAttentionTyped<hwy::float16_t>(q, k_cache, v_cache, seq_info, block_tables, params, out);
     case rbee::DType::BF16:
+      if (blocked) return PagedAttentionBlocked<hwy::bfloat16_t>(q, k_cache, v_cache, seq_info, block_tables, params, out);
       return PagedAttentionTyped<hwy::bfloat16_t>(q, k_cache, v_cache, seq_info, block_tables, params, out);
     default:
       RBEE_THROW(rbee::ErrorCode::Unsupported, "paged_attention: cache dtype {}", rbee::dtype_name(k_cache.dtype()));

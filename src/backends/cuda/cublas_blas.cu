@@ -1,6 +1,11 @@
 // cuBLAS behind rbee::gpu::Blas. Row-major products are computed as the column-major product of the
 // transposes: C^T = op(B)^T . op(A)^T, so A and B swap places and no data moves.
+#include <cublasLt.h>
 #include <cublas_v2.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "backends/gpu/blas.h"
 
@@ -17,10 +22,29 @@ bool cuda_type(DType dtype, cudaDataType_t* type) {
   }
 }
 
+// One cuBLASLt product shape of gemm_bias, planned once: descriptors and the heuristic's algorithm.
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;
+};
+
 class CublasBlas final : public Blas {
  public:
-  explicit CublasBlas(cublasHandle_t handle) : handle_(handle) {}
-  ~CublasBlas() override { cublasDestroy(handle_); }
+  CublasBlas(cublasHandle_t handle, cublasLtHandle_t lt, void* workspace, size_t workspace_bytes)
+      : handle_(handle), lt_(lt), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+  ~CublasBlas() override {
+    for (auto& [key, p] : plans_) {
+      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+      if (p.op) cublasLtMatmulDescDestroy(p.op);
+    }
+    if (workspace_) cudaFree(workspace_);
+    if (lt_) cublasLtDestroy(lt_);
+    cublasDestroy(handle_);
+  }
   const char* name() const override { return "cuBLAS"; }
 
   bool gemm(DType dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
@@ -80,8 +104,91 @@ class CublasBlas final : public Blas {
     return s == CUBLAS_STATUS_SUCCESS;
   }
 
+  // cuBLASLt, column-major view of the row-major product: out^T [n, m] = op(w) [n, k] . x^T [k, m] with w stored
+  // column-major [k, n] (transposed), x column-major [k, m], out column-major [n, m]; the bias runs along out^T's
+  // rows (the n output features); the residual is C with beta = 1 (C and D distinct). Sums and epilogue in f32, D
+  // rounded once; split-K partial sums only in f32 (no output-type reduction, as the cuBLAS handle's math mode).
+  bool gemm_bias(DType dtype, int m, int n, int k, const void* x, const void* w, const void* bias,
+                 const void* residual, void* out, Stream stream) override {
+    if (!lt_) return false;
+    cudaDataType_t type;
+    if (!cuda_type(dtype, &type)) return false;
+    // The heuristic picks an algorithm for the operands' alignments (cuBLASLt assumes 256 bytes unless told).
+    auto align = [](const void* ptr) -> uint32_t {
+      const uintptr_t v = reinterpret_cast<uintptr_t>(ptr);
+      uint32_t a = 256;
+      while (a > 1 && v % a != 0) a /= 2;
+      return a;
+    };
+    const uint32_t aligns[4] = {align(w), align(x), align(residual ? residual : out), align(out)};
+    int align_key = 0;
+    for (int i = 0; i < 4; ++i) align_key |= (31 - __builtin_clz(aligns[i])) << (4 * i);  // log2, 0..8
+    std::lock_guard<std::mutex> lock(mutex_);
+    LtPlan& p = plans_[std::make_tuple((int)dtype, m, n, k, (bias ? 1 : 0) | (residual ? 2 : 0), align_key)];
+    if (!p.op) {
+      if (!plan(p, type, m, n, k, bias != nullptr, aligns)) return false;
+    }
+    if (!p.ok) return false;
+    if (bias && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)) !=
+                    CUBLAS_STATUS_SUCCESS)
+      return false;
+    const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+    const void* c = residual ? residual : out;
+    return cublasLtMatmul(lt_, p.op, &alpha, w, p.a, x, p.b, &beta, c, p.c, out, p.c, &p.algo, workspace_,
+                          workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+  }
+
  private:
+  bool plan(LtPlan& p, cudaDataType_t type, int m, int n, int k, bool bias, const uint32_t (&aligns)[4]) {
+    auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
+    if (!ok(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return false;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (!ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta))) ||
+        !ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb))) ||
+        !ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))))
+      return false;
+    if (bias) {
+      const cudaDataType_t bias_type = type;
+      if (!ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                             sizeof(bias_type))))
+        return false;
+    }
+    if (!ok(cublasLtMatrixLayoutCreate(&p.a, type, k, n, k)) || !ok(cublasLtMatrixLayoutCreate(&p.b, type, k, m, k)) ||
+        !ok(cublasLtMatrixLayoutCreate(&p.c, type, n, m, n)))
+      return false;
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (!ok(cublasLtMatmulPreferenceCreate(&pref))) return false;
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const bool got =
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof(workspace_bytes_))) &&
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                sizeof(reduction))) &&
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aligns[0],
+                                                sizeof(uint32_t))) &&
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &aligns[1],
+                                                sizeof(uint32_t))) &&
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &aligns[2],
+                                                sizeof(uint32_t))) &&
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &aligns[3],
+                                                sizeof(uint32_t))) &&
+        ok(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found)) && found > 0;
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!got) return true;  // planned: this shape has no algorithm (p.ok stays false)
+    p.algo = result.algo;
+    p.ok = true;
+    return true;
+  }
+
   cublasHandle_t handle_;
+  cublasLtHandle_t lt_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  std::mutex mutex_;
+  std::map<std::tuple<int, int, int, int, int, int>, LtPlan> plans_;
 };
 
 }  // namespace
@@ -97,8 +204,17 @@ std::unique_ptr<Blas> make_vendor_blas(std::string* why) {
   // type, which costs ~1e-2 relative error on long K (what PyTorch's allow_fp16_reduced_precision_reduction
   // turns off too).
   cublasSetMathMode(handle, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-  if (why) *why = "cuBLAS ready";
-  return std::make_unique<CublasBlas>(handle);
+  // cuBLASLt for the fused linear layer (gemm_bias), with its own workspace; without it gemm_bias says no.
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) lt = nullptr;
+  if (lt && cudaMalloc(&workspace, kLtWorkspaceBytes) != cudaSuccess) {
+    cudaGetLastError();
+    workspace = nullptr;
+  }
+  if (why) *why = lt ? "cuBLAS ready (cuBLASLt for fused linear layers)" : "cuBLAS ready (no cuBLASLt)";
+  return std::make_unique<CublasBlas>(handle, lt, workspace, workspace ? kLtWorkspaceBytes : 0);
 }
 
 }  // namespace rbee::gpu

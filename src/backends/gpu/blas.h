@@ -32,6 +32,14 @@ class Blas {
                            int64_t /*stride_c*/, int /*batch*/, Stream /*stream*/) {
     return false;
   }
+  // The fused linear layer (op_table.def LinearFused) in one library call: row-major out [m, n] = x [m, k] .
+  // (w stored [n, k])^T + bias [n] + residual [m, n] (bias and residual may be null), all in `dtype` (F32, F16 or
+  // BF16), all contiguous, sums in f32 and the result rounded once. Returns false when this library cannot do it
+  // (the default; cuBLAS does it through cuBLASLt's bias epilogue).
+  virtual bool gemm_bias(DType /*dtype*/, int /*m*/, int /*n*/, int /*k*/, const void* /*x*/, const void* /*w*/,
+                         const void* /*bias*/, const void* /*residual*/, void* /*out*/, Stream /*stream*/) {
+    return false;
+  }
   virtual bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
                             int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, float beta,
                             Stream stream) = 0;

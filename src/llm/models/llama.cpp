@@ -38,6 +38,8 @@ const Architecture& llama_architecture() {
               {"llama2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 0, 10000.0f, false, 0},
               {"llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, 0, 500000.0f, false, 0},
               {"llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 8192, 64, 500000.0f, true, 0},
+              // SmolLM2-135M's shape (the CPU default model's; GPU serving checks without its weights).
+              {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 1536, 8192, 64, 100000.0f, true, 0},
               // Small shape for GPU-versus-CPU checks of the family's code path.
               {"tiny-llama", "llama", 1024, 256, 4, 8, 2, 768, 2048, 0, 10000.0f, false, 0},
           },

@@ -1,6 +1,7 @@
-// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (implicit GEMM on matrix tiles for 16-bit dtypes,
-// kernels/conv_igemm.cu; else im2col + GEMM and an epilogue kernel), conv_transpose1d/2d (GEMM + col2im) and the
-// im2col op. NCHW / NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
+// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: im2col + the vendor Blas's GEMM into f32 sums
+// + an epilogue kernel where the Blas has a mixed-precision product (cuBLAS), else the implicit GEMM on matrix tiles
+// of kernels/conv_igemm.cu; other dtypes or shapes: im2col + GEMM and the epilogue), conv_transpose1d/2d (GEMM +
+// col2im) and the im2col op. NCHW / NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
 //
 // conv: per (image, group) the columns col [Cin/g * KH * KW, positions] hold the input under each kernel tap
 // (zero in the padding; a 1x1 kernel with unit stride and no padding reads x itself), and
@@ -21,6 +22,9 @@
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
+
+#include <cstdlib>
+#include <string_view>
 
 namespace rbee::gpu {
 
@@ -108,14 +112,31 @@ bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
          g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
 }
 
-template <class T>
-void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, T* out) {
+// The GEMMs of conv_forward: in the operands' type, or (S = float for 16-bit T) f32 sums through the vendor Blas only,
+// where a product it refuses returns false (before the first one, nothing was written).
+template <class T, class S>
+bool conv_gemm(GpuDevice& dev, const GemmSpec& s, bool first) {
+  if constexpr (std::is_same_v<T, S>) {
+    gemm(dev, s);
+    return true;
+  } else {
+    if (gemm_blas(dev, s)) return true;
+    RBEE_CHECK_CODE(first, ErrorCode::Internal, "conv2d_fused: the vendor Blas refused a product it took before");
+    return false;
+  }
+}
+
+// out = conv(x, w) with S the type of out: T, or float for 16-bit T (f32 sums, vendor Blas only). False when the
+// f32-sum product is not available (nothing written).
+template <class T, class S = T>
+bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, S* out) {
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
   const int64_t depth = cin_g * g.kh * g.kw, positions = g.ho * g.wo, plane = g.h * g.w;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 
   GemmSpec s;
   s.dtype = dtype;
+  s.c_f32 = !std::is_same_v<T, S>;
   s.m = cout_g;
   s.k = depth;
   s.batch_rank = 2;  // (images, groups)
@@ -126,8 +147,7 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     s.batch_shape[1] = g.groups;
     s.b = {const_cast<T*>(x), plane, 1, {g.cin * plane, cin_g * plane}};
     s.c = {out, positions, 1, {g.cout * positions, cout_g * positions}};
-    gemm(dev, s);
-    return;
+    return conv_gemm<T, S>(dev, s, true);
   }
   const int64_t per_image = g.cin * g.kh * g.kw * positions;
   const int64_t budget = sizeof(T) == 2 ? kColumnBytes16 / 2 : kColumnBudget;
@@ -140,6 +160,7 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
   }
   const Tensor scratch = Tensor::empty({imgs * g.cin * g.kh * g.kw * count}, dtype, dev);
   T* cols = static_cast<T*>(scratch.data());
+  bool first = true;
   for (int64_t img0 = 0; img0 < g.n; img0 += imgs) {
     const int64_t ni = std::min(imgs, g.n - img0);
     for (int64_t q0 = 0; q0 < positions; q0 += count) {
@@ -158,9 +179,11 @@ void conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
       s.batch_shape[1] = g.groups;
       s.b = {cols, nq, 1, {g.groups * depth * nq, depth * nq}};
       s.c = {out + img0 * g.cout * positions + q0, positions, 1, {g.cout * positions, cout_g * positions}};
-      gemm(dev, s);
+      if (!conv_gemm<T, S>(dev, s, first)) return false;
+      first = false;
     }
   }
+  return true;
 }
 
 // ---- conv_transpose ----
@@ -256,20 +279,34 @@ void conv_transpose_forward(GpuDevice& dev, const T* x, const T* w, const ConvGe
 // ---- conv2d_fused fallback: epilogue ----
 
 // out[img][co][q] = act(sum[img][co][q] + bias[img?][co] + residual[img][co][q]), rounded once; sum in S (f32 for
-// 16-bit outputs, the output type itself otherwise; sum may alias out).
+// 16-bit outputs, the output type itself otherwise; sum may alias out). One block row per (img, co) row of the output
+// (grid.y strides over them), so the bias is read once per row and the row's elements are consecutive.
 template <class T, class S>
 __global__ void conv_epilogue_kernel(const S* sum, const T* bias, int64_t bias_img_stride, const T* residual, int silu,
                                      int64_t n, int64_t cout, int64_t positions, T* out) {
   using C = compute_t<T>;
-  const int64_t total = n * cout * positions;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t co = e / positions % cout, img = e / (positions * cout);
-    C v = (C)sum[e];
-    if (bias) v += load(bias + img * bias_img_stride + co);
-    if (residual) v += load(residual + e);
-    if (silu) v = v / (C(1) + exp(-v));
-    store(out + e, v);
+  for (int64_t row = blockIdx.y; row < n * cout; row += gridDim.y) {
+    const int64_t co = row % cout, img = row / cout, base = row * positions;
+    const C b = bias ? (C)load(bias + img * bias_img_stride + co) : C(0);
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < positions; q += (int64_t)gridDim.x * blockDim.x) {
+      C v = (C)sum[base + q];
+      if (bias) v += b;
+      if (residual) v += load(residual + base + q);
+      if (silu) v = v / (C(1) + exp(-v));
+      store(out + base + q, v);
+    }
   }
+}
+
+// The launch of conv_epilogue_kernel for out [n, cout, positions].
+template <class T, class S>
+void conv_epilogue(GpuDevice& dev, const S* sum, const T* bias, int64_t bias_img_stride, const T* residual, bool silu,
+                   int64_t n, int64_t cout, int64_t positions, T* out) {
+  const dim3 grid((unsigned)std::min<int64_t>(ceil_div(positions, kThreads), 64),
+                  (unsigned)std::min<int64_t>(n * cout, 65535));
+  conv_epilogue_kernel<T, S><<<grid, kThreads, 0, dev.stream()>>>(sum, bias, bias_img_stride, residual, silu ? 1 : 0,
+                                                                  n, cout, positions, out);
+  RBEE_GPU_CHECK_LAUNCH();
 }
 
 // ---- im2col op ----
@@ -316,9 +353,37 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
                               const Conv2dParams& p, bool silu, Tensor& out) {
   device_.activate();
   if (out.numel() == 0) return;
-  if (conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
-  // im2col + GEMM into an f32 (f64) sum, then the epilogue rounds once.
+  // 16-bit: im2col + the vendor Blas's tensor-core GEMM into an f32 sum + the epilogue, where the Blas takes mixed
+  // precision (cuBLAS: 4-5x the implicit GEMM's speed on SD's convolutions, H100); else the implicit GEMM on the
+  // matrix-tile wrappers (rocBLAS, no Blas); else f32 GEMMs. RBEE_CONV_IGEMM=1 prefers the implicit GEMM (A/B).
+  static const bool igemm_first = [] {
+    const char* env = std::getenv("RBEE_CONV_IGEMM");
+    return env && std::string_view(env) == "1";
+  }();
+  const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
+  if (half && igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
   const ConvGeometry g = geometry_2d(x, w, out, p);
+  if (half && device_.blas()) {
+    bool done = false;
+    visit_float_storage(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, compute_t<T>>) {
+        const Tensor sum = Tensor::empty({out.numel()}, DType::F32, device_);
+        float* sf = static_cast<float*>(sum.data());
+        if (!conv_forward<T, float>(device_, x.dtype(), static_cast<const T*>(x.data()),
+                                    static_cast<const T*>(w.data()), g, sf))
+          return;
+        conv_epilogue<T, float>(device_, sf, bias ? static_cast<const T*>(bias->data()) : nullptr,
+                                bias && bias->rank() == 2 ? g.cout : 0,
+                                residual ? static_cast<const T*>(residual->data()) : nullptr, silu, g.n, g.cout,
+                                g.ho * g.wo, static_cast<T*>(out.data()));
+        done = true;
+      }
+    });
+    if (done) return;
+  }
+  if (!igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
+  // im2col + GEMM into an f32 (f64) sum, then the epilogue rounds once.
   const int64_t total = out.numel(), positions = g.ho * g.wo;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -329,8 +394,7 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
     T* op = static_cast<T*>(out.data());
     if constexpr (std::is_same_v<T, C>) {
       conv_forward<T>(device_, x.dtype(), static_cast<const T*>(x.data()), static_cast<const T*>(w.data()), g, op);
-      conv_epilogue_kernel<T, T><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
-          op, bp, bstride, rp, silu ? 1 : 0, g.n, g.cout, positions, op);
+      conv_epilogue<T, T>(device_, op, bp, bstride, rp, silu, g.n, g.cout, positions, op);
     } else {
       const int64_t nx = x.numel(), nw = w.numel();
       const Tensor xw = Tensor::empty({nx}, DType::F32, device_), ww = Tensor::empty({nw}, DType::F32, device_);
@@ -345,10 +409,8 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
           static_cast<const T*>(w.data()), nw, wf);
       RBEE_GPU_CHECK_LAUNCH();
       conv_forward<float>(device_, DType::F32, xf, wf, g, sf);
-      conv_epilogue_kernel<T, float><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
-          sf, bp, bstride, rp, silu ? 1 : 0, g.n, g.cout, positions, op);
+      conv_epilogue<T, float>(device_, sf, bp, bstride, rp, silu, g.n, g.cout, positions, op);
     }
-    RBEE_GPU_CHECK_LAUNCH();
   });
 }
 

@@ -216,7 +216,8 @@ void launch_igemm(GpuDevice& dev, IgemmParams p, int ks) {
 
 bool conv2d_igemm(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                   const Conv2dParams& cp, bool silu, Tensor& out) {
-  // RBEE_CONV_IGEMM=0 sends every fused convolution through im2col + GEMM + epilogue (A/B comparisons, bisecting).
+  // RBEE_CONV_IGEMM=0 sends every fused convolution through im2col + GEMM + epilogue (A/B comparisons, bisecting);
+  // =1 tries this path before the vendor Blas's (conv.cu).
   static const bool enabled = [] {
     const char* env = std::getenv("RBEE_CONV_IGEMM");
     return !(env && std::string_view(env) == "0");

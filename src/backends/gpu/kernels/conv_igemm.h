@@ -1,5 +1,7 @@
-// 16-bit convolutions as implicit GEMMs on the matrix tiles of backends/gpu/platform.h (kernels/conv_igemm.cu),
-// the fast path of conv2d_fused (contract: Conv2dFused in rbee/backend/op_table.def).
+// 16-bit convolutions as implicit GEMMs on the matrix tiles of backends/gpu/platform.h (kernels/conv_igemm.cu), the
+// path of conv2d_fused (contract: Conv2dFused in rbee/backend/op_table.def) where the vendor Blas has no
+// mixed-precision product (rocBLAS, no Blas), or first with RBEE_CONV_IGEMM=1. On an H100 it reached only 40-70 TFLOP/s
+// on SD's convolutions (docs/perf-notes/sd-speed.md).
 #pragma once
 
 #include "rbee/backend/op_kinds.h"

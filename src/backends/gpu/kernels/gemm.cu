@@ -246,7 +246,7 @@ bool gemm_blas(GpuDevice& dev, const GemmSpec& s) {
   int64_t outer_count = 1;
   for (size_t d = 0; d < outer; ++d) outer_count *= dims[d].extent;
 
-  const int64_t es = dtype_type_size(s.dtype);
+  const int64_t es = dtype_type_size(s.dtype), ces = s.c_f32 ? 4 : es;
   for (int64_t index = 0; index < outer_count; ++index) {
     int64_t a_off = 0, b_off = 0, c_off = 0, rem = index;
     for (size_t d = outer; d-- > 0;) {
@@ -256,11 +256,14 @@ bool gemm_blas(GpuDevice& dev, const GemmSpec& s) {
       b_off += i * dims[d].b;
       c_off += i * dims[d].c;
     }
-    const bool ok = blas->gemm(s.dtype, ta, tb, (int)s.m, (int)s.n, (int)s.k,
-                               static_cast<const char*>(s.a.data) + a_off * es, lda, group.a,
-                               static_cast<const char*>(s.b.data) + b_off * es, ldb, group.b,
-                               static_cast<char*>(s.c.data) + c_off * es, ldc, group.c, (int)group.extent,
-                               dev.stream());
+    const char* ap = static_cast<const char*>(s.a.data) + a_off * es;
+    const char* bp = static_cast<const char*>(s.b.data) + b_off * es;
+    char* cp = static_cast<char*>(s.c.data) + c_off * ces;
+    const bool ok = s.c_f32 ? blas->gemm_scaled(s.dtype, DType::F32, 1.0f, ta, tb, (int)s.m, (int)s.n, (int)s.k, ap,
+                                                lda, group.a, bp, ldb, group.b, cp, ldc, group.c, (int)group.extent,
+                                                dev.stream())
+                            : blas->gemm(s.dtype, ta, tb, (int)s.m, (int)s.n, (int)s.k, ap, lda, group.a, bp, ldb,
+                                         group.b, cp, ldc, group.c, (int)group.extent, dev.stream());
     if (!ok) return false;
   }
   return true;
@@ -268,6 +271,7 @@ bool gemm_blas(GpuDevice& dev, const GemmSpec& s) {
 
 void gemm_rbee(GpuDevice& dev, const GemmSpec& s) {
   RBEE_CHECK_CODE(s.c.cs == 1, ErrorCode::Internal, "gemm: C needs unit column stride, got {}", s.c.cs);
+  RBEE_CHECK_CODE(!s.c_f32, ErrorCode::Internal, "gemm: rbee's kernel writes C in the operands' dtype only");
   GemmParams p{};
   p.m = s.m, p.n = s.n, p.k = s.k;
   p.a = s.a.data, p.a_rs = s.a.rs, p.a_cs = s.a.cs;

@@ -22,8 +22,11 @@ struct GemmMatrix {
 
 // C [m, n] = A [m, k] . B [k, n] for every index of the batch shape (row-major order). A, B and C share `dtype`:
 // F32, F16 or BF16 (products summed in f32, C rounded once) or F64 (in f64). C must have cs == 1.
+// c_f32: C in F32 instead (16-bit A and B; the vendor Blas only, through Blas::gemm_scaled: gemm_blas returns false
+// when it cannot, and gemm_rbee refuses it).
 struct GemmSpec {
   DType dtype = DType::F32;
+  bool c_f32 = false;
   int64_t m = 0, n = 0, k = 0;
   int batch_rank = 0;
   int64_t batch_shape[kMaxRank] = {};

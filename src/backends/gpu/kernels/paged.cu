@@ -13,7 +13,8 @@
 //    P.V into per-thread accumulators (threads split head dims in groups of 4 and key positions).
 //  - Split-K (flash-decoding): the key range [0, max_blocks * block_size) is cut into n_splits pieces so that
 //    even one long sequence fills the GPU; each split writes (max, sum, unnormalized acc) per row and
-//    paged_merge_kernel combines them. With one split the kernel writes the output directly.
+//    paged_merge_kernel combines them. With one split the kernel writes the output directly. Batch-invariant
+//    mode (batch_invariant.h) never splits.
 // Grid sizes come only from shapes (Nq, B, max_blocks, heads), never from device data, so the launches can be
 // captured in a graph and replayed with new seq_info / block_tables contents. Device index tensors are not
 // validated by the front-end: every index read from them is clamped, so bad contents cannot fault.
@@ -21,6 +22,7 @@
 #include <cmath>
 
 #include "backends/common/attention_math.h"
+#include "backends/common/batch_invariant.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/paged_common.cuh"
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
   const int h0 = g * p.group + (blockIdx.y % p.n_head_chunks) * p.head_chunk;  // first query head
   const int nheads = min(p.head_chunk, (g + 1) * p.group - h0);
   const int split = blockIdx.z;
-  const int key_lo = max(p.window > 0 ? pos0 - p.window + 1 : 0, split * p.split_len);
+  const int key_lo = tile_key_lo(p, pos0, split);
   const int key_hi = min(pos0 + ntok, (split + 1) * p.split_len);  // exclusive
   const int rows = p.rows, d = p.d;
   // Row r of the tile: token r / head_chunk, head h0 + r % head_chunk.
@@ -438,7 +440,12 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const int64_t max_ctx = (int64_t)max_blocks * block_size;
   const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
   const int64_t want = (4 * (int64_t)device_.props().multiprocessors + base_blocks - 1) / base_blocks;
-  const int64_t n_splits = std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + kt - 1) / kt, 65535));
+  // Batch-invariant mode: one split (a row's keys in one pass of kt-key tiles from position 0, whatever the
+  // launch) and window starts aligned to the tiles.
+  const bool invariant = batch_invariant();
+  const int64_t n_splits =
+      invariant ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + kt - 1) / kt, 65535));
+  if (invariant) p.key_align = kt;
   p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + kt - 1) / kt * kt);
   p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
   p.out = static_cast<float*>(out.data());

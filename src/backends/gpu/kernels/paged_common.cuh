@@ -49,6 +49,8 @@ struct PagedLaunch {
   int n_head_chunks;  // ceil(group / head_chunk)
   int tile_tokens;    // tokens per query tile: tile_tokens * head_chunk <= the kernel's rows
   int split_len, n_splits;  // the key range of one split; set by the caller
+  int key_align;  // > 1: a sliding window's first key rounded down to a multiple of it (the kernel's key tile), so
+                  // key tiles sit at the same positions for every query tile (batch-invariant mode); 0: not rounded
   float* out;       // [nq, hq, d] when n_splits == 1
   float* part_acc;  // [n_splits, nq, hq, d]
   float* part_ml;   // [n_splits, nq, hq, 2]: running max, running sum
@@ -81,10 +83,19 @@ inline int64_t fill_paged_launch(PagedLaunch& p, const Tensor& q, const Tensor& 
   p.head_chunk = std::min(p.group, rows);
   p.n_head_chunks = (p.group + p.head_chunk - 1) / p.head_chunk;
   p.tile_tokens = std::max(1, std::min(rows / p.head_chunk, (nq + n_seq - 1) / n_seq));
+  p.key_align = 0;
   return std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
 }
 
 namespace {
+
+// The first key a query tile whose first token sits at pos0 visits in split `split` (its window's start, rounded
+// down to p.key_align when set, or the split's start).
+__device__ inline int tile_key_lo(const PagedLaunch& p, int pos0, int split) {
+  int lo = p.window > 0 ? pos0 - p.window + 1 : 0;
+  if (p.key_align > 1 && lo > 0) lo -= lo % p.key_align;
+  return max(lo, split * p.split_len);
+}
 
 // Sequence i clamped into range: q rows [q_start, q_start + q_len) of [0, nq), ctx <= capacity and
 // q_len <= ctx (so every query position ctx - q_len + t is >= 0).

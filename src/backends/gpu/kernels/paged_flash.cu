@@ -1,11 +1,13 @@
 // Host side of the tensor-core paged attention (kernels in paged_flash.cuh): which configuration, how many
-// splits of the key range, the launch and the split merge. Every choice depends on shapes only.
+// splits of the key range, the launch and the split merge. Every choice depends on shapes only (and on
+// batch-invariant mode, which fixes them for every launch).
 #include "backends/gpu/kernels/paged_flash.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
+#include "backends/common/batch_invariant.h"
 #include "backends/gpu/kernels/paged_flash_configs.cuh"
 
 namespace rbee::gpu {
@@ -54,7 +56,10 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
   const FlashConfig prefill_order[] = {rows_per_seq > 64 ? FlashConfig::kPrefillWide : FlashConfig::kPrefill,
                                        FlashConfig::kPrefill};
   const FlashConfig decode_order[] = {FlashConfig::kDecodeWide, FlashConfig::kDecode};
-  for (const FlashConfig c : rows_per_seq <= 16 ? decode_order : prefill_order) {
+  // Batch-invariant mode: the decode configurations for every launch (the choice then depends on d and the
+  // device only), no split of the key range, window starts aligned to the key tiles.
+  const bool invariant = batch_invariant();
+  for (const FlashConfig c : rows_per_seq <= 16 || invariant ? decode_order : prefill_order) {
     const FlashShape s = flash_shape(c, d);
     if (s.rows > 0 && (size_t)s.smem_bytes <= smem_limit) {
       config = c;
@@ -79,7 +84,8 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
   const int64_t target = (rows_per_seq <= 16 ? 2 : 1) * (int64_t)dev.props().multiprocessors;
   const int64_t want = max_ctx <= paged_split_min_ctx() ? 1 : (target + base_blocks - 1) / base_blocks;
   const int64_t n_splits =
-      std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + shape.bn - 1) / shape.bn, 65535));
+      invariant ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + shape.bn - 1) / shape.bn, 65535));
+  if (invariant) p.key_align = shape.bn;
   p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + shape.bn - 1) / shape.bn * shape.bn);
   p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
   p.out = static_cast<float*>(out.data());

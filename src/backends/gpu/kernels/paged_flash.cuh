@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
   const int h0 = g * p.group + (int)(blockIdx.y % p.n_head_chunks) * hc;
   const int nheads = min(hc, (g + 1) * p.group - h0);
   const int split = blockIdx.z;
-  const int key_lo = max(p.window > 0 ? pos0 - p.window + 1 : 0, split * p.split_len);
+  const int key_lo = tile_key_lo(p, pos0, split);
   const int key_hi = min(pos0 + ntok, (split + 1) * p.split_len);  // exclusive; <= ctx
   const int n_tiles = key_lo < key_hi ? (key_hi - key_lo + BN - 1) / BN : 0;
   auto row_valid = [&](int r) { return r / hc < ntok && r % hc < nheads; };

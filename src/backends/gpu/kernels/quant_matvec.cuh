@@ -6,9 +6,10 @@
 // the loads of the whole batch issue back to back and the memory system sees U x R items per lane in flight),
 // then for each of the M activation rows a lane loads 32 int8 levels (two 16-byte loads), forms two
 // 16-element int8 dot products per weight row with dot4_i8 and adds d_x * (a * dot + b * sum_x) to its R x M
-// accumulators. Every weight byte is read once per launch; the activations (M * K bytes) are re-read per warp
-// from L1/L2, R times less often thanks to the R rows per warp. A transposed butterfly then leaves one sum per
-// lane for the R x M outputs, plus the residual when the launch has one (the fused residual add).
+// accumulators (explicit roundings, the same in every launch shape). Every weight byte is read once per launch;
+// the activations (M * K bytes) are re-read per warp from L1/L2, R times less often thanks to the R rows per warp.
+// A transposed butterfly then leaves one sum per lane for the R x M outputs, plus the residual when the launch has
+// one (the fused residual add).
 // Before its loop a warp asks for its rows' bytes to be brought into L2 (prefetch_l2: a hint, so the DRAM
 // queue fills at once rather than at the pace of the register-held loads).
 #pragma once
@@ -161,12 +162,20 @@ __global__ void __launch_bounds__(kMatvecThreads) quant_matvec_kernel(QmvArgs a)
             s1 = (float)xs[xm * k16 + e1 / 16];
           }
         }
+        // Every rounding spelled out (mul_rn, fmaf): the compiler may not contract these products differently in
+        // the shapes (M, R, U) of different launches, so a row's sum is the same whatever M is (batch-invariant
+        // mode relies on it; on the H100, Q4_K / Q5_K rows differed between shapes by 5.7e-6 with the plain
+        // expression).
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const Item& w = wi[u][r];
-          float h = w.a[0] * (float)dot16(w.q, x0) + w.a[1] * (float)dot16(w.q + 4, x1);
-          if constexpr (B::kHasMin) h += w.b[0] * s0 + w.b[1] * s1;
-          acc[r][m] += dx * h;
+          float h = mul_rn(w.a[0], (float)dot16(w.q, x0));
+          h = fmaf(w.a[1], (float)dot16(w.q + 4, x1), h);
+          if constexpr (B::kHasMin) {
+            h = fmaf(w.b[0], s0, h);
+            h = fmaf(w.b[1], s1, h);
+          }
+          acc[r][m] = fmaf(dx, h, acc[r][m]);
         }
       }
     }

@@ -33,14 +33,16 @@
 // Split-K: when the M x N tiles give fewer blocks than the multiprocessors hold (batched decode), the K steps are
 // split over gridDim.z blocks per tile (mmq_splits: the fewest splits for the fewest waves x steps per block).
 // Each writes its partial tile, then counts itself on the tile's counter (zeroed by the activation quantizer); the
-// last one adds the partials in z order (its own from registers), writes the tile and resets the counter:
-// deterministic, whichever block finishes last, and no second kernel.
+// last one adds the partials in z order (its own read back too), split after split so that the loads of a split are
+// in flight together, writes the tile and resets the counter: deterministic, whichever block finishes last, and no
+// second kernel.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
@@ -96,8 +98,10 @@ struct MmqLayout {
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
-template <DType T, int BM, int BN, int TM, int TN>
+// kFs (Q4_K / Q5_K only): float group factors d * sc instead of integer sub-block scales (compute()).
+template <DType T, int BM, int BN, int TM, int TN, bool kFs = false>
 struct Mmq {
+  static_assert(!kFs || T == DType::Q4_K || T == DType::Q5_K, "float group factors: Q4_K / Q5_K");
   using Tr = MmqTraits<T>;
   using B = BlockTraits<T>;
   using L = MmqLayout<T, BM, BN>;
@@ -211,7 +215,8 @@ struct Mmq {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // items sharing a group write the same factors
           const int g = (it.e[h] - base) / Tr::kGroup;
-          wsc[g * BN + r] = it.sc[h];
+          if constexpr (kFs) reinterpret_cast<float*>(wsc)[g * BN + r] = it.a[h];  // d * sc, exact in f32
+          else wsc[g * BN + r] = it.sc[h];
           if constexpr (Tr::kMin) {
             const uint32_t mn4 = (uint32_t)it.mn[h] * 0x01010101u;  // mn < 64: the half's 16 elements
             *reinterpret_cast<uint4*>(wmn + r * kMmqLd + it.e[h] - base) = make_uint4(mn4, mn4, mn4, mn4);
@@ -231,6 +236,45 @@ struct Mmq {
       adx[c] = nx.dx[j];  // [g][BM]: c = g * BM + r
       if constexpr (Tr::kActSums > 0) reinterpret_cast<float*>(st + L::kAsum)[c] = nx.dx[j] * (float)nx.sum[j];
     }
+  }
+
+  // K-quants with mins: msum = sum_k mn(k) x(k) over the step from the bias, tile by tile (fragments reloaded per
+  // tile: the register cap holds acc and one msum tile); acc += -dx * (dmin * msum).
+  static __device__ __forceinline__ void add_mins(const unsigned char* st, int wn_, int lane, const int8_t* at,
+                                                  const int (&cols)[TN][kMmaI8Cols],
+                                                  const float (&dx)[TM][kMmaI8Rows],
+                                                  float (&acc)[TM][TN][kMmaI8AccPerLane]) {
+    const float* wm = reinterpret_cast<const float*>(st + L::kWm);
+    const int8_t* mt = reinterpret_cast<const int8_t*>(st + L::kWmn) + wn_ * TN * 16 * kMmqLd;
+    float dw[TN][kMmaI8Cols], dmb[TN][kMmaI8Cols];
+#pragma unroll
+    for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+      for (int c = 0; c < kMmaI8Cols; ++c) {
+        dw[tn][c] = wm[cols[tn][c]];  // dmin, an f16 value
+        dmb[tn][c] = -kMmqBiasF * dw[tn][c];
+      }
+#pragma unroll
+    for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+      for (int tn = 0; tn < TN; ++tn) {
+        MmaI8Acc msum;
+#pragma unroll
+        for (int g = 0; g < kMmqItems; ++g) {
+          MmaI8A fa;
+          MmaI8B fm;
+          mma_i8_load_a(fa, at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+          mma_i8_load_b(fm, mt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+          if (g == 0) mma_i8_k32_bias(msum, fa, fm, kMmqBias);
+          else mma_i8_k32_acc(msum, fa, fm);
+        }
+#pragma unroll
+        for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+          const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
+          const float t = fmaf(dw[tn][c], __int_as_float(msum.v[e]), dmb[tn][c]);  // dmin * msum, one rounding
+          acc[tm][tn][e] = fmaf(-dx[tm][r], t, acc[tm][tn][e]);
+        }
+      }
   }
 
   // The step's tile products of one warp from stage `st`, added to acc. rows / cols: block-relative row of each
@@ -289,6 +333,48 @@ struct Mmq {
           }
       }
       return;
+    } else if constexpr (kFs) {
+      // Q4_K / Q5_K with float group factors: per 32-element group g, acc += dx * (d sc_g C_g), with d sc_g C_g from
+      // the bias (|C_g| < 2^17; d sc_g = Item::a, exact in f32, stored by store_next, has at most 17 significant
+      // bits, so -1.5 * 2^23 * d sc_g is exact: the column factor goes first, the Q8_K scale dx, a full f32, second):
+      // the legacy epilogue's two FMAs per element and group instead of an integer isum tile per warp tile (32
+      // registers fewer: at the 128-register cap ptxas sm_90 spills 64 bytes a thread instead of 104, 128 x 64).
+      float dx[TM][kMmaI8Rows];
+#pragma unroll
+      for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+        for (int r = 0; r < kMmaI8Rows; ++r) dx[tm][r] = adx[rows[tm][r]];
+#pragma unroll
+      for (int g = 0; g < kMmqItems; ++g) {
+        MmaI8A fa[TM];
+        MmaI8B fb[TN];
+#pragma unroll
+        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+#pragma unroll
+        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        float ds[TN][kMmaI8Cols], dsb[TN][kMmaI8Cols];
+#pragma unroll
+        for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+          for (int c = 0; c < kMmaI8Cols; ++c) {
+            ds[tn][c] = reinterpret_cast<const float*>(wsc)[g * BN + cols[tn][c]];
+            dsb[tn][c] = -kMmqBiasF * ds[tn][c];  // exact (above)
+          }
+#pragma unroll
+        for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+          for (int tn = 0; tn < TN; ++tn) {
+            MmaI8Acc p;
+            mma_i8_k32_bias(p, fa[tm], fb[tn], kMmqBias);
+#pragma unroll
+            for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+              const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
+              const float t = fmaf(ds[tn][c], __int_as_float(p.v[e]), dsb[tn][c]);  // d sc C, one rounding
+              acc[tm][tn][e] = fmaf(dx[tm][r], t, acc[tm][tn][e]);
+            }
+          }
+      }
+      if constexpr (Tr::kMin) add_mins(st, wn_, lane, at, cols, dx, acc);
     } else {
       MmaI8Acc isum[TM][TN];
 #pragma unroll
@@ -366,40 +452,7 @@ struct Mmq {
             const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
             acc[tm][tn][e] = fmaf(dx[tm][r] * dw[tn][c], (float)isum[tm][tn].v[e], acc[tm][tn][e]);
           }
-      if constexpr (Tr::kMin) {
-        // msum = sum_k mn(k) x(k) from the bias, tile by tile (fragments reloaded per tile: the register cap holds
-        // acc and one msum tile); acc += -dx * (dmin * msum).
-        const int8_t* mt = reinterpret_cast<const int8_t*>(st + L::kWmn) + wn_ * TN * 16 * kMmqLd;
-        float dmb[TN][kMmaI8Cols];
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) {
-            dw[tn][c] = wm[cols[tn][c]];  // dmin, an f16 value
-            dmb[tn][c] = -kMmqBiasF * dw[tn][c];
-          }
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-          for (int tn = 0; tn < TN; ++tn) {
-            MmaI8Acc msum;
-#pragma unroll
-            for (int g = 0; g < kMmqItems; ++g) {
-              MmaI8A fa;
-              MmaI8B fm;
-              mma_i8_load_a(fa, at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-              mma_i8_load_b(fm, mt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-              if (g == 0) mma_i8_k32_bias(msum, fa, fm, kMmqBias);
-              else mma_i8_k32_acc(msum, fa, fm);
-            }
-#pragma unroll
-            for (int e = 0; e < kMmaI8AccPerLane; ++e) {
-              const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
-              const float t = fmaf(dw[tn][c], __int_as_float(msum.v[e]), dmb[tn][c]);  // dmin * msum, one rounding
-              acc[tm][tn][e] = fmaf(-dx[tm][r], t, acc[tm][tn][e]);
-            }
-          }
-      }
+      if constexpr (Tr::kMin) add_mins(st, wn_, lane, at, cols, dx, acc);
     }
   }
 };
@@ -427,10 +480,11 @@ __device__ __forceinline__ void store_mmq_acc(const float (&acc)[TM][TN][kMmaI8A
 // the counter back to zero (so row chunks of one qmatmul can reuse the counters).
 // kMmqWarpsPerSm warps per multiprocessor (a register cap of 128 per thread): one block's barriers overlap other
 // blocks' tile products.
-template <DType T, int BM, int BN, int TM, int TN>
-__global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM, BN, TM, TN>::kMinBlocks))
-    quant_mmq_kernel(MmqArgs a, float* __restrict__ partial, int* __restrict__ counters, int64_t steps_per_split) {
-  using K = Mmq<T, BM, BN, TM, TN>;
+template <DType T, int BM, int BN, int TM, int TN, bool kFs>
+__global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN, kFs>::kThreads), (Mmq<T, BM, BN, TM, TN, kFs>::kMinBlocks))
+    quant_mmq_kernel(MmqArgs a, float* __restrict__ partial, int* __restrict__ counters, int64_t steps_per_split,
+                     int serial_reduce) {
+  using K = Mmq<T, BM, BN, TM, TN, kFs>;
   using L = typename K::L;
   extern __shared__ __align__(16) unsigned char mmq_smem[];
   __shared__ int mmq_last;
@@ -499,23 +553,45 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN>::kThreads), (Mmq<T, BM
   if (tid == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0;
   thread_fence();
   const volatile float* parts = partial;  // written by other blocks of this launch: not from this SM's L1
+  if (serial_reduce) {  // main's order of loads (RBEE_MMQ_PATH=0): one partial after the other per element
 #pragma unroll
-  for (int tm = 0; tm < TM; ++tm)
+    for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
-    for (int tn = 0; tn < TN; ++tn)
+      for (int tn = 0; tn < TN; ++tn)
 #pragma unroll
-      for (int e = 0; e < kMmaI8AccPerLane; ++e) {
-        const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
-        const float mine = acc[tm][tn][e];
-        if (row < a.m && col < a.n) {
-          float sum = 0.f;
-          for (unsigned z = 0; z < gridDim.z; ++z) {
-            const float v = z == blockIdx.z ? mine : parts[z * mn + row * a.n + col];
-            sum = z == 0 ? v : sum + v;
+        for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+          const int64_t row = m0 + rows[tm][e / kMmaI8Cols], col = n0 + cols[tn][e % kMmaI8Cols];
+          const float mine = acc[tm][tn][e];
+          if (row < a.m && col < a.n) {
+            float sum = 0.f;
+            for (unsigned z = 0; z < gridDim.z; ++z) {
+              const float v = z == blockIdx.z ? mine : parts[z * mn + row * a.n + col];
+              sum = z == 0 ? v : sum + v;
+            }
+            a.out[row * a.ldo + col] = sum;
           }
-          a.out[row * a.ldo + col] = sum;
         }
-      }
+    return;
+  }
+  // The sums in z order, split after split, this block's own partial read back like the others (so acc holds the
+  // sums: no second array of registers): a split's loads of all the thread's elements are independent and in
+  // flight together, one memory latency per split instead of one per element and split. The same sums, in the same
+  // order, as adding each element's partials one after the other.
+  for (unsigned z = 0; z < gridDim.z; ++z) {
+#pragma unroll
+    for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+      for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+        for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+          // Rows / columns past M / N read the last one's partial (written: the tile holds it) and are not stored.
+          const int64_t row = min(m0 + rows[tm][e / kMmaI8Cols], a.m - 1);
+          const int64_t col = min(n0 + cols[tn][e % kMmaI8Cols], a.n - 1);
+          const float v = parts[z * mn + row * a.n + col];
+          acc[tm][tn][e] = z == 0 ? v : acc[tm][tn][e] + v;
+        }
+  }
+  store_mmq_acc<TM, TN>(acc, rows, cols, m0, n0, a.m, a.n, a.out, a.ldo);
 }
 
 #endif  // device compilation
@@ -528,6 +604,18 @@ inline int mmq_warps_per_sm() {
     return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : kMmqWarpsPerSm;
   }();
   return warps;
+}
+
+// RBEE_MMQ_PATH (measurements, back to back in one run): 0 main's MMQ as of fdaaf76 (split-K partials added one
+// element after the other), 1 this version (the default), 2 this version with wider weight tiles from M = 33 on
+// (launch_mmq_typed).
+inline int mmq_path() {
+  static const int path = [] {
+    const char* env = std::getenv("RBEE_MMQ_PATH");
+    const std::string_view v = env != nullptr ? env : "";
+    return v == "0" ? 0 : v == "2" ? 2 : 1;
+  }();
+  return path;
 }
 
 // Splits of K for a launch of `tiles` output tiles of `steps` K steps each on `slots` resident blocks. Only a grid
@@ -548,11 +636,11 @@ inline int64_t mmq_splits(int64_t tiles, int64_t steps, int64_t slots, bool have
 }
 
 // Launches one tile shape over all of args (rows in chunks that keep gridDim.y in range).
-template <DType T, int BM, int BN, int TM, int TN>
+template <DType T, int BM, int BN, int TM, int TN, bool kFs>
 void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
   constexpr int kWarps = (BM / (16 * TM)) * (BN / (16 * TN));
   constexpr int kSmem = MmqLayout<T, BM, BN>::kBytes;
-  const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN>);
+  const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN, kFs>);
   if (kSmem > 48 * 1024) {  // above the default: opt in once per device
     static std::atomic<uint64_t> granted{0};
     const uint64_t bit = uint64_t{1} << (device.index() % 64);
@@ -586,23 +674,53 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
       pp = static_cast<float*>(partial.data());
     }
     const dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)splits);
-    quant_mmq_kernel<T, BM, BN, TM, TN><<<grid, threads, kSmem, device.stream()>>>(c, pp, a.counters, per);
+    const int serial = mmq_path() == 0 ? 1 : 0;
+    quant_mmq_kernel<T, BM, BN, TM, TN, kFs><<<grid, threads, kSmem, device.stream()>>>(c, pp, a.counters, per, serial);
     RBEE_GPU_CHECK_LAUNCH();
   }
+}
+
+// One tile shape; Q4_K / Q5_K take the float group factors (Mmq's kFs) from the 32-row tile on unless
+// RBEE_MMQ_PATH=0 (main's integer form). ptxas sm_90, bytes spilled a thread at the 128-register cap, integer / float
+// factors (Q4_K): 32 x 64 44 / 16, 64 x 64 40 / 20, 128 x 64 104 / 64, 128 x 128 104 / 40 (16 x 64: 12 integer).
+template <DType T, int BM, int BN, int TM, int TN>
+void launch_mmq_tile(GpuDevice& device, const MmqArgs& a) {
+  if constexpr ((T == DType::Q4_K || T == DType::Q5_K) && BM > 16) {
+    if (mmq_path() != 0) {
+      launch_mmq_shape<T, BM, BN, TM, TN, true>(device, a);
+      return;
+    }
+  }
+  launch_mmq_shape<T, BM, BN, TM, TN, false>(device, a);
 }
 
 // Tile shapes by M: the block's activation rows follow M up to 128 (fewer padded rows for batched decode), with
 // 64 weight rows per block; each thread decodes one or two weight items per step. Warps own 16 x 16 (M <= 16),
 // 32 x 16 (M <= 64) or 32 x 32 tiles. The 128-row tile takes 80 KiB of shared memory for K-quants with mins
 // (two stages): where a block cannot have that much (gfx9's 64 KiB), the 64-row tile serves every M above 32.
+// RBEE_MMQ_PATH=2 (a measurement of wider weight tiles): 128 weight rows per block from M = 33 on, 64 x 128 (8 warps)
+// up to 64 rows and 128 x 128 (16 warps, one block per multiprocessor) above, where the block's shared memory
+// allows: each activation byte read from L2 serves twice the weight rows (the 128 x 64 tile's ncu profile on the
+// H100 shows L2 throughput as its top unit, 69-80%).
 template <DType T>
 void launch_mmq_typed(GpuDevice& device, const MmqArgs& a) {
-  if (a.m <= 16) launch_mmq_shape<T, 16, 64, 1, 1>(device, a);       // 4 warps
-  else if (a.m <= 32) launch_mmq_shape<T, 32, 64, 2, 1>(device, a);  // 4 warps
-  else if (a.m <= 64 || (size_t)MmqLayout<T, 128, 64>::kBytes > device.props().shared_mem_per_block_optin) {
-    launch_mmq_shape<T, 64, 64, 2, 1>(device, a);  // 8 warps
+  const size_t optin = device.props().shared_mem_per_block_optin;
+  if (a.m > 32 && mmq_path() == 2) {
+    if (a.m <= 64 && (size_t)MmqLayout<T, 64, 128>::kBytes <= optin) {
+      launch_mmq_tile<T, 64, 128, 2, 2>(device, a);  // 8 warps
+      return;
+    }
+    if (a.m > 64 && (size_t)MmqLayout<T, 128, 128>::kBytes <= optin) {
+      launch_mmq_tile<T, 128, 128, 2, 2>(device, a);  // 16 warps
+      return;
+    }
+  }
+  if (a.m <= 16) launch_mmq_tile<T, 16, 64, 1, 1>(device, a);       // 4 warps
+  else if (a.m <= 32) launch_mmq_tile<T, 32, 64, 2, 1>(device, a);  // 4 warps
+  else if (a.m <= 64 || (size_t)MmqLayout<T, 128, 64>::kBytes > optin) {
+    launch_mmq_tile<T, 64, 64, 2, 1>(device, a);  // 8 warps
   } else {
-    launch_mmq_shape<T, 128, 64, 2, 2>(device, a);  // 8 warps
+    launch_mmq_tile<T, 128, 64, 2, 2>(device, a);  // 8 warps
   }
 }
 

@@ -12,12 +12,13 @@
 //    (batched decode, prompts): MMQ (quant_mmq.cuh), int8 tensor-core tile products of the quantized activations
 //    and the weights decoded into shared memory, one kernel after the quantizer (which also zeroes MMQ's split-K
 //    counters); no vendor BLAS. RBEE_MMQ_MIN_ROWS=N moves the threshold
-//    (measurements of the crossover; N > M everywhere keeps the matvec).
+//    (measurements of the crossover; N > M everywhere keeps the matvec). Batch-invariant mode
+//    (batch_invariant.h): the matvec for every M.
 //  - Float weights, M <= kMatvecMaxRows (decode): quant_gemv_float.cu, one launch, x rounded to the weight's
 //    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
 //    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
 //    weights used in place; F32 weights take an f32 GEMM (no TF32). Without BLAS (ROCm without rocBLAS) or if
-//    it refuses: the gemv for every M.
+//    it refuses, or in batch-invariant mode: the gemv for every M.
 //
 // The fused decoder ops (norm_qmatmul, swiglu_qmatmul; op_table.def) run the same paths after a fused
 // activation pass (quant_activation.cu): norm_qmatmul quantizes rms_norm(x [+ residual]) in one launch,
@@ -30,6 +31,7 @@
 #include <limits>
 #include <string_view>
 
+#include "backends/common/batch_invariant.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
@@ -85,8 +87,12 @@ quant::Prefetch prefetch_of(const Tensor& w) {
   return quant::Prefetch{w.data(), std::min<int64_t>(w.nbytes(), kPrefetchCap)};
 }
 
+// Whether an m-row block-type product takes MMQ (never in batch-invariant mode: the matvec's per-row order holds
+// for every M, MMQ's tiles and split-K do not match it).
+bool use_mmq(int64_t m) { return m >= mmq_min_rows() && !batch_invariant(); }
+
 // The split-K counters the activation pass before an m-row block-type product zeroes: MMQ's, or none (matvec).
-int64_t mmq_counters(int64_t m) { return m >= mmq_min_rows() ? quant::kMmqCounters : 0; }
+int64_t mmq_counters(int64_t m) { return use_mmq(m) ? quant::kMmqCounters : 0; }
 
 // out [m, N] = acts . w^T (+ residual [m, N]) for block weights w: MMQ from mmq_min_rows() rows, else matvec
 // launches of up to kQuantMatvecMaxRows rows with the residual added in their epilogue. Returns whether the
@@ -96,7 +102,7 @@ bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w,
   const int64_t n = w.dim(0), k = w.dim(1);
   const int64_t row_bytes = dtype_row_bytes(w.dtype(), k);
   const auto* wp = static_cast<const uint8_t*>(w.data());
-  if (m >= mmq_min_rows()) {
+  if (use_mmq(m)) {
     quant::launch_mmq(device, w.dtype(), {wp, n, k, row_bytes, acts, m, out, n, acts.zeroed});
     return residual == nullptr;
   }
@@ -124,8 +130,11 @@ bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w,
 bool run_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out, const float* residual) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   const bool blas_ok = device.blas() != nullptr && fits_blas(m, n, k);
-  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on).
-  if (m > quant::kMatvecMaxRows && blas_ok && blas_float(device, x, w, out)) return residual == nullptr;
+  // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on);
+  // not in batch-invariant mode (the GEMM's per-row order is not the gemv's, and the vendor's depends on M).
+  if (m > quant::kMatvecMaxRows && blas_ok && !batch_invariant() && blas_float(device, x, w, out)) {
+    return residual == nullptr;
+  }
   const float* xp = static_cast<const float*>(x.data());
   const bool prefetch = quant::l2_prefetch_enabled();
   for (int64_t m0 = 0; m0 < m; m0 += quant::kMatvecMaxRows) {
@@ -176,7 +185,7 @@ bool pdl_enabled() {
 }
 bool matvec_pairs() {
   static const bool on = env_flag("RBEE_MATVEC_PAIRS", false);
-  return on;
+  return on && !batch_invariant();  // pairs change the per-row order of M <= 4 launches only
 }
 int matvec_rows_m1() {
   static const int rows = [] {
