@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "backends/common/attention_math.h"
+#include "backends/common/batch_invariant.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/paged_common.cuh"
@@ -245,7 +246,8 @@ bool paged_attention_decode_vec(GpuDevice& dev, const Tensor& q, const Tensor& k
   const int d = (int)k_cache.dim(3);
   const int nq = (int)q.dim(0), hq = (int)q.dim(1), n_seq = (int)seq_info.dim(0);
   const int hkv = (int)k_cache.dim(2), group = hq / hkv;
-  if (!decode_vec_enabled()) return false;
+  // Batch-invariant mode keeps every launch on one configuration of the tensor-core kernel (batch_invariant.h).
+  if (!decode_vec_enabled() || batch_invariant()) return false;
   if ((dtype != DType::F16 && dtype != DType::BF16) || (d != 64 && d != 128 && d != 256)) return false;
   if (d / 8 > RBEE_DEVICE_WARP_SIZE || group < 1 || group > kMaxGroup || nq > n_seq) return false;
   if ((reinterpret_cast<uintptr_t>(k_cache.data()) | reinterpret_cast<uintptr_t>(v_cache.data())) % 16 != 0) {

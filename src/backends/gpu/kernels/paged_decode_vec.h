@@ -13,7 +13,8 @@ class GpuDevice;
 // most one query row per sequence on average (nq <= number of sequences: a decode step), 16-byte aligned caches.
 // One block per (query token, kv head, split of the key range) reads that kv head's K and V rows once with 16-byte
 // loads; splits (and paged.cu's merge) only past paged_split_min_ctx() positions. Returns false, having launched
-// nothing, when it does not apply or RBEE_ATTN_DECODE_VEC=0 (then the tensor-core or scalar kernels run).
+// nothing, when it does not apply, in batch-invariant mode or with RBEE_ATTN_DECODE_VEC=0 (then the tensor-core
+// or scalar kernels run).
 bool paged_attention_decode_vec(GpuDevice& dev, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                 const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
                                 Tensor& out);

@@ -77,7 +77,7 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
 
   // Splits of the key range (capacity max_blocks * block_size: a shape): decode shapes aim at two blocks per
   // multiprocessor, prefill at one wave (the merge costs a pass over [n_splits, nq, hq, d] floats and a launch).
-  // A key range of at most split_min_ctx() positions is not split: a block reads it in a few tiles, less time
+  // A key range of at most paged_split_min_ctx() positions is not split: a block reads it in a few tiles, less time
   // than the merge's launch (a decode step's first table-width bucket, 256 positions, e.g. every step of tg128).
   const int64_t max_ctx = (int64_t)max_blocks * block_size;
   const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
