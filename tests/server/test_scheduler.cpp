@@ -3,11 +3,10 @@
 // cache block back, a long prompt must not stall the other streams, and the queue must be bounded.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 
 #include "common/default_model.h"
+#include "common/text_sink.h"
 #include "rbee/llm/generate.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
@@ -15,43 +14,7 @@
 namespace rbee::llm {
 namespace {
 
-// Collects one job's events; wait() returns once on_finished has run.
-class Recorder : public JobSink {
- public:
-  void on_started() override {
-    std::lock_guard lock(m_);
-    started = true;
-  }
-  void on_text(int index, const std::string& t) override {
-    std::lock_guard lock(m_);
-    text += t;
-    indices.push_back(index);
-    if (on_text_hook) on_text_hook();
-  }
-  void on_finished(const JobSummary& s) override {
-    std::lock_guard lock(m_);
-    summary = s;
-    done = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return done; });
-  }
-  int texts() {
-    std::lock_guard lock(m_);
-    return (int)indices.size();
-  }
-  bool started = false, done = false;
-  std::string text;
-  std::vector<int> indices;
-  JobSummary summary;
-  std::function<void()> on_text_hook;
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-};
+using Recorder = TextSink;  // tests/common/text_sink.h
 
 class SchedulerTest : public DefaultModelTest {};
 

@@ -4,56 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 
 #include "common/default_model.h"
+#include "common/text_sink.h"
 #include "rbee/llm/prompt.h"
 #include "rbee/llm/scheduler.h"
 
 namespace rbee::llm {
 namespace {
 
-class Recorder : public JobSink {
- public:
-  void on_started() override {}
-  void on_text(int, const std::string& t) override {
-    std::lock_guard lock(m_);
-    text += t;
-  }
-  void on_logprobs(int, const TokenLogprob& lp) override {
-    std::lock_guard lock(m_);
-    logprobs.push_back(lp);
-  }
-  void on_prompt_logprobs(const std::vector<TokenLogprob>& lps) override {
-    std::lock_guard lock(m_);
-    prompt_logprobs = lps;
-  }
-  void on_embedding(const std::vector<float>& v) override {
-    std::lock_guard lock(m_);
-    embedding = v;
-  }
-  void on_finished(const JobSummary& s) override {
-    std::lock_guard lock(m_);
-    summary = s;
-    done = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return done; });
-  }
-  std::string text;
-  std::vector<TokenLogprob> logprobs, prompt_logprobs;
-  std::vector<float> embedding;
-  JobSummary summary;
-  bool done = false;
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-};
+using Recorder = TextSink;  // tests/common/text_sink.h
 
 class SchedulerChoices : public DefaultModelTest {};
 

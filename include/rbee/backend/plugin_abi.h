@@ -30,6 +30,8 @@ constexpr uint32_t fnv1a(std::string_view s) {
 // The op table as text: every entry's arguments in order (the preprocessor normalizes whitespace).
 inline constexpr std::string_view kOpTableText =
 #define RBEE_OP(Kind, rule, backends, method, params) "op " #Kind " " #rule " " #backends " " #method " " #params "\n"
+#define RBEE_MAP_OP(Kind, method, Formula, scalars, args) \
+  "map " #Kind " " #method " " #Formula " " #scalars " " #args "\n"
 #define RBEE_UNARY_OP(Kind, name) "unary " #Kind " " #name "\n"
 #define RBEE_BINARY_OP(Kind, name) "binary " #Kind " " #name "\n"
 #define RBEE_REDUCE_OP(Kind, name) "reduce " #Kind " " #name "\n"

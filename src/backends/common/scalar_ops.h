@@ -3,7 +3,8 @@
 // so both give the same answer on every edge: integer division by zero is 0, INT_MIN / -1 wraps to INT_MIN
 // instead of trapping, comparisons give 0 or 1 in the compute type, and a float converted to an integer
 // saturates at the type's range with NaN giving 0. A new function of the unary or binary op (op_table.def) gets
-// its formula here, for both backends.
+// its formula here, for both backends, and so does a map op (RBEE_MAP_OP): a class template Formula<C>
+// constructed from the op's scalars (as doubles) whose operator() maps one value in the compute type C.
 #pragma once
 
 #include <cmath>
@@ -109,5 +110,15 @@ RBEE_HOST_DEVICE inline To convert_value(From v) {
     return (To)v;
   }
 }
+
+// ---- the formulas of the map ops (op_table.def, RBEE_MAP_OP) ----
+
+// affine: x * mul + add, mul and add rounded to C once.
+template <class C>
+struct AffineMap {
+  C mul, add;
+  RBEE_HOST_DEVICE AffineMap(double m, double a) : mul((C)m), add((C)a) {}
+  RBEE_HOST_DEVICE C operator()(C x) const { return x * mul + add; }
+};
 
 }  // namespace rbee::scalar

@@ -1,4 +1,4 @@
-// CPU elementwise ops: unary, binary, affine, cast, copy, fill, arange, where.
+// CPU elementwise ops: unary, binary, the map ops (affine, ...), cast, copy, fill, arange, where.
 // All read their inputs through strides; the inner loop is specialised for unit strides.
 #include <cmath>
 #include <cstring>
@@ -87,18 +87,29 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
   });
 }
 
-void CpuKernels::affine(const Tensor& x, double mul, double add, Tensor& out) {
+namespace {
+
+// The map ops of the op table (RBEE_MAP_OP): out[i] = f(x[i]), f = Formula<C> built once from the op's scalars.
+template <template <class> class Formula, class... Scalars>
+void map_values(const Tensor& x, Tensor& out, Scalars... scalars) {
   visit_float_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = compute_t<T>;
-    const C m = (C)mul, c = (C)add;
+    const Formula<compute_t<T>> f(scalars...);
     const T* src = static_cast<const T*>(x.data());
     T* dst = static_cast<T*>(out.data());
     for_each_row<2>(x.shape(), {x.strides(), out.shape().contiguous_strides()}, [&](auto base, auto inner, int64_t len) {
-      for (int64_t i = 0; i < len; ++i) dst[base[1] + i] = store<T>(load(src[base[0] + i * inner[0]]) * m + c);
+      for (int64_t i = 0; i < len; ++i) dst[base[1] + i] = store<T>(f(load(src[base[0] + i * inner[0]])));
     });
   });
 }
+}  // namespace
+
+#define RBEE_OP(Kind, rule, backends, method, params)
+#define RBEE_MAP_OP(Kind, method, Formula, scalars, args)                 \
+  void CpuKernels::method RBEE_MAP_OP_PARAMS scalars {                     \
+    map_values<scalar::Formula>(x, out, RBEE_MAP_OP_ARGS args);           \
+  }
+#include "rbee/backend/op_table.def"
 
 void CpuKernels::cast(const Tensor& x, Tensor& out) {
   visit_plain_dtype(x.dtype(), [&](auto in_tag) {

@@ -1,4 +1,4 @@
-// GPU elementwise ops: unary, binary, affine, cast, copy, fill, arange, where. Grid-stride loops over the
+// GPU elementwise ops: unary, binary, the map ops (affine, ...), cast, copy, fill, arange, where. Grid-stride loops over the
 // output's row-major index; inputs are read through their strides (broadcasts have stride 0). Before a launch the
 // operands' layouts are collapsed (size-1 dims dropped, neighbouring dims merged where every operand's strides
 // allow), so contiguous operands become one dim and a per-channel broadcast three; calls of fewer than 2^31
@@ -105,10 +105,11 @@ __global__ void binary_kernel(BinaryOp op, const T* a, Layout al, const T* b, La
   }
 }
 
-template <class T>
-__global__ void affine_kernel(const T* x, Layout xl, compute_t<T> mul, compute_t<T> add, T* out, int64_t n) {
+// A map op (op_table.def, RBEE_MAP_OP): out[i] = f(x[i]).
+template <class T, class F>
+__global__ void map_kernel(F f, const T* x, Layout xl, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    store(out + i, load(x + elem_offset(xl, i, n)) * mul + add);
+    store(out + i, f(load(x + elem_offset(xl, i, n))));
   }
 }
 
@@ -225,20 +226,32 @@ void GpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
   });
 }
 
-void GpuKernels::affine(const Tensor& x, double mul, double add, Tensor& out) {
-  device_.activate();
+namespace {
+
+// The map ops of the op table: f = Formula<compute_t<T>> built once on the host from the op's scalars.
+template <template <class> class Formula, class... Scalars>
+void map_values(GpuDevice& device, const Tensor& x, Tensor& out, Scalars... scalars) {
+  device.activate();
   const int64_t n = out.numel();
   if (n == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const Formula<compute_t<T>> f(scalars...);
     Layout xl = layout_of(x);
     collapse({&xl});
-    affine_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(
-        static_cast<const T*>(x.data()), xl, (compute_t<T>)mul, (compute_t<T>)add,
-        static_cast<T*>(out.data()), n);
+    map_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device.stream()>>>(
+        f, static_cast<const T*>(x.data()), xl, static_cast<T*>(out.data()), n);
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
+}  // namespace
+
+#define RBEE_OP(Kind, rule, backends, method, params)
+#define RBEE_MAP_OP(Kind, method, Formula, scalars, args)                 \
+  void GpuKernels::method RBEE_MAP_OP_PARAMS scalars {                     \
+    map_values<scalar::Formula>(device_, x, out, RBEE_MAP_OP_ARGS args);  \
+  }
+#include "rbee/backend/op_table.def"
 
 void GpuKernels::cast(const Tensor& x, Tensor& out) {
   device_.activate();
