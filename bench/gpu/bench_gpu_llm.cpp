@@ -1,5 +1,5 @@
-// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention (decode and prefill, tensor-core
-// kernel and scalar kernel side by side), block-type qmatmul on int8
+// GPU LLM kernel benchmark: quantized / f16 matvec (decode), paged attention (decode and prefill, default, tensor-core
+// and scalar kernels side by side), block-type qmatmul on int8
 // tensor cores (MMQ: batched decode and prompt rows) and prompt qmatmul, each next to the limits measured in the
 // same run: the device-to-device copy bandwidth and an f16 GEMM's rate.
 //
@@ -23,7 +23,7 @@
 //   attention decode:  K + V bytes of the contexts read / time, vs copy
 //   attention prefill: 4 d Hq sum_i (keys query i sees) / time (TFLOP/s of the causal work; QK^T and PV), vs
 //                      the f16 GEMM's rate. Rows "scalar" are the same cases on the scalar kernel
-//                      (RBEE_PAGED_FLASH=0).
+//                      (RBEE_PAGED_FLASH=0), decode rows "flash" on the tensor-core kernel (RBEE_ATTN_DECODE_VEC=0).
 //   gemm:        2 M N K / time of an f16 GEMM (ops::matmul on the vendor BLAS), M = N = K = 8192
 //   mmq:         2 M N K / time (TOPS, int8 products counted as operations) against the f16 GEMM's rate, and the
 //                packed weight bytes / time against the copy bandwidth (what bounds batched decode)
@@ -258,13 +258,18 @@ int run(const Options& opt) {
   };
   const Heads kHeads[] = {{"32/32x128", 32, 32}, {"32/8x128", 32, 8}};
   const int d = 128, block_size = 16;
-  // Rows on the tensor-core kernel, then the same on the scalar one.
-  auto both_kernels = [&](const std::function<void(const char*)>& run_case) {
+  // Rows on the default kernel (decode with GQA groups <= 4: the vector decode kernel; else tensor cores), then with
+  // RBEE_ATTN_DECODE_VEC=0 (" flash": the tensor-core kernel; decode rows only), then on the scalar kernel.
+  auto both_kernels = [&](const std::function<void(const char*)>& run_case, bool decode = false) {
     unsetenv("RBEE_PAGED_FLASH");
+    unsetenv("RBEE_ATTN_DECODE_VEC");
     run_case("");
+    setenv("RBEE_ATTN_DECODE_VEC", "0", 1);
+    if (decode) run_case(" flash");
     setenv("RBEE_PAGED_FLASH", "0", 1);
     run_case(" scalar");
     unsetenv("RBEE_PAGED_FLASH");
+    unsetenv("RBEE_ATTN_DECODE_VEC");
   };
   if (opt.runs("attention")) {
     // Prefill: one fresh prompt of n tokens (q_len = ctx = n), causal.
@@ -295,8 +300,9 @@ int run(const Options& opt) {
 
     // Decode: `batch` sequences of one new token at context ctx.
     for (const Heads& hd : kHeads) {
-      for (const int batch : {1, 16, 64}) {
-        for (const int ctx : {512, 4096}) {
+      for (const int batch : {1, 16, 64, 128}) {
+        for (const int ctx : {256, 512, 4096}) {
+          if (batch == 128 && ctx == 4096) continue;
           const int blocks_per_seq = ctx / block_size;
           const int num_blocks = batch * blocks_per_seq;
           std::vector<Tensor> k_caches{
@@ -331,7 +337,7 @@ int run(const Options& opt) {
             const double gbs = bytes / s / 1e9;
             print_row("paged_attention", fmt::format("decode B={} ctx={} {} f16{}", batch, ctx, hd.name, tag),
                       s * 1e6, fmt::format("{:.0f} GB/s", gbs), vs_copy(gbs));
-          });
+          }, true);
         }
       }
     }

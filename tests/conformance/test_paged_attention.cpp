@@ -27,8 +27,8 @@ struct PagedCase {
   AttentionParams params;
 };
 
-// Head sizes 64 / 128 / 256 take the tensor-core kernels on GPUs for F16 / BF16 caches (GQA ratios 1, 3, 4, 8),
-// the others the scalar kernel.
+// Head sizes 64 / 128 / 256 take the tensor-core kernels on GPUs for F16 / BF16 caches (GQA ratios 1, 2, 3, 4, 8),
+// or for decode shapes with GQA ratios 1..4 the vector decode kernel; the other head sizes the scalar kernel.
 const PagedCase kCases[] = {
     {"mha", 4, 4, 32, 16, {0.17f, true, 0, 0.f}},
     {"gqa", 6, 2, 64, 8, {0.125f, true, 0, 0.f}},
@@ -39,6 +39,8 @@ const PagedCase kCases[] = {
     {"gqa8_64", 8, 1, 64, 16, {0.4f, true, 0, 0.f}},
     {"window128", 4, 2, 128, 8, {0.3f, true, 37, 0.f}},
     {"softcap256", 4, 2, 256, 16, {0.25f, true, 0, 5.0f}},
+    {"mha64", 4, 4, 64, 16, {0.3f, true, 0, 0.f}},
+    {"gqa2_bs32", 4, 2, 128, 32, {0.3f, true, 0, 0.f}},
 };
 constexpr int kNumCases = (int)(sizeof(kCases) / sizeof(kCases[0]));
 
@@ -208,6 +210,21 @@ TEST_P(PagedAttentionConformance, DecodeAtTheSplitBoundaryMatchesDenseReference)
   check_paged_attention(*device, kCases[case_index], {{1, 256}, {1, 129}, {1, 64}, {1, 3}}, cache_dtype,
                         50 + case_index);
   check_paged_attention(*device, kCases[case_index], {{1, 200}, {1, 257}, {1, 65}}, cache_dtype, 60 + case_index);
+}
+
+// Batched decode as in llama-batched-bench: 16 and 128 sequences of one token each, contexts mixed from 1 to 256
+// (a block table of 256 positions: one split on GPUs) or to 300 (split over the key range and merged).
+TEST_P(PagedAttentionConformance, BatchedDecodeMatchesDenseReference) {
+  const auto& [backend, case_index, cache_dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const int shapes[][2] = {{16, 300}, {128, 256}, {128, 300}};  // (sequences, longest context)
+  for (const auto& [n, longest] : shapes) {
+    std::vector<Seq> seqs;
+    for (int i = 0; i < n; ++i) seqs.push_back({1, 1 + (i * 173 + n) % longest});
+    seqs.front().ctx = 1;
+    seqs.back().ctx = longest;
+    check_paged_attention(*device, kCases[case_index], seqs, cache_dtype, 70 + n + longest + case_index);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionConformance,

@@ -1,7 +1,7 @@
 // Paged KV cache on the GPU: kv_cache_write and paged_attention (contracts in rbee/backend/op_table.def).
 //
-// paged_attention on F16 / BF16 caches with head sizes 64 / 128 / 256 runs on the matrix tiles
-// (paged_flash.cu). Everything else (F32 caches, other head sizes, shared memory too small) takes the scalar
+// paged_attention on F16 / BF16 caches with head sizes 64 / 128 / 256 runs, for decode steps with at most 4 query
+// heads per kv head, on the vector kernel of paged_decode_vec.cu, otherwise on the matrix tiles (paged_flash.cu). Everything else (F32 caches, other head sizes, shared memory too small) takes the scalar
 // tiled kernel below, with the same semantics (q and the probabilities rounded to a 16-bit cache's type), plus
 // the split merge both use:
 //  - A thread block owns a query tile: up to `rows` (<= 16) query rows = tile_tokens consecutive tokens of one
@@ -26,6 +26,7 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/paged_common.cuh"
+#include "backends/gpu/kernels/paged_decode_vec.h"
 #include "backends/gpu/kernels/paged_flash.h"
 
 namespace rbee::gpu {
@@ -409,6 +410,7 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const int n_seq = (int)seq_info.dim(0), max_blocks = (int)block_tables.dim(1);
   const int num_blocks = (int)k_cache.dim(0), block_size = (int)k_cache.dim(1), hkv = (int)k_cache.dim(2);
   if (nq == 0 || n_seq == 0 || max_blocks == 0 || num_blocks == 0 || hq == 0 || d == 0) return;
+  if (paged_attention_decode_vec(device_, q, k_cache, v_cache, seq_info, block_tables, params, out)) return;
   if (paged_attention_flash(device_, q, k_cache, v_cache, seq_info, block_tables, params, out)) return;
   const int elem = (int)dtype_info(k_cache.dtype()).type_size;
 

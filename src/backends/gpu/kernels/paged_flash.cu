@@ -21,17 +21,15 @@ FlashShape flash_shape(FlashConfig config, int d) {
   return s;
 }
 
-namespace {
 // Key ranges up to this many positions take one split (RBEE_ATTN_SPLIT_MIN_CTX=N overrides; 0: split every
 // range by the occupancy rule alone, as before).
-int64_t split_min_ctx() {
+int64_t paged_split_min_ctx() {
   static const int64_t v = [] {
     const char* env = std::getenv("RBEE_ATTN_SPLIT_MIN_CTX");
     return env != nullptr && *env != 0 ? std::max<int64_t>(std::atoll(env), 0) : int64_t{256};
   }();
   return v;
 }
-}  // namespace
 
 bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
@@ -79,12 +77,12 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
 
   // Splits of the key range (capacity max_blocks * block_size: a shape): decode shapes aim at two blocks per
   // multiprocessor, prefill at one wave (the merge costs a pass over [n_splits, nq, hq, d] floats and a launch).
-  // A key range of at most split_min_ctx() positions is not split: a block reads it in a few tiles, less time
+  // A key range of at most paged_split_min_ctx() positions is not split: a block reads it in a few tiles, less time
   // than the merge's launch (a decode step's first table-width bucket, 256 positions, e.g. every step of tg128).
   const int64_t max_ctx = (int64_t)max_blocks * block_size;
   const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
   const int64_t target = (rows_per_seq <= 16 ? 2 : 1) * (int64_t)dev.props().multiprocessors;
-  const int64_t want = max_ctx <= split_min_ctx() ? 1 : (target + base_blocks - 1) / base_blocks;
+  const int64_t want = max_ctx <= paged_split_min_ctx() ? 1 : (target + base_blocks - 1) / base_blocks;
   const int64_t n_splits =
       invariant ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + shape.bn - 1) / shape.bn, 65535));
   if (invariant) p.key_align = shape.bn;

@@ -2,6 +2,8 @@
 // rbee/backend/op_table.def).
 #pragma once
 
+#include <cstdint>
+
 #include "rbee/backend/op_kinds.h"
 #include "rbee/core/tensor.h"
 
@@ -19,6 +21,10 @@ struct PagedMergeParams;
 bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const Tensor& seq_info, const Tensor& block_tables, const AttentionParams& params,
                            Tensor& out);
+
+// Key ranges (block table capacity) of at most this many positions are not split over blocks: 256, or
+// RBEE_ATTN_SPLIT_MIN_CTX (0: split by the occupancy rule alone). Shared by paged_flash.cu and paged_decode_vec.cu.
+int64_t paged_split_min_ctx();
 
 // Combines split-K partials into out (paged.cu; PagedMergeParams in paged_common.cuh).
 void launch_paged_merge(GpuDevice& dev, const PagedMergeParams& p);
