@@ -11,6 +11,9 @@
 #                  decode attention      RBEE_ATTN_DECODE_VEC=0 vs default (helper attn), 7B F16 / Q4_0 batched
 #                  F16 decode            RBEE_ATTN_SPLIT_MIN_CTX=0 RBEE_REDUCE_SPLIT=0 vs default, 1B / 7B F16 tg128
 #     invariance the batch-invariant mode's cost and the serving identity checks (batch_invariance_gpu_session.sh)
+#     identity   greedy identity on the random 7B Q4_0 shape, --batch-invariant both: prefix cache vs none (32
+#                chats, 1,000-token shared system prompt) and prompt-lookup speculation k = 4 vs plain decoding
+#     attnkernel rbee_bench_gpu_llm --only attention (each decode row default, flash and scalar)
 #     sd         SD 1.5 512x512 20 steps: main's previous path (implicit-GEMM convs, unfused linear, eager steps) vs
 #                the default (im2col + cuBLAS convs, cuBLASLt linear epilogues, UNet step graphs), and batch 4
 # Logs under $OUT (or /tmp/rbee-session/out); summary.txt collects one line per row.
@@ -41,7 +44,7 @@ row() {
 note "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%FT%TZ)"
 
 if has memcheck; then
-  filter=${MEMCHECK_FILTER:-*QMatmulConformance*cuda_q4_k_m100_n300_k4096:*QMatmulConformance*cuda_q4_0_m100_n300_k4096:*QMatmulConformance*cuda_q4_k_m40_n200_k2048:*DecodeAtTheSplit*cuda_mha128_f16:*DecodeAtTheSplit*cuda_gqa8_64_bf16:*ReduceLongRows*cuda*:*LinearConformance*/cuda*sd_*f16*:*BatchInvariant*cuda_q4_k*:*DecodeVec*cuda*}
+  filter=${MEMCHECK_FILTER:-*QMatmulConformance*cuda_q4_k_m100_n300_k4096:*QMatmulConformance*cuda_q4_0_m100_n300_k4096:*QMatmulConformance*cuda_q4_k_m40_n200_k2048:*DecodeAtTheSplit*cuda_mha128_f16:*DecodeAtTheSplit*cuda_gqa8_64_bf16:*ReduceLongRows*cuda*:*LinearConformance*/cuda*sd_*f16*:*BatchInvariant*cuda_q4_k*:*BatchedDecode*cuda_mha128_f16:*BatchedDecode*cuda_gqa4_128_bf16:*DecodeAtTheSplitBoundary*cuda_softcap256_f16:*DecodeAtTheSplitBoundary*cuda_mha64_bf16:*PagedDeviceIndices*cuda*}
   timeout "${MEMCHECK_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
     --gtest_brief=1 --gtest_filter="$filter" > "$out/memcheck.log" 2>&1
   note "memcheck (exit $?): $(grep -E '^\[  (PASSED|FAILED)  \]|ERROR SUMMARY' "$out/memcheck.log" | tr '\n' ' ')"
@@ -73,6 +76,21 @@ if has invariance; then
     head -40 | tee -a "$out/summary.txt"
 fi
 
+if has identity; then
+  big=$M/llama2-7b-q4_0.gguf
+  timeout "${ID_TIMEOUT:-150}" python3 tools/bench/prefix_cache_ttft.py --worker "$P/llm-worker-rbee" --model "$big" \
+    --backend cuda --batch-invariant both --rounds 1 > "$out/identity.log" 2>&1
+  note "7B prefix cache identity (exit $?): $(grep -E 'identical answers' "$out/identity.log" | tr '\n' ' ')"
+  timeout "${ID_TIMEOUT:-150}" python3 tools/bench/spec_decode.py --worker "$P/llm-worker-rbee" --model "$big" \
+    --backend cuda --tokens 4 --requests 3 --max-tokens 96 --rounds 1 --batch-invariant both >> "$out/identity.log" 2>&1
+  note "7B speculation identity (exit $?): $(grep -E '^\| 0 \| prompt-lookup' "$out/identity.log" | tr '\n' ' ')"
+fi
+
+if has attnkernel; then
+  timeout 120 "$P/rbee_bench_gpu_llm" --backend cuda --only attention --reps 5 > "$out/attention_kernels.txt" 2>&1
+  note "attention kernel rows (exit $?): $out/attention_kernels.txt"
+fi
+
 if has sd; then
   tok=tests/data/tiny_sd/sd15/tokenizer
   sd() { timeout "${SD_TIMEOUT:-100}" "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 \
@@ -84,4 +102,5 @@ if has sd; then
   sd --runs 2 --warmup 1 --batch 4 > "$out/sd_batch4.txt" 2>&1
   note "SD 1.5 batch 4: $(grep -E '^result|graphs' "$out/sd_batch4.txt" | tr '\n' ' ')"
 fi
+rm -f "$out/row.tmp"
 note end
