@@ -293,10 +293,13 @@ struct Avx2 {
         }
         for (int r = 0; r < NR; ++r) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].bsums));
-          const int32_t corr = HSumI(_mm256_madd_epi16(bs, s.C));
+          // S and C reduced together (exact int32): h = [S0+S1, S2+S3, C0+C1, C2+C3 | S4+S5, ...], then lanes.
+          const __m256i h = _mm256_hadd_epi32(isum[r], _mm256_madd_epi16(bs, s.C));
+          const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+          const __m128 sc = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));  // [S, C, S, C]
           const float dx = x[r][ib].d;
-          acc[r] = Fma(s.d * dx, (float)HSumI(isum[r]), acc[r]);
-          acc[r] = Fma(-(s.dc * dx), (float)corr, acc[r]);
+          acc[r] = Fma(s.d * dx, _mm_cvtss_f32(sc), acc[r]);
+          acc[r] = Fma(-(s.dc * dx), _mm_cvtss_f32(_mm_movehdup_ps(sc)), acc[r]);
         }
       }
       for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
