@@ -36,7 +36,22 @@ pack)
   rm -rf "$carry" /tmp/rbee-pack-tmp && mkdir -p "$carry" /tmp/rbee-pack-tmp
   scripts/pack_build.sh build/ci /tmp/rbee-pack-tmp/pack >/dev/null
   scripts/pack_cuda_kit.sh build/ci /tmp/rbee-pack-tmp/pack
-  tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack
+  # A plug-in compiled here from this tree (scripts/build_cuda_plugin.sh; newer than every file of src/ and include/
+  # and than the engine it links) travels stripped and xz-compressed (~12 MB of 76): prepare then compiles nothing.
+  # Otherwise the device compiles it (PACK_PLUGIN=0 forces that).
+  rm -f /tmp/rbee-pack-tmp/pack/librbee_backend_cuda.so
+  plugin=build/cuda-plugin/librbee_backend_cuda.so
+  if [ -f $plugin ] && [ "${PACK_PLUGIN:-1}" = 1 ] && [ $plugin -nt build/ci/librbee_engine.so ] &&
+     [ -z "$(find src include cmake -newer $plugin -print -quit)" ]; then
+    rm -rf /tmp/rbee-pack-tmp/pack/obj
+    strip --strip-unneeded -o /tmp/rbee-pack-tmp/plugin.so build/cuda-plugin/librbee_backend_cuda.so
+    xz -T0 -6 -c /tmp/rbee-pack-tmp/plugin.so > "$carry/plugin.so.xz"
+    echo "gpu_session.sh: the CUDA plug-in compiled here travels ($(du -h "$carry/plugin.so.xz" | cut -f1))"
+  fi
+  # PACK_XZ=1: pack.tar.xz (~30% smaller; only this script's prepare reads it), else pack.tgz (the other session
+  # scripts read that).
+  if [ "${PACK_XZ:-0}" = 1 ]; then XZ_OPT="-T0 -6" tar -C /tmp/rbee-pack-tmp -cJf "$carry/pack.tar.xz" pack
+  else tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack; fi
   if [ "${NO_LLAMA:-0}" != 1 ] && [ -n "${LLAMA_BIN:-}" ]; then
     cp "$LLAMA_BIN"/llama-bin.tar.xz.* "$carry/"       # llama.cpp built in an earlier session (LLAMA_SAVE=1)
   elif [ "${NO_LLAMA:-0}" != 1 ]; then
@@ -52,7 +67,7 @@ pack)
   ;;
 prepare)
   mkdir -p "$out" && rm -rf "$work/pack" "$work/llama.cpp" && mkdir -p "$work"
-  tar -C "$work" -xzf "$carry/pack.tgz"
+  if [ -f "$carry/pack.tar.xz" ]; then tar -C "$work" -xJf "$carry/pack.tar.xz"; else tar -C "$work" -xzf "$carry/pack.tgz"; fi
   llama_args=(--only-rbee)
   if [ "${NO_LLAMA:-0}" != 1 ]; then
     llama_args=()
@@ -69,8 +84,12 @@ prepare)
   fi
   # The plug-in first, on every core (80 s alone; beside the llama.cpp build it took up to 4.5 minutes), then llama.cpp
   # and the models in the background while the GPU checks run (the GPU is idle during that build otherwise).
-  stamp "CUDA plug-in (nvcc here)"
-  ROOT=$tree JOBS=${PLUGIN_JOBS:-16} "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1; tail -n 3 "$out/cuda_plugin.log"
+  if [ -f "$carry/plugin.so.xz" ]; then
+    xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so" && echo "CUDA plug-in: compiled before packing"
+  else
+    stamp "CUDA plug-in (nvcc here)"
+    ROOT=$tree JOBS=${PLUGIN_JOBS:-16} "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1; tail -n 3 "$out/cuda_plugin.log"
+  fi
   [ -f "$pack/librbee_backend_cuda.so" ] || { echo "no CUDA plug-in"; exit 1; }
   stamp "llama.cpp build and models (background)"
   python3 tools/bench/gpu_vs_llamacpp.py --rbee "$pack" "${llama_args[@]}" --llama-build /tmp/llama-build \
