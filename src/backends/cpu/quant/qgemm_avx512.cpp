@@ -129,17 +129,20 @@ struct BlockSum {
       __m512i w[8];
       for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(blk + g * 64);
       const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(blk + 512));
-      for (int r = 0; r < MR; ++r) {
-        int32_t xq[8];
-        std::memcpy(xq, x[r][ib].qs, 32);
-        // Two chains of 4 (integer adds: exact in any order).
-        __m512i sa = _mm512_set1_epi32(-(xsum[r][ib] * (1 << T::kShift))), sb = _mm512_setzero_si512();
-        for (int g = 0; g < 8; g += 2) {
-          sa = _mm512_dpbusd_epi32(sa, w[g], _mm512_set1_epi32(xq[g]));
-          sb = _mm512_dpbusd_epi32(sb, w[g + 1], _mm512_set1_epi32(xq[g + 1]));
+      // The rows' block sums as MR independent chains, interleaved group by group so the out-of-order core
+      // always has MR vpdpbusd ready (vpdpbusd's latency is 5 cycles).
+      __m512i sa[MR];
+      for (int r = 0; r < MR; ++r) sa[r] = _mm512_set1_epi32(-(xsum[r][ib] * (1 << T::kShift)));
+      for (int g = 0; g < 8; ++g) {
+        for (int r = 0; r < MR; ++r) {
+          int32_t xq;
+          std::memcpy(&xq, x[r][ib].qs + 4 * g, 4);
+          sa[r] = _mm512_dpbusd_epi32(sa[r], w[g], _mm512_set1_epi32(xq));
         }
+      }
+      for (int r = 0; r < MR; ++r) {
         const __m512 t = _mm512_mul_ps(dw, _mm512_set1_ps(xd[r][ib]));
-        acc[r] = _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(_mm512_add_epi32(sa, sb)), acc[r]);
+        acc[r] = _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(sa[r]), acc[r]);
       }
     }
     if (b1 < nb) {
@@ -417,16 +420,16 @@ struct KSum {
         __m512i w[kGroups];
         for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
         const __m512i scale = _mm512_load_si512(sc + (kPer32 ? 2 * i : i) * 16);
-        for (int r = 0; r < MR; ++r) {
-          int32_t xq[kGroups];
-          std::memcpy(xq, x[r][sb].qs + i * kGroups * 4, sizeof xq);
-          __m512i da = _mm512_setzero_si512(), db = _mm512_setzero_si512();
-          for (int g = 0; g < kGroups; g += 2) {
-            da = _mm512_dpbusd_epi32(da, w[g], _mm512_set1_epi32(xq[g]));
-            db = _mm512_dpbusd_epi32(db, w[g + 1], _mm512_set1_epi32(xq[g + 1]));
+        __m512i da[MR];
+        for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
+        for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+          for (int r = 0; r < MR; ++r) {
+            int32_t xq;
+            std::memcpy(&xq, x[r][sb].qs + (i * kGroups + g) * 4, 4);
+            da[r] = _mm512_dpbusd_epi32(da[r], w[g], _mm512_set1_epi32(xq));
           }
-          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_add_epi32(da, db), scale));
         }
+        for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
       }
       const auto* cc = blk + 4096 + 1024;
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512));
