@@ -79,10 +79,15 @@ HWY_INLINE int32_t HSumI(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// a * b + c rounded once (vfmadd; the same bits as std::fma and the prompt GEMM's vector fmas).
-HWY_INLINE float Fma(float a, float b, float c) {
-  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+// Four int32 sums of the 8 lanes of v0..v3 (lane i of the result = the sum of v_i's lanes; exact).
+HWY_INLINE __m128i HSum4I(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
 }
+
+// a * b + c rounded once (one vfmadd231ss on these targets; the same bits as std::fma and the prompt GEMM's
+// vector fmas).
+HWY_INLINE float Fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 
 // 16 packed bytes -> 32 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31. (The bytes are loaded
 // into both 128-bit lanes and the upper lane shifted: no cross-lane shuffle.)

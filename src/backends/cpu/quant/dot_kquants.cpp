@@ -291,15 +291,23 @@ struct Avx2 {
             isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sb)));
           }
         }
-        for (int r = 0; r < NR; ++r) {
-          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].bsums));
-          // S and C reduced together (exact int32): h = [S0+S1, S2+S3, C0+C1, C2+C3 | S4+S5, ...], then lanes.
-          const __m256i h = _mm256_hadd_epi32(isum[r], _mm256_madd_epi16(bs, s.C));
-          const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-          const __m128 sc = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));  // [S, C, S, C]
-          const float dx = x[r][ib].d;
-          acc[r] = Fma(s.d * dx, _mm_cvtss_f32(sc), acc[r]);
-          acc[r] = Fma(-(s.dc * dx), _mm_cvtss_f32(_mm_movehdup_ps(sc)), acc[r]);
+        // S and C of two rows reduced together (exact int32): [S_r, C_r, S_r+1, C_r+1], then the two fmas each.
+        for (int r = 0; r < NR; r += 2) {
+          const int r1 = r + 1 < NR ? r + 1 : r;
+          const __m256i c0 = _mm256_madd_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].bsums)), s.C);
+          const __m256i c1 = _mm256_madd_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r1][ib].bsums)), s.C);
+          alignas(16) float f[4];
+          _mm_store_ps(f, _mm_cvtepi32_ps(HSum4I(isum[r], c0, isum[r1], c1)));
+          const float dx0 = x[r][ib].d;
+          acc[r] = Fma(s.d * dx0, f[0], acc[r]);
+          acc[r] = Fma(-(s.dc * dx0), f[1], acc[r]);
+          if (r + 1 < NR) {
+            const float dx1 = x[r1][ib].d;
+            acc[r1] = Fma(s.d * dx1, f[2], acc[r1]);
+            acc[r1] = Fma(-(s.dc * dx1), f[3], acc[r1]);
+          }
         }
       }
       for (int r = 0; r < NR; ++r) out[r * os] = acc[r];

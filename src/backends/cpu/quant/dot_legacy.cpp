@@ -222,11 +222,6 @@ struct Avx2 {
   }
 };
 
-// Four int32 sums of the 8 lanes of v0..v3 (lane i of the result = the sum of v_i's lanes; exact).
-HWY_INLINE __m128i HSum4I(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-}
 
 // The types with one int32 per block (Q8_0 activations): s_b = sum q_w q_x exactly, then
 // acc = fma(d_w * d_x, float(s_b), acc) in block order (quant.h), the order the prompt GEMM keeps in its lanes.
