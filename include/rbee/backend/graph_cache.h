@@ -45,7 +45,8 @@ class GraphRecorder {
   };
 
   // `what` names the step in log lines ("decode step", "UNet step"). enabled false: every step eager.
-  GraphRecorder(Device& device, std::string what, bool enabled) : device_(device), what_(std::move(what)), enabled_(enabled) {}
+  GraphRecorder(Device& device, std::string what, bool enabled)
+      : device_(device), what_(std::move(what)), enabled_(enabled) {}
   GraphRecorder(const GraphRecorder&) = delete;
   GraphRecorder& operator=(const GraphRecorder&) = delete;
 
