@@ -365,11 +365,14 @@ TEST(MultiDevice, TensorSplitUnevenSharesAndThreeRanks) {
 }
 
 // Bounds from the type's input step (QMatmul rounds x to F16 / BF16: 2^-11 / 2^-8 relative; Q8_0 quantizes x to
-// 8 bits per block) over these 4-layer models, about 4x what was measured (F16 4.9e-4, BF16 2.6e-3, Q8_0 0).
+// 8 bits per block, steps of 1/127 of the block's largest value) over these 4-layer models, about 4x what was
+// measured (F16 4.9e-4, BF16 2.6e-3, Q8_0 1.3e-2). Q8_0 measured 0 while the CPU summed Q8_0 blocks in 8 f32
+// lanes; since issue 17's order (one int32 and one fma per block, src/backends/cpu/quant/quant.h) the ranks'
+// partial sums round differently from the whole row's and a few activation levels flip, as with 16-bit types.
 TEST(MultiDevice, TensorSplitWeightTypes) {
   expect_tensor_split_matches(random_model(DType::F16), {&cpu(0), &cpu(3)}, 2e-3, false);
   expect_tensor_split_matches(random_model(DType::BF16), {&cpu(0), &cpu(3)}, 1e-2, false);
-  expect_tensor_split_matches(random_model(DType::Q8_0), {&cpu(0), &cpu(3)}, 1e-2, false);
+  expect_tensor_split_matches(random_model(DType::Q8_0), {&cpu(0), &cpu(3)}, 5e-2, false);
 }
 
 TEST(MultiDevice, TensorSplitDefaultModelUnevenHeads) {
