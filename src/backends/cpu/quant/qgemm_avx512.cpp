@@ -354,6 +354,32 @@ struct PK6 {
   }
 };
 
+// dst[c * 64 + 4 r .. + 3] = dword c of src[r] (r, c < 16): 16 rows of 16 dwords (64 bytes each, src rows
+// `stride` bytes apart) transposed into 16 vectors of one dword per row (unpack 32 / 64-bit, then 128-bit lanes).
+RBEE_VNNI inline void Transpose16x16(const uint8_t* src, int64_t stride, uint8_t* dst) {
+  __m512i r[16], t[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * stride);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // u[i + m] = column m (of each 128-bit lane) of rows i..i+3
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i v = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), w = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
+    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+    _mm512_store_si512(dst + (0 + m) * 64, _mm512_shuffle_i32x4(v, v2, 0x88));
+    _mm512_store_si512(dst + (8 + m) * 64, _mm512_shuffle_i32x4(v, v2, 0xDD));
+    _mm512_store_si512(dst + (4 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0x88));
+    _mm512_store_si512(dst + (12 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0xDD));
+  }
+}
+
 // The K-quant prompt GEMM: panels of 16 weight rows, lane c = weight row c (quant.h's order: one int32 S and
 // one int32 C per super-block, then two fmas). Panel per super-block: levels [64 groups of 4 elements][16
 // lanes][4 bytes], sub-block scales sc [16][16 lanes] int32, correction coefficients [8 pairs][16 lanes][2 int16]
@@ -375,20 +401,21 @@ struct KSum {
       auto* cc = reinterpret_cast<int16_t*>(blk + 4096 + 1024);
       auto* d = reinterpret_cast<float*>(blk + 4096 + 1024 + 512);
       float* dc = d + 16;
+      alignas(64) uint8_t u[kRows][kQKK];  // the rows' levels, transposed into the panel below
       for (int r = 0; r < kRows; ++r) {
-        alignas(32) uint8_t u[kQKK] = {};
         KScales ks{};
         if (r < rows) {
           const auto& b = reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes)[sb];
           for (int s = 0; s < 4; ++s) {
             __m256i qa, qb;
             T::Pair(b, s, qa, qb);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(u + 64 * s), qa);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(u + 64 * s + 32), qb);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u[r] + 64 * s), qa);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u[r] + 64 * s + 32), qb);
           }
           k_scales(b, ks);
+        } else {
+          std::memset(u[r], 0, kQKK);
         }
-        for (int g = 0; g < 64; ++g) std::memcpy(blk + g * 64 + r * 4, u + 4 * g, 4);
         for (int i = 0; i < 16; ++i) sc[i * 16 + r] = ks.sc[i];
         for (int j = 0; j < 8; ++j) {
           cc[(j * 16 + r) * 2] = ks.c[2 * j];
@@ -397,6 +424,7 @@ struct KSum {
         d[r] = ks.d;
         dc[r] = ks.dc;
       }
+      for (int j = 0; j < 4; ++j) Transpose16x16(&u[0][64 * j], kQKK, blk + 16 * j * 64);
     }
   }
 
