@@ -61,6 +61,33 @@ RBEE_VNNI inline __m256i FifthBits(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+// dst_c[4 r .. 4 r + 3] = dword c of src row r (r, c < 16), dst_c = lo + 64 c for c < 8, hi + 64 (c - 8) after:
+// 16 rows of 16 dwords (src rows `stride` bytes apart) transposed into 16 vectors of one dword per row (unpack
+// 32 / 64-bit, then 128-bit lanes). lo, hi 64-byte aligned.
+RBEE_VNNI inline void Transpose16x16(const uint8_t* src, int64_t stride, uint8_t* lo, uint8_t* hi) {
+  __m512i r[16], t[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * stride);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // u[i + m] = column m (of each 128-bit lane) of rows i..i+3
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i v = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), w = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
+    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+    _mm512_store_si512(lo + (0 + m) * 64, _mm512_shuffle_i32x4(v, v2, 0x88));
+    _mm512_store_si512(hi + m * 64, _mm512_shuffle_i32x4(v, v2, 0xDD));
+    _mm512_store_si512(lo + (4 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0x88));
+    _mm512_store_si512(hi + (4 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0xDD));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Q4_0, Q5_0, Q8_0, Q8_1: unsigned levels q + 2^kShift and the offset shift.
 struct BQ4_0 {
@@ -91,19 +118,28 @@ struct BlockSum {
   RBEE_VNNI static void Pack(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel) {
     const int64_t nb = k / kQK;
     auto* base = static_cast<uint8_t*>(panel);
-    for (int64_t ib = 0; ib < nb; ++ib) {
-      uint8_t* blk = base + ib * kBlockBytes;
-      float* d = reinterpret_cast<float*>(blk + 512);
-      for (int r = 0; r < kRows; ++r) {
-        alignas(32) uint32_t lev[8] = {};
-        d[r] = 0.f;
-        if (r < rows) {
-          const auto& b = reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes)[ib];
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lev), T::Levels(b));
-          d[r] = f16_to_f32(b.d);
+    alignas(64) uint8_t u[kRows][64];  // two blocks' levels per row, transposed into the panel by 16 x 16 dwords
+    alignas(64) uint8_t spill[512];    // the second half's destination when nb is odd
+    for (int64_t ib = 0; ib < nb; ib += 2) {
+      const bool pair = ib + 1 < nb;
+      for (int h = 0; h < 2; ++h) {
+        if (h == 1 && !pair) break;
+        float* d = reinterpret_cast<float*>(base + (ib + h) * kBlockBytes + 512);
+        for (int r = 0; r < kRows; ++r) {
+          d[r] = 0.f;
+          if (r < rows) {
+            const auto& b =
+                reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes)[ib + h];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u[r] + 32 * h), T::Levels(b));
+            d[r] = f16_to_f32(b.d);
+          } else {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u[r] + 32 * h), _mm256_setzero_si256());
+          }
         }
-        for (int g = 0; g < 8; ++g) std::memcpy(blk + g * 64 + r * 4, &lev[g], 4);
       }
+      if (!pair)
+        for (int r = 0; r < kRows; ++r) _mm256_store_si256(reinterpret_cast<__m256i*>(u[r] + 32), _mm256_setzero_si256());
+      Transpose16x16(&u[0][0], 64, base + ib * kBlockBytes, pair ? base + (ib + 1) * kBlockBytes : spill);
     }
   }
 
@@ -354,32 +390,6 @@ struct PK6 {
   }
 };
 
-// dst[c * 64 + 4 r .. + 3] = dword c of src[r] (r, c < 16): 16 rows of 16 dwords (64 bytes each, src rows
-// `stride` bytes apart) transposed into 16 vectors of one dword per row (unpack 32 / 64-bit, then 128-bit lanes).
-RBEE_VNNI inline void Transpose16x16(const uint8_t* src, int64_t stride, uint8_t* dst) {
-  __m512i r[16], t[16], u[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * stride);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // u[i + m] = column m (of each 128-bit lane) of rows i..i+3
-    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {
-    const __m512i v = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), w = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
-    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
-    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
-    _mm512_store_si512(dst + (0 + m) * 64, _mm512_shuffle_i32x4(v, v2, 0x88));
-    _mm512_store_si512(dst + (8 + m) * 64, _mm512_shuffle_i32x4(v, v2, 0xDD));
-    _mm512_store_si512(dst + (4 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0x88));
-    _mm512_store_si512(dst + (12 + m) * 64, _mm512_shuffle_i32x4(w, w2, 0xDD));
-  }
-}
-
 // The K-quant prompt GEMM: panels of 16 weight rows, lane c = weight row c (quant.h's order: one int32 S and
 // one int32 C per super-block, then two fmas). Panel per super-block: levels [64 groups of 4 elements][16
 // lanes][4 bytes], sub-block scales sc [16][16 lanes] int32, correction coefficients [8 pairs][16 lanes][2 int16]
@@ -424,7 +434,7 @@ struct KSum {
         d[r] = ks.d;
         dc[r] = ks.dc;
       }
-      for (int j = 0; j < 4; ++j) Transpose16x16(&u[0][64 * j], kQKK, blk + 16 * j * 64);
+      for (int j = 0; j < 4; ++j) Transpose16x16(&u[0][64 * j], kQKK, blk + 16 * j * 64, blk + (16 * j + 8) * 64);
     }
   }
 
