@@ -130,6 +130,9 @@ void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
     auto job = find_job(ctx, req);
     SdService& service = ctx.need_service();
     if (job->consumer_attached.exchange(true)) {
+      if (job->stream_drained) {  // its stream ended; the registry forgets it when that response is over
+        throw ApiError(404, "job_not_found", "no job with id \"" + job->id + "\" (unknown, or already streamed)", "id");
+      }
       throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
     }
     stream_events<SdEvent>(res, job, job->events, sd_frames, [job, &service](bool completed) {
@@ -138,7 +141,7 @@ void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
         service.cancel(job);
       }
       service.forget(job->id);
-    });
+    }, [job] { job->stream_drained = true; });
   };
   http.get(R"(/v1/jobs/([A-Za-z0-9_-]{1,64})/stream)", "/v1/jobs/{id}/stream", stream);
   http.get(R"(/v1/inference/([A-Za-z0-9_-]{1,64})/stream)", "/v1/inference/{id}/stream", stream);
