@@ -38,10 +38,14 @@ struct FusedCase {
   const char* name;
   int64_t m;
   bool residual;
+  int64_t k = 512, n = 37;  // k: the norm's / silu's width (the weights' row length), n: output features
 };
+// m1_wide: many more weight rows than a GPU's single-row fused gemv has warps (a grid of ~2 blocks per
+// multiprocessor: an H100's 264 x 16 warps), so warps take several rows; rows of 2304 (9 x 256) end on a partial
+// round of its 4-chunk loads for every float type.
 const std::vector<FusedCase> kFusedCases = {
-    {"m1", 1, false}, {"m1_residual", 1, true}, {"m7_residual", 7, true},
-    {"m20", 20, false}, {"m144_residual", 144, true},
+    {"m1", 1, false},   {"m1_residual", 1, true},           {"m7_residual", 7, true},
+    {"m20", 20, false}, {"m144_residual", 144, true},        {"m1_wide_residual", 1, true, 2304, 4500},
 };
 
 using FusedParam = std::tuple<std::string, DType, int>;
@@ -69,7 +73,7 @@ TEST_P(NormQMatmulConformance, MatchesNormThenQMatmul) {
   const auto& [backend, wtype, case_index] = GetParam();
   const FusedCase& c = kFusedCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.m, k = 512, n = 37;
+  const int64_t m = c.m, k = c.k, n = c.n;
   const float eps = 1e-5f;
   std::mt19937_64 weight_rng(4321 + (int)wtype);
   const Weights w = make_weights(*device, wtype, n, k, weight_rng);
@@ -128,7 +132,7 @@ TEST_P(SwigluQMatmulConformance, MatchesSwigluThenQMatmul) {
   const auto& [backend, wtype, case_index] = GetParam();
   const FusedCase& c = kFusedCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.m, inner = 512, n = 37;
+  const int64_t m = c.m, inner = c.k, n = c.n;
   std::mt19937_64 weight_rng(8765 + (int)wtype);
   const Weights w = make_weights(*device, wtype, n, inner, weight_rng);
   const auto gv = hidden_states(m, inner, 11);
