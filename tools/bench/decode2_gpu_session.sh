@@ -5,6 +5,8 @@
 #   NO_LLAMA=1 tools/bench/gpu_session.sh pack /ABS/MAIN/.devpack-decode2 && cp this script into that folder
 # there:
 #   CARRY=.devpack-decode2 .devpack-decode2/decode2_gpu_session.sh base|ab
+# or, after tools/bench/gpu_session.sh prepare on the same machine (its pack and models, nothing unpacked or written):
+#   PACK=/tmp/rbee-session/pack MODELS=/tmp/rbee-models AB_ENV=... tools/bench/decode2_gpu_session.sh ab
 #
 # base: every tg row (1B F16 / Q4_0, 7B F16 / Q4_0 / Q4_K / Q8_0) with the default and with PDL flipped (RBEE_PDL),
 #       back to back; the per-op profile of 1B F16 decode; the F16 matvec kernel rows; the batched rows of 7B F16 and
@@ -31,10 +33,14 @@ budget=${BUDGET_S:-170}
 note() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$out/summary.txt"; }
 left() { echo $((budget - ($(date +%s) - t0))); }
 
-stamp_now=$(md5sum "$carry/pack.tgz" | cut -c1-16)
-if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp_now" ]; then
-  rm -rf "$work/pack" && mkdir -p "$work"
-  tar -C "$work" -xzf "$carry/pack.tgz" && echo "$stamp_now" > "$work/stamp"
+if [ -n "${PACK:-}" ]; then  # a pack already unpacked, e.g. gpu_session.sh prepare's /tmp/rbee-session/pack
+  pack=$PACK
+else
+  stamp_now=$(md5sum "$carry/pack.tgz" | cut -c1-16)
+  if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp_now" ]; then
+    rm -rf "$work/pack" && mkdir -p "$work"
+    tar -C "$work" -xzf "$carry/pack.tgz" && echo "$stamp_now" > "$work/stamp"
+  fi
 fi
 export LD_LIBRARY_PATH=$pack:$pack/lib RBEE_BACKEND_PATH=$pack
 rbee=$pack/rbee

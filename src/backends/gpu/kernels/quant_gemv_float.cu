@@ -227,11 +227,12 @@ __global__ void round_to_half_kernel(const float* __restrict__ x, int64_t count,
 // ---- one activation row through a fused source (norm_qmatmul / swiglu_qmatmul with float weights, M = 1) ----
 //
 // A block first forms the row x' = round16(source) once in shared memory (as the weight's storage type: the values
-// the products see), then its warps take weight rows row = warp, warp + all warps, ... (a grid of about two blocks
-// per multiprocessor, so the source is formed ~2 x SMs times, not once per 4 rows). Per row the lane loop, its f32
-// sums and the warp reduction are float_gemv_kernel's (same chunks per lane, same order), the loads run P chunks
-// ahead (across rows too), and the first P are issued before grid_dependency_wait. The norm's mean of squares is
-// the activation pass's (f32 squares summed in double over the block, mean rounded to f32, rstd = 1 / sqrtf).
+// the products see), then its warps take weight rows in rounds: row first + warp, with first the block's first row
+// and then + all warps of the grid (a grid of about two blocks per multiprocessor, so the source is formed ~2 x SMs
+// times, not once per 4 rows). Per row the lane loop, its f32 sums and the warp reduction are float_gemv_kernel's
+// (same chunks per lane, same order), the loads run P chunks ahead (across rows too), and the first P are issued
+// before grid_dependency_wait. The norm's mean of squares is the activation pass's (f32 squares summed in double
+// over the block, mean rounded to f32, rstd = 1 / sqrtf).
 
 __device__ __forceinline__ float silu_mul_f32(float g, float u) { return g / (1.f + expf(fminf(-g, 88.0f))) * u; }
 
@@ -258,15 +259,16 @@ __global__ void __launch_bounds__(kFusedGemvThreads) fused_gemv_kernel(FusedGemv
   const int64_t warps = blockDim.x / W, all_warps = gridDim.x * warps;
   const int64_t chunks = a.k / C;
   const T* w = static_cast<const T*>(a.w);
-  int64_t row = blockIdx.x * warps + threadIdx.x / W;
+  const int64_t warp = threadIdx.x / W;
+  // Row of this warp in the block's round starting at `first` (rounds are uniform over the block, as the
+  // emulator's block-wide shuffles need): rows past n are computed on row n - 1 and not stored.
+  auto row_ptr = [&](int64_t first) { return w + (first + warp < a.n ? first + warp : a.n - 1) * a.k; };
   grid_dependency_trigger();
   RawChunk<true> next[P] = {};
-  if (row < a.n) {
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int64_t c = lane + (int64_t)p * W;
-      if (c < chunks) next[p] = load_chunk<T, true>(w + row * a.k, c);
-    }
+  for (int p = 0; p < P; ++p) {
+    const int64_t c = lane + (int64_t)p * W;
+    if (c < chunks) next[p] = load_chunk<T, true>(row_ptr(blockIdx.x * warps), c);
   }
   grid_dependency_wait();  // the source comes from earlier launches
 
@@ -319,9 +321,9 @@ __global__ void __launch_bounds__(kFusedGemvThreads) fused_gemv_kernel(FusedGemv
   }
   __syncthreads();
 
-  for (; row < a.n; row += all_warps) {  // uniform over the warp
-    const T* wr = w + row * a.k;
-    const T* wn = w + (row + all_warps < a.n ? row + all_warps : row) * a.k;
+  for (int64_t first = blockIdx.x * warps; first < a.n; first += all_warps) {
+    const T* wr = row_ptr(first);
+    const T* wn = row_ptr(first + all_warps);  // the next round's row (loaded ahead; clamped past the end)
     float acc[1][1] = {{0.f}};
     for (int64_t base = 0; base < chunks; base += (int64_t)P * W) {
       RawChunk<true> cur[P];
@@ -347,7 +349,7 @@ __global__ void __launch_bounds__(kFusedGemvThreads) fused_gemv_kernel(FusedGemv
         }
       }
     }
-    reduce_and_store<1, 1>(acc, lane, row, a.n, 1, a.out, 0, a.residual);
+    reduce_and_store<1, 1>(acc, lane, first + warp, a.n, 1, a.out, 0, a.residual);
   }
 }
 
