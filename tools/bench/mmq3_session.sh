@@ -14,12 +14,16 @@
 #   ncu      Nsight Compute of one Q4_K MMQ launch at M = 512 (4096 x 4096) per RBEE_MMQ_PATH of NCU_PATHS (default 1)
 #   e2e      waits for the models, then `rbee bench -p 512 -n 0 -r 2` per type of E2E_TYPES and path of PATHS, and
 #            (BATCHES set, e.g. 64,128) the batched rows `-p 128 -n 128 --batch BATCHES` of Q4_0
+# The lead's run on merged main, after `tools/bench/gpu_session.sh prepare` (models in /tmp/rbee-models):
+#   PACK=/tmp/rbee-session/pack PATHS="1 3" E2E_TYPES="q4_k q4_0 q8_0" BATCHES=64,128 \
+#     MEMCHECK_FILTER='...' tools/bench/mmq3_session.sh - conf,rows,e2e
 # Logs go to $OUT (the device tool's result folder) or /tmp/rbee-mmq3/out.
 set -uo pipefail
 carry=${1:?usage: mmq3_session.sh CARRY PHASES}
 phases=${2:-build,rows}
 work=/tmp/rbee-mmq3
-P=$work/pack
+P=${PACK:-$work/pack}  # PACK: an unpacked build with the CUDA plug-in (e.g. /tmp/rbee-session/pack after
+                       # `tools/bench/gpu_session.sh prepare`); then run without `build`, CARRY unused ("-")
 out=${OUT:-$work/out}
 M=/tmp/rbee-models
 mkdir -p "$out" "$M"
@@ -83,17 +87,17 @@ if has ncu; then
       "$out/ncu_q4_k_path$path.txt" | head -60
   done
   # Pipe utilisation, stall reasons per issued instruction, shared-memory bank conflicts (regex metrics: a name
-  # this ncu lacks matches nothing instead of failing the run).
+  # this ncu lacks matches nothing instead of failing the run; ncu takes --metrics once, a comma-separated list).
+  ncu_metrics=('regex:^sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active$'
+    'regex:^sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active$'
+    'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$'
+    'regex:^l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum$'
+    'regex:^l1tex__data_pipe_lsu_wavefronts_mem_shared.*\.sum$'
+    'regex:^l1tex__t_(sectors|requests)_pipe_lsu_mem_(global|local)_op_(ld|st)\.sum$')
   for path in ${NCU_METRIC_PATHS:-1}; do
     stamp "ncu metrics q4_k M=512 RBEE_MMQ_PATH=$path"
     RBEE_MMQ_PATH=$path timeout 90 ncu --clock-control none -k regex:quant_mmq_kernel -c 1 \
-      --metrics 'regex:^sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active$' \
-      --metrics 'regex:^sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active$' \
-      --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-      --metrics 'regex:^l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum$' \
-      --metrics 'regex:^l1tex__data_pipe_lsu_wavefronts_mem_shared.*\.sum$' \
-      --metrics 'regex:^l1tex__t_(sectors|requests)_pipe_lsu_mem_(global|local)_op_(ld|st)\.sum$' \
-      --metrics 'regex:^lts__t_sectors_srcunit_tex_op_read\.sum$' \
+      --metrics "$(IFS=,; echo "${ncu_metrics[*]}")" \
       "$B" --backend cuda --reps 1 --only mmq --types q4_k --mmq-rows 512 > "$out/ncu_metrics_q4_k_path$path.txt" 2>&1
     echo "ncu rc $?"; grep -vE '^==PROF==|^ *$' "$out/ncu_metrics_q4_k_path$path.txt" | grep -E ' [0-9]' | \
       awk '$NF != 0 && $NF != "0"' | tail -n 70
