@@ -4,6 +4,7 @@
 
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
+#include "rbee/backend/paged_rows.h"
 
 namespace rbee::llm {
 
@@ -73,8 +74,9 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   Tensor o;
   {
     profile::Scope scope("attention", q, step.block_tables.shape());
+    // [N, Hq, D]; every row is a token of one of the step's sequences (Transformer::forward), so no zero fill.
     o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part), step.seq_info,
-                             step.block_tables, params);  // [N, Hq, D]
+                             step.block_tables, params, ops::PagedRows::kAllInSequences);
   }
   profile::Scope scope("attn_output", o, w.attn_output.shape());
   return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output));
