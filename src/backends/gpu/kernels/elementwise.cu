@@ -239,7 +239,7 @@ void map_values(GpuDevice& device, const Tensor& x, Tensor& out, Scalars... scal
     const Formula<compute_t<T>> f(scalars...);
     Layout xl = layout_of(x);
     collapse({&xl});
-    map_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device.stream()>>>(
+    map_kernel<T, Formula<compute_t<T>>><<<grid_for(n, kThreads), kThreads, 0, device.stream()>>>(
         f, static_cast<const T*>(x.data()), xl, static_cast<T*>(out.data()), n);
     RBEE_GPU_CHECK_LAUNCH();
   });
