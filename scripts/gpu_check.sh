@@ -8,7 +8,10 @@
 # sanitize: NVIDIA compute-sanitizer over the conformance suite on the GPU (memcheck with leak checks, racecheck
 # for shared-memory hazards) and initcheck over a decode run through the CUDA graph path (reads of device memory
 # nobody wrote). Each tool's log goes to $RBEE_OUT/sanitize_<tool>.log and a summary line counts its errors; the
-# step fails on any error. Slow (memcheck is 10-100x): RBEE_SANITIZE_FILTER narrows the gtest filter.
+# step fails on any error. Slow (memcheck is 10-100x): RBEE_SANITIZE_FILTER narrows the gtest filter,
+# RBEE_SANITIZE_TOOLS picks tools (default "memcheck racecheck initcheck"), RBEE_SANITIZE_TIMEOUT (seconds per tool)
+# stops a long run and reports how many cases finished without an error; GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX
+# split the suite over several calls.
 #
 # RBEE_BUILD_DIR  use this build instead of building one (for example a build made on another machine)
 # RBEE_PRESET     build preset (default cuda-sm90; `cuda` builds sm_80, sm_86, sm_89 and sm_90)
@@ -112,23 +115,37 @@ if want_only sanitize; then
   conf="$build/tests/rbee_conformance"
   filter=${RBEE_SANITIZE_FILTER:-*/${backend}*}
   if [ -n "$cs" ]; then
-    for tool in memcheck racecheck; do
+    tools=${RBEE_SANITIZE_TOOLS:-memcheck racecheck initcheck}
+    limit=()
+    [ -n "${RBEE_SANITIZE_TIMEOUT:-}" ] && limit=(timeout "$RBEE_SANITIZE_TIMEOUT")
+    for tool in $tools; do
+      [ "$tool" = initcheck ] && continue
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full --report-api-errors explicit)
       [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
       log="$out/sanitize_$tool.log"
       start=$(date +%s)
-      "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
-        "$conf" --gtest_filter="$filter" --gtest_brief=1 >"$log" 2>&1
+      "${limit[@]}" "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
+        "$conf" --gtest_filter="$filter" >"$log" 2>&1
       rc=$?
       n=$(sanitizer_errors "$log")
-      cases=$(grep -E '^\[  PASSED  \]' "$log" | grep -oE '[0-9]+' | head -1)
-      echo "sanitize: $tool over '$filter': ${cases:-?} cases passed, $n errors, exit $rc, $(( $(date +%s) - start )) s (log $log)"
+      # Cases that finished (also when RBEE_SANITIZE_TIMEOUT stopped the run: rc 124, the count says how far it got).
+      done_cases=$(grep -cE '^\[       OK \]' "$log")
+      failed_cases=$(grep -cE '^\[  FAILED  \] .*\(' "$log")
+      shard=""
+      [ -n "${GTEST_TOTAL_SHARDS:-}" ] && shard=" shard ${GTEST_SHARD_INDEX:-0}/$GTEST_TOTAL_SHARDS"
+      echo "sanitize: $tool over '$filter'$shard: $done_cases cases passed, $failed_cases failed, $n errors, exit $rc, $(( $(date +%s) - start )) s (log $log)"
       grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$log" | head -20
-      [ "$rc" = 0 ] && [ "$n" = 0 ] || fail "compute-sanitizer $tool ($n errors, exit $rc)"
+      if [ "$rc" = 124 ] && [ "$n" = 0 ] && [ "$failed_cases" = 0 ]; then
+        echo "sanitize: $tool stopped by RBEE_SANITIZE_TIMEOUT after $done_cases cases, none with an error"
+      else
+        [ "$rc" = 0 ] && [ "$n" = 0 ] || fail "compute-sanitizer $tool ($n errors, exit $rc)"
+      fi
     done
-    # initcheck over a short greedy decode of the default model (or a random-weight one): the decode steps are
-    # replayed as CUDA graphs, so this covers the graph path's buffers.
+  fi
+  # initcheck over a short greedy decode of the default model (or a random-weight one): the decode steps are
+  # replayed as CUDA graphs, so this covers the graph path's buffers.
+  if [ -n "$cs" ] && [[ " $tools " == *" initcheck "* ]]; then
     m=models/SmolLM2-135M-Instruct.Q4_1.gguf
     if [ ! -e "$m" ]; then
       m="$models/tiny-llama-q4_0.gguf"

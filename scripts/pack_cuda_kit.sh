@@ -45,14 +45,20 @@ grep -q 'librbee_backend_cuda.so' "$pack/cuda_plugin_commands.txt" || { echo "pa
 # Objects that $cfg already holds up to date (compiled here by scripts/build_cuda_plugin.sh from this tree: newer
 # than the source and every header ninja recorded for it) travel in PACK/obj; the generated script takes them
 # instead of compiling them again, so a compile begun here and stopped half-way still saves device time.
+# All 46 objects are ~74 MB (~23 MB compressed): with the tree that passes the device call's 64 MiB, so at most
+# OBJ_BUDGET_MB (default 24) of them travel, largest (slowest to compile) first; 0 carries none.
 rm -rf "$pack/obj"
-(cd "$cfg" && find CMakeFiles/rbee_backend_cuda.dir -name '*.o' 2>/dev/null || true) | while read -r o; do
+budget=$(( ${OBJ_BUDGET_MB:-24} * 1024 * 1024 ))
+(cd "$cfg" && find CMakeFiles/rbee_backend_cuda.dir -name '*.o' -printf '%s %p\n' 2>/dev/null | sort -rn || true) |
+while read -r size o; do
+  [ "$size" -le "$budget" ] || continue
   deps=$(cd "$cfg" && ninja -t deps "$o")
   head -1 <<< "$deps" | grep -q '(VALID)' || continue
   stale=$(cd "$cfg" && tail -n +2 <<< "$deps" | while read -r d; do if [ -n "$d" ] && [ ! "$o" -nt "$d" ]; then echo "$d"; fi; done)
   [ -z "$stale" ] || continue
   rel=${o#CMakeFiles/rbee_backend_cuda.dir/}
   mkdir -p "$pack/obj/$(dirname "$rel")" && cp "$cfg/$o" "$pack/obj/$rel"
+  budget=$(( budget - size ))
 done
 cat > "$pack/build_cuda_plugin.sh" <<'EOF'
 #!/usr/bin/env bash
