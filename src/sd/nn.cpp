@@ -37,6 +37,27 @@ Linear Linear::load(const Weights& wt, const std::string& name, int64_t in, int6
   return l;
 }
 
+Linear Linear::fuse(std::initializer_list<const Linear*> parts) {
+  Linear f;
+  const Linear& first = **parts.begin();
+  const DType dt = first.w.dtype();
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) return f;
+  for (const Linear* p : parts) {
+    if (p->w.dtype() != dt || p->in != first.in || p->b.defined() != first.b.defined()) return f;
+  }
+  f.in = first.in;
+  for (const Linear* p : parts) f.out += p->out;
+  f.w = Tensor::empty({f.out, f.in}, dt, first.w.device());
+  if (first.b.defined()) f.b = Tensor::empty({f.out}, first.b.dtype(), first.b.device());
+  int64_t row = 0;
+  for (const Linear* p : parts) {
+    f.w.narrow(0, row, p->out).copy_from(p->w);
+    if (f.b.defined()) f.b.narrow(0, row, p->out).copy_from(p->b);
+    row += p->out;
+  }
+  return f;
+}
+
 Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   profile::Scope scope("linear", x, w.shape());
   // RBEE_SD_LINEAR_FUSED=0: the 16-bit product as a plain matmul with separate adds (A/B comparisons).
@@ -119,11 +140,15 @@ Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, boo
   RBEE_CHECK(C % heads == 0, "sd attention: {} channels are not divisible by {} heads", C, heads);
   const int64_t d = C / heads;
   profile::Scope scope("attention", q, Shape{S, heads});
-  auto split = [&](const Tensor& x, int64_t len) { return x.view({B, len, heads, d}).transpose(1, 2); };
+  // [B, len, C] with unit channel stride (any row stride: a slice of a fused projection) -> [B, heads, len, d] view.
+  auto split = [&](const Tensor& x, int64_t len) {
+    const Tensor xs = x.stride(2) == 1 ? x : x.contiguous();
+    return xs.as_strided({B, heads, len, d}, {xs.stride(0), d, xs.stride(1), 1}, xs.offset());
+  };
   AttentionParams p;
   p.scale = (float)(1.0 / std::sqrt((double)d));
   p.causal = causal;
-  Tensor o = ops::attention(split(q.contiguous(), T), split(k.contiguous(), S), split(v.contiguous(), S), p);
+  Tensor o = ops::attention(split(q, T), split(k, S), split(v, S), p);
   return o.transpose(1, 2).contiguous().view({B, T, C});
 }
 

@@ -19,6 +19,10 @@ struct Linear {
   Tensor w, b;  // w [out, in] (weights dtype), b [out] (act_dtype) or undefined
   int64_t in = 0, out = 0;
   static Linear load(const Weights& wt, const std::string& name, int64_t in, int64_t out, bool bias = true);
+  // One projection whose outputs are those of `parts` side by side (weights concatenated along out; all with the
+  // same `in`, bias all or none): x -> [q | k | v] in one GEMM. Undefined (w undefined) when the weights are not
+  // F32 / F16 / BF16 or the parts differ in dtype or bias.
+  static Linear fuse(std::initializer_list<const Linear*> parts);
   // x [..., in] -> [..., out] (+ residual [..., out] when defined). 16-bit x and w (GPUs): one fused linear op, bias
   // and residual added to the f32 sums before the single rounding; otherwise qmatmul (F32 activations) and adds.
   Tensor operator()(const Tensor& x, const Tensor& residual = {}) const;

@@ -1,6 +1,9 @@
 // UNet / VAE building blocks (src/sd/unet_blocks.h).
 #include "sd/unet_blocks.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 
@@ -54,12 +57,38 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
   return output_scale == 1.0 ? out : ops::affine(out, 1.0 / output_scale, 0.0);
 }
 
+void TransformerBlock::fuse_projections() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_SD_QKV_FUSED");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  if (!on) return;
+  qkv1 = nn::Linear::fuse({&q1, &k1, &v1});
+  kv2 = nn::Linear::fuse({&k2, &v2});
+  // The parts' weights are not needed any more (their in / out stay: the slices' widths).
+  if (qkv1.w.defined()) q1.w = k1.w = v1.w = q1.b = k1.b = v1.b = Tensor();
+  if (kv2.w.defined()) k2.w = v2.w = k2.b = v2.b = Tensor();
+}
+
 Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) const {
   // The residual adds ride in the output projections (nn::Linear's residual: one rounding on GPUs).
   Tensor h = norm1(x);
-  Tensor out = o1(nn::mha(q1(h), k1(h), v1(h), heads, false), x);
+  Tensor out;
+  if (qkv1.w.defined()) {
+    const Tensor qkv = qkv1(h);  // [B, T, 3C]: q, k and v as column slices (mha reads them strided)
+    const int64_t c = q1.out;
+    out = o1(nn::mha(qkv.narrow(2, 0, c), qkv.narrow(2, c, c), qkv.narrow(2, 2 * c, c), heads, false), x);
+  } else {
+    out = o1(nn::mha(q1(h), k1(h), v1(h), heads, false), x);
+  }
   h = norm2(out);
-  out = o2(nn::mha(q2(h), k2(context), v2(context), heads, false), out);
+  if (kv2.w.defined()) {
+    const Tensor kv = kv2(context);  // [B, S, 2C]
+    const int64_t c = k2.out;
+    out = o2(nn::mha(q2(h), kv.narrow(2, 0, c), kv.narrow(2, c, c), heads, false), out);
+  } else {
+    out = o2(nn::mha(q2(h), k2(context), v2(context), heads, false), out);
+  }
   h = ff_in(norm3(out));  // GEGLU: [hidden | gate]
   const int64_t f = h.dim(-1) / 2;
   Tensor hidden = h.narrow(h.rank() - 1, 0, f), gate = h.narrow(h.rank() - 1, f, f);
@@ -95,6 +124,7 @@ SpatialTransformer SpatialTransformer::load(const Weights& w, int64_t c, int64_t
     t.o2 = nn::Linear::load(b, "attn2.to_out.0", c, c);
     t.ff_in = nn::Linear::load(b, "ff.net.0.proj", c, 8 * c);
     t.ff_out = nn::Linear::load(b, "ff.net.2", 4 * c, c);
+    t.fuse_projections();
     s.blocks.push_back(std::move(t));
   }
   return s;

@@ -28,7 +28,11 @@ struct Resnet {
 struct TransformerBlock {
   nn::Norm norm1, norm2, norm3;
   nn::Linear q1, k1, v1, o1, q2, k2, v2, o2, ff_in, ff_out;
+  // q1 | k1 | v1 and k2 | v2 as single projections (fuse_projections; then the parts' weights are released).
+  nn::Linear qkv1, kv2;
   int64_t heads = 1;
+  // Builds qkv1 and kv2 unless RBEE_SD_QKV_FUSED=0 (three and two GEMMs, for A/B) or the weights cannot be fused.
+  void fuse_projections();
   // x [B, T, dim], context [B, S, cross] -> [B, T, dim]
   Tensor operator()(const Tensor& x, const Tensor& context) const;
 };

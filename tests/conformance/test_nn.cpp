@@ -533,12 +533,21 @@ const AttnCase kAttnCases[] = {
     {"head_dim_128", 1, 4, 2, 40, 40, 128, 128, true, 0, 0, 0},    // GPU: more columns per thread
     {"head_dim_256_decode", 1, 2, 1, 1, 300, 256, 256, true, 0, 0, 0},  // GPU: smallest tiles (f64)
     {"head_dim_200_chunks", 1, 2, 1, 3, 90, 200, 72, true, 0, 0, 0},    // GPU f64: q.k in chunks 64,64,64,8
-    // Long unmasked sequences (Stable Diffusion): 16-bit GPU inputs take the BLAS path (attention_gemm.cu).
+    // Unmasked (Stable Diffusion): 16-bit GPU inputs of 16 queries or more and head sizes of multiples of 8 up to
+    // 160 take the tensor-core flash kernel (attention_flash.cu; tiles of 48, 64, 80, 128, 160 columns), others
+    // of 32 queries and keys or more the BLAS path (attention_gemm.cu; RBEE_ATTN_FLASH=0 sends all there).
     {"sd_self_dim40", 2, 8, 8, 96, 96, 40, 40, false, 0, 0, 0},
     {"sd_cross_dim80", 1, 4, 4, 100, 77, 80, 80, false, 0, 0, 0},
     {"gqa_long_dim160", 1, 4, 2, 64, 50, 160, 160, false, 0, 0, 0},
-    {"long_query_chunks", 1, 1, 1, 2100, 4000, 8, 8, false, 0, 0, 0},  // GPU BLAS path: 2 query chunks
-    {"long_rows_9000", 1, 1, 1, 40, 9000, 8, 8, false, 0, 0, 0},       // GPU BLAS path: rows past the registers
+    // With RBEE_ATTN_FLASH=0: the BLAS path's 2 query chunks, and rows past the softmax's registers.
+    {"long_query_chunks", 1, 1, 1, 2100, 4000, 8, 8, false, 0, 0, 0},
+    {"long_rows_9000", 1, 1, 1, 40, 9000, 8, 8, false, 0, 0, 0},
+    {"sd_self_odd_t_dim40", 1, 8, 8, 133, 133, 40, 40, false, 0, 0, 0},   // flash: partial row and key tiles
+    {"sd_cross_77_odd_t_dim160", 2, 2, 2, 201, 77, 160, 160, false, 0, 0, 0},
+    {"sdxl_cross_dim64", 2, 4, 4, 130, 77, 64, 64, false, 0, 0, 0},
+    {"gqa_dim128_scaled", 1, 4, 1, 40, 300, 128, 128, false, 0, 0, 0.3f},
+    {"pad_dim24_few_rows", 1, 2, 2, 17, 33, 24, 24, false, 0, 0, 0},    // flash: 24 of 48 columns, one key tile
+    {"gemm_dim36", 1, 2, 2, 64, 70, 36, 36, false, 0, 0, 0},            // 36 % 8 != 0: the BLAS path
 };
 
 // q/k/v layouts: contiguous [B, H, T, D]; permuted from [B, T, H, D] storage (the usual projection output);

@@ -14,8 +14,10 @@
 #     identity   greedy identity on the random 7B Q4_0 shape, --batch-invariant both: prefix cache vs none (32
 #                chats, 1,000-token shared system prompt) and prompt-lookup speculation k = 4 vs plain decoding
 #     attnkernel rbee_bench_gpu_llm --only attention (each decode row default, flash and scalar)
-#     sd         SD 1.5 512x512 20 steps: main's previous path (implicit-GEMM convs, unfused linear, eager steps) vs
-#                the default (im2col + cuBLAS convs, cuBLASLt linear epilogues, UNet step graphs), and batch 4
+#     sd         SD 1.5 512x512 20 steps: main's previous path (cuBLAS attention, separate q/k/v GEMMs, gelu + mul) vs
+#                the default (tensor-core flash attention, fused projections, one geglu pass), geglu alone, batch 4
+#     sdpeer     diffusers eager + torch.compile on the same card (PYTHONPATH must hold diffusers 0.42.1; the compile
+#                needs > 100 s: SDPEER_TIMEOUT, default 300)
 # Logs under $OUT (or /tmp/rbee-session/out); summary.txt collects one line per row.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -95,12 +97,20 @@ if has sd; then
   tok=tests/data/tiny_sd/sd15/tokenizer
   sd() { timeout "${SD_TIMEOUT:-100}" "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 \
     --width 512 --height 512 "$@"; }
-  RBEE_CONV_IGEMM=1 RBEE_SD_LINEAR_FUSED=0 sd --runs 3 --warmup 1 --no-unet-graph > "$out/sd_main.txt" 2>&1
-  note "SD 1.5 as main (igemm convs, unfused linear, eager): $(grep -E '^result' "$out/sd_main.txt" | tr '\n' ' ')"
+  RBEE_ATTN_FLASH=0 RBEE_SD_QKV_FUSED=0 RBEE_SD_GEGLU_FUSED=0 sd --runs 3 --warmup 1 > "$out/sd_main.txt" 2>&1
+  note "SD 1.5 as main (cuBLAS attention, q/k/v GEMMs, gelu + mul): $(grep -E '^result' "$out/sd_main.txt" | tr '\n' ' ')"
+  RBEE_SD_GEGLU_FUSED=0 sd --runs 3 --warmup 1 > "$out/sd_nogeglu.txt" 2>&1
+  note "SD 1.5 new without the geglu pass: $(grep -E '^result' "$out/sd_nogeglu.txt" | tr '\n' ' ')"
   sd --runs 3 --warmup 1 > "$out/sd_new.txt" 2>&1
-  note "SD 1.5 new: $(grep -E '^result|graphs|first' "$out/sd_new.txt" | tr '\n' ' ')"
+  note "SD 1.5 new: $(grep -E '^load|^warmup 0|^result|graphs' "$out/sd_new.txt" | tr '\n' ' ')"
   sd --runs 2 --warmup 1 --batch 4 > "$out/sd_batch4.txt" 2>&1
   note "SD 1.5 batch 4: $(grep -E '^result|graphs' "$out/sd_batch4.txt" | tr '\n' ' ')"
+fi
+
+if has sdpeer; then
+  PYTHONUNBUFFERED=1 timeout "${SDPEER_TIMEOUT:-300}" python3 tools/bench/sd_bench_diffusers.py --steps 20 --width 512 \
+    --height 512 --runs 3 --modes eager,compiled --compile-warmup 1 > "$out/sd_diffusers.txt" 2>&1
+  note "SD 1.5 diffusers (exit $?): $(grep -E '^load|^result|compile' "$out/sd_diffusers.txt" | tr '\n' ' ')"
 fi
 rm -f "$out/row.tmp"
 note end

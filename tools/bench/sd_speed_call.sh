@@ -44,7 +44,7 @@ if has conformance; then
     > "$out/conformance.log" 2>&1
   note "conformance exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from' "$out/conformance.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
-  if command -v compute-sanitizer >/dev/null; then
+  if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" --gtest_brief=1 \
       --gtest_filter="${MEMCHECK_FILTER:-*Conv2dFused*/cuda*k3*:*Conv2dFused*/cuda*k1*:*GroupNormSilu*/cuda_f16*}" > "$out/memcheck.log" 2>&1
     note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
@@ -60,9 +60,17 @@ if has tiny; then
   note "tiny checks done"
 fi
 if has bench; then
-  # The code of main before this work, by its switches: implicit-GEMM convolutions, matmul + adds, eager steps.
-  RBEE_CONV_IGEMM=1 RBEE_SD_LINEAR_FUSED=0 bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_main.txt" 2>&1
-  grep -E "^(run|result)" "$out/bench_rbee_main.txt" | sed 's/^/as main (igemm, unfused linear, eager): /' | tee -a "$out/summary.txt"
+  # BASE_ENV (e.g. "RBEE_ATTN_FLASH=0"): the baseline's switches, run first with the same arguments (A/B in one call);
+  # SKIP_MAIN=1 skips the run of the session-3 code by its switches (implicit-GEMM convolutions, matmul + adds).
+  if [ -n "${BASE_ENV:-}" ]; then
+    env $BASE_ENV "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 --width 512 \
+      --height 512 --runs 3 --warmup 1 > "$out/bench_rbee_base.txt" 2>&1
+    grep -E "^run|result|first|graphs" "$out/bench_rbee_base.txt" | sed "s/^/base ($BASE_ENV): /" | tee -a "$out/summary.txt"
+  fi
+  if [ "${SKIP_MAIN:-0}" != 1 ]; then
+    RBEE_CONV_IGEMM=1 RBEE_SD_LINEAR_FUSED=0 bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_main.txt" 2>&1
+    grep -E "^(run|result)" "$out/bench_rbee_main.txt" | sed 's/^/as main (igemm, unfused linear, eager): /' | tee -a "$out/summary.txt"
+  fi
   if [ "${SKIP_EAGER:-0}" != 1 ]; then
     bench --runs 3 --warmup 1 --no-unet-graph > "$out/bench_rbee_eager.txt" 2>&1
     grep -E "^(run|result)" "$out/bench_rbee_eager.txt" | sed 's/^/eager steps: /' | tee -a "$out/summary.txt"
@@ -70,6 +78,11 @@ if has bench; then
   bench --runs 3 --warmup 1 > "$out/bench_rbee.txt" 2>&1
   grep -E "device|^run|result|load|first|graphs" "$out/bench_rbee.txt" | tee -a "$out/summary.txt"
   for b in ${BATCH:-}; do
+    if [ -n "${BASE_ENV:-}" ] && [ "${BASE_BATCH:-1}" = 1 ]; then
+      env $BASE_ENV "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 --width 512 \
+        --height 512 --runs 2 --warmup 1 --batch "$b" > "$out/bench_rbee_base_batch$b.txt" 2>&1
+      grep -E "^run|result" "$out/bench_rbee_base_batch$b.txt" | sed "s/^/base batch $b: /" | tee -a "$out/summary.txt"
+    fi
     bench --runs 2 --warmup 1 --batch "$b" > "$out/bench_rbee_batch$b.txt" 2>&1
     grep -E "^run|result|graphs" "$out/bench_rbee_batch$b.txt" | sed "s/^/batch $b: /" | tee -a "$out/summary.txt"
   done
@@ -78,6 +91,11 @@ fi
 if has profile; then
   RBEE_OP_PROFILE=1 bench --runs 1 --warmup 1 > "$out/profile_f16.txt" 2>&1
   grep -E "kind|profile:" "$out/profile_f16.txt" | head -14 | tee -a "$out/summary.txt"
+  if [ -n "${BASE_ENV:-}" ] && [ "${PROFILE_BASE:-0}" = 1 ]; then
+    env $BASE_ENV RBEE_OP_PROFILE=1 "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 \
+      --width 512 --height 512 --runs 1 --warmup 1 > "$out/profile_f16_base.txt" 2>&1
+    grep -E "kind|profile:" "$out/profile_f16_base.txt" | head -14 | sed 's/^/base: /' | tee -a "$out/summary.txt"
+  fi
   note "profile done"
 fi
 if has sdxl; then

@@ -12,13 +12,15 @@
 // > p - window; tiles outside every row's range are never visited. A row that sees no key gets zeros.
 // When there are too few (batch, kv head, row tile) items to fill the GPU (decode), the key range is split
 // across blocks that keep partial (m, l, O), merged afterwards as O = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s.
-// f16/bf16/f32 compute in f32, f64 in f64. Long unmasked 16-bit sequences take attention_gemm.cu instead.
+// f16/bf16/f32 compute in f32, f64 in f64. Unmasked 16-bit attention of 16 queries or more takes the tensor-core
+// flash kernel (attention_flash.cu), else long unmasked 16-bit sequences the vendor Blas (attention_gemm.cu).
 #include <cmath>
 #include <iterator>
 #include <type_traits>
 
 #include "backends/common/attention_math.h"
 #include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/attention_flash.h"
 #include "backends/gpu/kernels/attention_gemm.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
@@ -316,7 +318,10 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   AttnGeometry g{};
   static_cast<attention::AttentionShape&>(g) = attention::attention_shape(q, k, v);
   if (g.batch == 0 || g.rows == 0 || g.dim_v == 0) return;
-  // Long unmasked 16-bit sequences: tensor-core GEMMs through the vendor Blas (attention_gemm.cu).
+  // Unmasked 16-bit attention of 16 queries or more: tensor-core flash attention (attention_flash.cu); else, or
+  // with RBEE_ATTN_FLASH=0, long unmasked 16-bit sequences take tensor-core GEMMs through the vendor Blas
+  // (attention_gemm.cu).
+  if (attention_flash(device_, q, k, v, params, out)) return;
   if (attention_gemm(device_, q, k, v, params, out)) return;
   g.qs0 = q.stride(0), g.qs1 = q.stride(1), g.qs2 = q.stride(2);
   g.ks0 = k.stride(0), g.ks1 = k.stride(1), g.ks2 = k.stride(2);

@@ -10,7 +10,8 @@
 // decode shapes (one token per sequence, or a few): WR = 1, all warps share 16 rows and split each key tile,    then
 // merge their (max, sum, O) through shared memory. Key tiles: K and V rows of BN positions staged in shared memory
 // through copy_async_16 (16-byte copies, block-table lookup per row, clamped; positions past the block's last key read
-// as zeros), double-buffered: tile t + 1 is in flight while tile t is computed. Per warp and tile: S = Q K^T on the
+// as zeros), double-buffered: tile t + 1 is in flight while tile t is computed. The key-tile loop is flash_tiles.cuh's
+// (shared with the dense attention of attention_flash.cu). Per warp and tile: S = Q K^T on the
 // matrix tiles (Q from shared memory, staged once), scale / softcap / causal + window masks per accumulator element
 // (its row and column come from mma_acc_row / mma_acc_col), the row max through mma_rows_max, P = exp(S - max) written
 // to the warp's shared P tile rounded to the cache type (mma_store), O = O * correction + P V on the matrix tiles.
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 
+#include "backends/gpu/kernels/flash_tiles.cuh"
 #include "backends/gpu/kernels/paged_common.cuh"
 
 namespace rbee::gpu {
@@ -30,53 +32,17 @@ struct FlashParams : PagedLaunch {};
 
 namespace {
 
-template <int D_, int WR_, int WK_, int MT_, int BN_>
-struct FlashCfg {
-  static constexpr int D = D_;                  // head size
-  static constexpr int WR = WR_, WK = WK_;      // warps along rows x along keys
-  static constexpr int MT = MT_;                // 16-row tiles per warp
-  static constexpr int BN = BN_;                // keys per staged tile
-  static constexpr int kWarps = WR * WK;
-  static constexpr int kRows = 16 * MT * WR;    // query rows per block
-  static constexpr int kWarpKeys = BN / WK;     // keys per warp per tile
-  static constexpr int kNT = kWarpKeys / 16;    // 16-key tiles per warp per tile
-  static constexpr int kDT = D / 16;            // 16-dim tiles
-  static constexpr int kLd = D + 8;             // row stride of Q / K / V in shared memory (16-bit elements)
-  static constexpr int kPld = kWarpKeys + 8;    // row stride of a warp's P tile
-  static_assert(D % 16 == 0 && kWarpKeys % 16 == 0 && kNT >= 1, "tile shape");
-  // Shared memory, bytes (every region a multiple of 16).
-  static constexpr int kQBytes = kRows * kLd * 2;
-  static constexpr int kKvStageBytes = BN * kLd * 2;  // one K (or V) stage
-  static constexpr int kPBytes = kWarps * 16 * MT * kPld * 2;
-  static constexpr int kMergeBytes = WK > 1 ? kWarps * 16 * MT * (D + 2) * 4 : 0;  // reuses the K / V stages
-  static constexpr int kKvOff = kQBytes;
-  static constexpr int kPOff = kKvOff + 4 * kKvStageBytes;
-  static constexpr int kSmemBytes = kPOff + kPBytes;
-  static_assert(kMergeBytes <= 4 * kKvStageBytes, "merge scratch must fit the K / V stages");
-};
-
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-template <MmaElem E>
-__device__ __forceinline__ uint16_t round_to_elem(float f) {
-  if constexpr (E == MmaElem::BF16) return float_to_bf16(f);
-  else return float_to_f16(f);
-}
-
 template <class Cfg, MmaElem E>
 __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flash_kernel(FlashParams p) {
   constexpr int W = RBEE_DEVICE_WARP_SIZE, kThreads = Cfg::kWarps * W;
-  constexpr int D = Cfg::D, BN = Cfg::BN, MT = Cfg::MT, NT = Cfg::kNT, DT = Cfg::kDT, WK = Cfg::WK;
-  constexpr int kLd = Cfg::kLd, kPld = Cfg::kPld, R = kMmaRowsPerLane, A = kMmaAccPerLane;
+  constexpr int D = Cfg::D, BN = Cfg::BN, MT = Cfg::MT, DT = Cfg::kDT, WK = Cfg::WK;
+  constexpr int kLd = Cfg::kLd, R = kMmaRowsPerLane, A = kMmaAccPerLane;
   extern __shared__ float4 smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem);
   uint16_t* kv = reinterpret_cast<uint16_t*>(smem + Cfg::kKvOff);  // K stage 0, K stage 1, V stage 0, V stage 1
   const int tid = threadIdx.x, warp = tid / W;
-  const int wr = warp / WK, wk = warp % WK;
-  uint16_t* p_tile = reinterpret_cast<uint16_t*>(smem + Cfg::kPOff) + warp * 16 * MT * kPld;
+  const int wr = warp / WK;
 
   // ---- the block's tile (uniform over the block) ----
   int q_start = 0, q_len = 0, ctx = 0, tok0 = 0;
@@ -130,19 +96,12 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
     copy_async_commit();
   };
 
-  // ---- per-warp state: O accumulators, running max (log2 units) and this lane's part of the sum, per slot ----
-  MmaAcc o[MT][DT];
-  float m[MT][R], l[MT][R];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt) mma_zero(o[mt][dt]);
-#pragma unroll
-    for (int s = 0; s < R; ++s) {
-      m[mt][s] = -INFINITY;
-      l[mt][s] = 0.f;
-    }
-  }
+  // ---- per-warp state and the key-tile loop (flash_tiles.cuh) ----
+  FlashRowState<Cfg> fs;
+  fs.init();
+  auto& o = fs.o;
+  auto& m = fs.m;
+  auto& l = fs.l;
   const int row0 = wr * 16 * MT;  // the warp's first row in the block
   // Per row slot of this lane: the keys [lo, hi) its row sees (causal, window, split; empty outside the tile),
   // so the mask is two compares per score.
@@ -162,107 +121,8 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) paged_flas
   const bool capped = p.softcap > 0.f;
   const float qk_mul = capped ? p.scale / p.softcap : p.scale * kLog2e;
   const float cap_mul = p.softcap * kLog2e;
+  flash_key_tiles<Cfg, E>(smem, n_tiles, key_lo, row_lo, row_hi, qk_mul, capped, cap_mul, stage, fs);
 
-  if (n_tiles > 0) stage(key_lo, 0);
-  for (int t = 0; t < n_tiles; ++t) {
-    const int st = t & 1, k0 = key_lo + t * BN;
-    copy_async_wait_all();
-    __syncthreads();  // stage st (and, the first time, Q) visible to every warp
-    // Tile t + 1 lands while tile t is computed (its stage was consumed before the barrier ending tile t - 1).
-    if (t + 1 < n_tiles) stage(k0 + BN, st ^ 1);
-    const uint16_t* kt = kv + st * BN * kLd + wk * Cfg::kWarpKeys * kLd;
-    const uint16_t* vt = kv + (2 + st) * BN * kLd + wk * Cfg::kWarpKeys * kLd;
-
-    // S = Q K^T for the warp's rows x keys.
-    MmaAcc sc[MT][NT];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_zero(sc[mt][nt]);
-    }
-#pragma unroll
-    for (int kk = 0; kk < DT; ++kk) {
-      MmaA qa[MT];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) mma_load_a(qa[mt], q_tile + (row0 + 16 * mt) * kLd + 16 * kk, kLd);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        MmaB kb;
-        mma_load_b_nk(kb, kt + 16 * nt * kLd + 16 * kk, kLd);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma<E>(sc[mt][nt], qa[mt], kb);
-      }
-    }
-
-    // Scale, softcap, masks; the tile's row maxima.
-    const int key0 = k0 + wk * Cfg::kWarpKeys;
-    float tmax[MT][R];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int s = 0; s < R; ++s) tmax[mt][s] = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int i = 0; i < A; ++i) {
-          const int slot = mma_acc_slot(i), key = key0 + 16 * nt + mma_acc_col(i);
-          float s = sc[mt][nt].v[i] * qk_mul;
-          if (capped) s = cap_mul * tanhf(s);
-          s = key >= row_lo[mt][slot] && key < row_hi[mt][slot] ? s : -INFINITY;
-          sc[mt][nt].v[i] = s;
-          tmax[mt][slot] = fmaxf(tmax[mt][slot], s);
-        }
-      }
-      mma_rows_max(tmax[mt]);
-    }
-    // Online softmax: new maxima, corrections, P (f32 into the sums, rounded into the P tile).
-    float corr[MT][R];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int s = 0; s < R; ++s) {
-        const float mn = fmaxf(m[mt][s], tmax[mt][s]);
-        corr[mt][s] = mn == -INFINITY ? 1.f : exp2f(m[mt][s] - mn);
-        m[mt][s] = mn;
-        l[mt][s] *= corr[mt][s];
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int i = 0; i < A; ++i) {
-          const int s = mma_acc_slot(i);
-          const float e = m[mt][s] == -INFINITY ? 0.f : exp2f(sc[mt][nt].v[i] - m[mt][s]);
-          sc[mt][nt].v[i] = e;
-          l[mt][s] += e;
-        }
-        mma_store<E>(sc[mt][nt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
-      }
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-#pragma unroll
-        for (int i = 0; i < A; ++i) o[mt][dt].v[i] *= corr[mt][mma_acc_slot(i)];
-      }
-    }
-    warp_sync();  // the warp's P tile written by all its lanes
-    // O += P V.
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      MmaA pa[MT];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) mma_load_a(pa[mt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-        MmaB vb;
-        mma_load_b_kn(vb, vt + 16 * nt * kLd + 16 * dt, kLd);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma<E>(o[mt][dt], pa[mt], vb);
-      }
-    }
-    __syncthreads();  // stage st and the P tiles consumed before they are refilled
-  }
-
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) mma_rows_sum(l[mt]);
   const int64_t split_base = (int64_t)split * p.seqs.nq * p.hq;
   // Row r of the block -> (token index in q, head).
   auto out_row = [&](int r) { return (int64_t)(q_start + tok0 + r / hc) * p.hq + (h0 + r % hc); };

@@ -1,8 +1,6 @@
 // Launch glue of the tensor-core paged attention, included by paged_flash_{f16,bf16}.cu and paged_flash.cu.
 #pragma once
 
-#include <atomic>
-
 #include "backends/gpu/kernels/paged_flash.cuh"
 #include "backends/gpu/kernels/paged_flash_launch.h"
 
@@ -54,21 +52,8 @@ template <MmaElem E>
 void launch_flash(GpuDevice& dev, FlashConfig config, int d, const FlashParams& p, dim3 grid) {
   const bool ok = visit_flash_config(config, d, [&](auto cfg_tag) {
     using Cfg = decltype(cfg_tag);
-    {
-      constexpr int kSmem = Cfg::kSmemBytes;
-      if (kSmem > 48 * 1024) {
-        // Once per (kernel, device); devices past 64 opt in at every launch.
-        static std::atomic<uint64_t> opted{0};
-        const int idx = dev.index();
-        if (idx >= 64 || !(opted.load() >> idx & 1)) {
-          RBEE_GPU_CHECK(func_set_max_dynamic_smem(reinterpret_cast<const void*>(&paged_flash_kernel<Cfg, E>), kSmem));
-          if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
-        }
-      }
-      const unsigned threads = (unsigned)(Cfg::kWarps * dev.props().warp_size);
-      paged_flash_kernel<Cfg, E><<<grid, threads, kSmem, dev.stream()>>>(p);
-      RBEE_GPU_CHECK_LAUNCH();
-    }
+    launch_flash_kernel<paged_flash_kernel<Cfg, E>>(dev, grid, (unsigned)(Cfg::kWarps * dev.props().warp_size),
+                                                    Cfg::kSmemBytes, p);
   });
   RBEE_CHECK_CODE(ok, ErrorCode::Internal, "paged_attention: flash configuration {} for head size {} not compiled",
                   (int)config, d);
