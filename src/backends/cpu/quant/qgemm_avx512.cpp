@@ -42,6 +42,28 @@ namespace {
 
 constexpr int64_t Round64(int64_t v) { return (v + 63) / 64 * 64; }
 
+// The QGemm tile entry of a kernel struct: mrows (1..kMaxRows) activation rows -> Kernel::Tile<mrows>.
+template <class Kernel, int kMaxRows, int R = 1>
+void TileOfRows(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os, int ncols,
+                int64_t b0, int64_t b1, float* state) {
+  if constexpr (R < kMaxRows) {
+    if (mrows != R) return TileOfRows<Kernel, kMaxRows, R + 1>(k, panel, x, xs, mrows, out, os, ncols, b0, b1, state);
+  }
+  Kernel::template Tile<R>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+}
+
+// Ends a tile over blocks [b0, b1) of 16 weight rows (lane = weight row): while more blocks follow (`more`), the
+// MR rows' partial sums go to `state` ([MR][16] f32) for the next call; else the first ncols lanes are the results.
+template <int MR>
+RBEE_VNNI inline void FinishTile(const __m512 (&acc)[MR], bool more, float* state, float* out, int64_t os, int ncols) {
+  if (more) {
+    for (int r = 0; r < MR; ++r) _mm512_store_ps(state + r * 16, acc[r]);
+    return;
+  }
+  const __mmask16 mask = (__mmask16)((1u << ncols) - 1u);
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Legacy (32-element) blocks. Q4_1 / Q5_1 panel: levels [nb][2 pairs][64 bytes], then d [nb][4] f32, then the
 // per-block min m [nb][4] f32.
@@ -181,28 +203,10 @@ struct BlockSum {
         acc[r] = _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(sa[r]), acc[r]);
       }
     }
-    if (b1 < nb) {
-      for (int r = 0; r < MR; ++r) _mm512_store_ps(state + r * 16, acc[r]);
-      return;
-    }
-    const __mmask16 mask = (__mmask16)((1u << ncols) - 1u);
-    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
+    FinishTile<MR>(acc, b1 < nb, state, out, os, ncols);
   }
 
-  static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
-                      int ncols, int64_t b0, int64_t b1, float* state) {
-    switch (mrows) {
-      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 4: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 5: return Tile<5>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 6: return Tile<6>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 7: return Tile<7>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      default: return Tile<8>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-    }
-  }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, kBlockBytes, kRows, 8};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<BlockSum, 8>, kQK, kBlockBytes, kRows, 8};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -314,16 +318,7 @@ struct Legacy {
     }
   }
 
-  static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
-                      int ncols, int64_t b0, int64_t b1, float* state) {
-    switch (mrows) {
-      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      default: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-    }
-  }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, 128 + 32, 4, 4};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<Legacy, 4>, kQK, 128 + 32, 4, 4};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -482,28 +477,10 @@ struct KSum {
         acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c), acc[r]);
       }
     }
-    if (b1 < nsb) {
-      for (int r = 0; r < MR; ++r) _mm512_store_ps(state + r * 16, acc[r]);
-      return;
-    }
-    const __mmask16 mask = (__mmask16)((1u << ncols) - 1u);
-    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
+    FinishTile<MR>(acc, b1 < nsb, state, out, os, ncols);
   }
 
-  static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
-                      int ncols, int64_t b0, int64_t b1, float* state) {
-    switch (mrows) {
-      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 4: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 5: return Tile<5>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 6: return Tile<6>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      case 7: return Tile<7>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      default: return Tile<8>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-    }
-  }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQKK, kSbBytes, kRows, 8};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<KSum, 8>, kQKK, kSbBytes, kRows, 8};
 };
 
 }  // namespace
