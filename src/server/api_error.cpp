@@ -27,4 +27,8 @@ std::string dump_json(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+ApiError job_not_found(const std::string& id) {
+  return ApiError(404, "job_not_found", "no job with id \"" + id + "\" (unknown, or already streamed)", "id");
+}
+
 }  // namespace rbee::server

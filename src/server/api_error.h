@@ -34,6 +34,9 @@ class ApiError : public std::exception {
 // Shorthand for the common 400 naming a field.
 ApiError invalid_field(const std::string& field, const std::string& what);
 
+// 404 job_not_found for a job id the worker does not hold (unknown, or its stream already ended).
+ApiError job_not_found(const std::string& id);
+
 // JSON text that never throws: invalid UTF-8 (which our own strings never hold) is replaced with U+FFFD.
 std::string dump_json(const nlohmann::json& value);
 

@@ -12,6 +12,7 @@
 
 #include <httplib.h>
 
+#include "server/api_error.h"
 #include "server/channel.h"
 #include "server/sse.h"
 
@@ -54,6 +55,16 @@ void stream_events(httplib::Response& res, std::shared_ptr<void> owner, Channel<
         return false;
       },
       [owner, done, on_close = std::move(on_close)](bool success) { on_close(success && *done); });
+}
+
+// A job's event stream has one reader: the first request claims it. A later one gets 409 stream_taken while that
+// stream runs and 404 job_not_found once it has ended (stream_drained, set by stream_events' on_drained: the job is
+// as good as gone, before the registry forgets it). Job: atomic consumer_attached / stream_drained, id.
+template <typename Job>
+void claim_job_stream(Job& job) {
+  if (!job.consumer_attached.exchange(true)) return;
+  if (job.stream_drained) throw job_not_found(job.id);
+  throw ApiError(409, "stream_taken", "job " + job.id + " is already being streamed to another client");
 }
 
 }  // namespace rbee::server

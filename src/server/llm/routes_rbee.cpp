@@ -138,7 +138,7 @@ void post_job(LlmWorkerContext& ctx, const httplib::Request& req, httplib::Respo
 std::shared_ptr<LlmJob> find_job(LlmWorkerContext& ctx, const httplib::Request& req) {
   const std::string id = req.matches[1];
   auto job = ctx.need_service().find(id);
-  if (!job) throw ApiError(404, "job_not_found", "no job with id \"" + id + "\" (unknown, or already streamed)", "id");
+  if (!job) throw job_not_found(id);
   return job;
 }
 

@@ -65,7 +65,7 @@ std::string sd_frames(const SdEvent& ev) {
 std::shared_ptr<SdJob> find_job(SdWorkerContext& ctx, const httplib::Request& req) {
   const std::string id = req.matches[1];
   auto job = ctx.need_service().find(id);
-  if (!job) throw ApiError(404, "job_not_found", "no job with id \"" + id + "\" (unknown, or already streamed)", "id");
+  if (!job) throw job_not_found(id);
   return job;
 }
 
@@ -129,12 +129,7 @@ void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
   auto stream = [&ctx](const httplib::Request& req, httplib::Response& res) {
     auto job = find_job(ctx, req);
     SdService& service = ctx.need_service();
-    if (job->consumer_attached.exchange(true)) {
-      if (job->stream_drained) {  // its stream ended; the registry forgets it when that response is over
-        throw ApiError(404, "job_not_found", "no job with id \"" + job->id + "\" (unknown, or already streamed)", "id");
-      }
-      throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
-    }
+    claim_job_stream(*job);
     stream_events<SdEvent>(res, job, job->events, sd_frames, [job, &service](bool completed) {
       if (!completed && !job->finished) {
         log::info("job={} event=client_disconnected (cancelling)", job->id);
