@@ -186,7 +186,7 @@ int run(const Options& opt) {
   }
 
   const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16};
-  const std::pair<int64_t, int64_t> kShapes[] = {{4096, 4096}, {11008, 4096}};
+  const std::pair<int64_t, int64_t> kShapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};  // the mmq section's
 
   // ---- decode matvec: M = 1 and M = 8, a Llama-7B layer's shapes (q/k/v [12288, 4096] and gate/up
   // [22016, 4096] stacked) ----

@@ -464,11 +464,8 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 
 std::span<const uint8_t> File::tensor_bytes(const TensorInfo& info) const {
   // Bounds were checked at parse time for infos of this file; re-check so a foreign TensorInfo cannot escape.
-  const uint64_t data_size = impl_->bytes.size() - std::min<uint64_t>(impl_->data_offset, impl_->bytes.size());
-  RBEE_CHECK(info.offset <= data_size && info.bytes <= data_size - info.offset,
-             "gguf {}: tensor '{}' [{}, +{}) is not inside this file's data section", impl_->path, info.name,
-             info.offset, info.bytes);
-  return impl_->bytes.subspan(impl_->data_offset + info.offset, info.bytes);
+  return formats::data_section_bytes(impl_->bytes, impl_->data_offset, info.offset, info.bytes,
+                                     "gguf", impl_->path, info.name);
 }
 
 Tensor File::tensor(const TensorInfo& info, Device& cpu) const {

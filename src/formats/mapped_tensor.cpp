@@ -1,5 +1,7 @@
 #include "formats/mapped_tensor.h"
 
+#include <algorithm>
+
 #include "rbee/core/device.h"
 #include "rbee/core/error.h"
 
@@ -8,6 +10,15 @@ namespace rbee::formats {
 uint64_t required_address_alignment(DType dtype) {
   if (!is_quantized(dtype)) return (uint64_t)dtype_type_size(dtype);
   return dtype == DType::Q8_K ? 4 : 2;
+}
+
+std::span<const uint8_t> data_section_bytes(std::span<const uint8_t> file, uint64_t data_offset, uint64_t offset,
+                                            uint64_t size, std::string_view format, std::string_view path,
+                                            std::string_view name) {
+  const uint64_t data_size = file.size() - std::min<uint64_t>(data_offset, file.size());
+  RBEE_CHECK(offset <= data_size && size <= data_size - offset,
+             "{} {}: tensor '{}' [{}, +{}) is not inside this file's data section", format, path, name, offset, size);
+  return file.subspan(data_offset + offset, size);
 }
 
 Tensor view_mapped_tensor(std::span<const uint8_t> bytes, const Shape& shape, DType dtype, Device& device,

@@ -213,11 +213,8 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 }
 
 std::span<const uint8_t> File::tensor_bytes(const TensorInfo& info) const {
-  const uint64_t data_size = impl_->bytes.size() - impl_->data_offset;
-  RBEE_CHECK(info.offset <= data_size && info.bytes <= data_size - info.offset,
-             "safetensors {}: tensor '{}' [{}, +{}) is not inside this file's data section", impl_->path, info.name,
-             info.offset, info.bytes);
-  return impl_->bytes.subspan(impl_->data_offset + info.offset, info.bytes);
+  return formats::data_section_bytes(impl_->bytes, impl_->data_offset, info.offset, info.bytes,
+                                     "safetensors", impl_->path, info.name);
 }
 
 Tensor File::tensor(const TensorInfo& info, Device& cpu) const {

@@ -11,6 +11,8 @@
 namespace rbee::ops {
 
 using detail::check_defined;
+using detail::check_dtype_of_x;
+using detail::fused_residual;
 using detail::check_supported;
 using detail::common_device;
 
@@ -111,6 +113,17 @@ Device& check_conv_tensors(std::string_view op, OpKind kind, const Tensor& x, co
   return device;
 }
 
+// x of an image op (im2col, pooling, upsampling): defined, [N, C, H, W] with C, H, W >= 1, a dtype `kind` takes
+// on x's device.
+void check_image(std::string_view op, OpKind kind, const Tensor& x) {
+  check_defined(op, "x", x);
+  RBEE_CHECK(x.rank() == 4, "{}: x must be 4-D [N, C, H, W], got shape {}", op, x.shape().to_string());
+  check_supported(op, x.device(), kind, {x.dtype(), x.dtype()});
+  for (int d = 1; d < 4; ++d) {
+    RBEE_CHECK(x.dim(d) >= 1, "{}: x has an empty channel or spatial dimension (shape {})", op, x.shape().to_string());
+  }
+}
+
 // Establishes the kernels' precondition (contiguous inputs) and runs `launch` unless the output is empty.
 template <class Launch>
 Tensor run_contiguous(Tensor out, const Tensor& x, const Tensor* w, Launch&& launch) {
@@ -155,23 +168,16 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   check_axis_params(op, aw, false);
   const int64_t n = x.dim(0), cout = w.dim(0);
   const Shape out_shape{n, cout, conv_out_len(op, ah, x.dim(2), w.dim(2)), conv_out_len(op, aw, x.dim(3), w.dim(3))};
-  Tensor bc, rc;
+  Tensor bc;
   if (bias.defined()) {
-    RBEE_CHECK(bias.dtype() == x.dtype(), "{}: bias is {} but x is {}", op, dtype_name(bias.dtype()),
-               dtype_name(x.dtype()));
+    check_dtype_of_x(op, "bias", bias, x);
     const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
     const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
     RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op,
                cout, n, cout, bias.shape().to_string());
     bc = bias.contiguous();
   }
-  if (residual.defined()) {
-    RBEE_CHECK(residual.dtype() == x.dtype(), "{}: residual is {} but x is {}", op, dtype_name(residual.dtype()),
-               dtype_name(x.dtype()));
-    RBEE_CHECK(residual.shape() == out_shape, "{}: residual must have the output's shape {}, got {}", op,
-               out_shape.to_string(), residual.shape().to_string());
-    rc = residual.contiguous();
-  }
+  const Tensor rc = fused_residual(op, residual, x, out_shape);
   return run_contiguous(Tensor::empty(out_shape, x.dtype(), device), x, &w,
                         [&](const Tensor& xc, const Tensor& wc, Tensor& out) {
                           device.kernels().conv2d_fused(xc, wc, bc.defined() ? &bc : nullptr,
@@ -207,12 +213,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p)
 
 Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p) {
   constexpr std::string_view op = "im2col";
-  check_defined(op, "x", x);
-  RBEE_CHECK(x.rank() == 4, "{}: x must be 4-D [N, C, H, W], got shape {}", op, x.shape().to_string());
-  check_supported(op, x.device(), OpKind::Im2col, {x.dtype(), x.dtype()});
-  for (int d = 1; d < 4; ++d) {
-    RBEE_CHECK(x.dim(d) >= 1, "{}: x has an empty channel or spatial dimension (shape {})", op, x.shape().to_string());
-  }
+  check_image(op, OpKind::Im2col, x);
   check_at_least(op, "kernel_h", kernel_h, 1);
   check_at_least(op, "kernel_w", kernel_w, 1);
   RBEE_CHECK(p.groups == 1, "{}: groups must be 1 (columns cover all channels), got {}", op, p.groups);
@@ -231,12 +232,7 @@ Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p
 namespace {
 
 Tensor pool2d(std::string_view op, PoolOp kind, const Tensor& x, const Pool2dParams& p) {
-  check_defined(op, "x", x);
-  RBEE_CHECK(x.rank() == 4, "{}: x must be 4-D [N, C, H, W], got shape {}", op, x.shape().to_string());
-  check_supported(op, x.device(), OpKind::Pool2d, {x.dtype(), x.dtype()});
-  for (int d = 1; d < 4; ++d) {
-    RBEE_CHECK(x.dim(d) >= 1, "{}: x has an empty channel or spatial dimension (shape {})", op, x.shape().to_string());
-  }
+  check_image(op, OpKind::Pool2d, x);
   check_at_least(op, "kernel_h", p.kernel_h, 1);
   check_at_least(op, "kernel_w", p.kernel_w, 1);
   check_at_least(op, "stride_h", p.stride_h, 1);
@@ -264,12 +260,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) { return pool2d("max_p
 
 Tensor upsample_nearest2d(const Tensor& x, int64_t out_h, int64_t out_w) {
   constexpr std::string_view op = "upsample_nearest2d";
-  check_defined(op, "x", x);
-  RBEE_CHECK(x.rank() == 4, "{}: x must be 4-D [N, C, H, W], got shape {}", op, x.shape().to_string());
-  check_supported(op, x.device(), OpKind::UpsampleNearest2d, {x.dtype(), x.dtype()});
-  for (int d = 1; d < 4; ++d) {
-    RBEE_CHECK(x.dim(d) >= 1, "{}: x has an empty channel or spatial dimension (shape {})", op, x.shape().to_string());
-  }
+  check_image(op, OpKind::UpsampleNearest2d, x);
   check_at_least(op, "out_h", out_h, 1);
   check_at_least(op, "out_w", out_w, 1);
   Device& device = x.device();

@@ -15,15 +15,9 @@ namespace rbee::ops {
 using detail::check_defined;
 using detail::check_supported;
 using detail::common_device;
+using detail::normalize_axis;
 
 namespace {
-
-int normalize_axis(const char* op, const Tensor& x, int axis) {
-  RBEE_CHECK(x.rank() >= 1, "{}: x is a rank-0 tensor; it needs at least one axis", op);
-  RBEE_CHECK(axis >= -x.rank() && axis < x.rank(), "{}: axis {} is out of range for x of shape {}", op, axis,
-             x.shape().to_string());
-  return axis < 0 ? axis + x.rank() : axis;
-}
 
 void check_ids_dtype(const char* op, const Tensor& ids) {
   const DType t = ids.dtype();

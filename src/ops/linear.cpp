@@ -5,6 +5,8 @@
 namespace rbee::ops {
 
 using detail::check_defined;
+using detail::check_dtype_of_x;
+using detail::fused_residual;
 using detail::check_supported;
 using detail::common_device;
 
@@ -18,26 +20,20 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor
   const int64_t k = x.dim(-1), n = w.dim(0);
   RBEE_CHECK(w.dim(1) == k, "{}: x {} has {} features but w {} takes {}", op, x.shape().to_string(), k,
              w.shape().to_string(), w.dim(1));
-  RBEE_CHECK(w.dtype() == x.dtype(), "{}: w is {} but x is {}", op, dtype_name(w.dtype()), dtype_name(x.dtype()));
+  check_dtype_of_x(op, "w", w, x);
   check_supported(op, device, OpKind::LinearFused, {x.dtype(), w.dtype(), x.dtype()});
   Shape out_shape = x.shape();
   out_shape[out_shape.rank() - 1] = n;
   const int64_t m = x.numel() / std::max<int64_t>(k, 1);
-  Tensor bc, rc;
+  Tensor bc;
   if (bias.defined()) {
-    RBEE_CHECK(bias.dtype() == x.dtype(), "{}: bias is {} but x is {}", op, dtype_name(bias.dtype()),
-               dtype_name(x.dtype()));
+    check_dtype_of_x(op, "bias", bias, x);
     RBEE_CHECK(bias.rank() == 1 && bias.dim(0) == n, "{}: bias must be [N] = [{}], got shape {}", op, n,
                bias.shape().to_string());
     bc = bias.contiguous();
   }
-  if (residual.defined()) {
-    RBEE_CHECK(residual.dtype() == x.dtype(), "{}: residual is {} but x is {}", op, dtype_name(residual.dtype()),
-               dtype_name(x.dtype()));
-    RBEE_CHECK(residual.shape() == out_shape, "{}: residual must have the output's shape {}, got {}", op,
-               out_shape.to_string(), residual.shape().to_string());
-    rc = residual.contiguous().view({m, n});
-  }
+  Tensor rc = fused_residual(op, residual, x, out_shape);
+  if (rc.defined()) rc = rc.view({m, n});
   Tensor out = Tensor::empty(out_shape, x.dtype(), device);
   if (out.numel() == 0) return out;
   const Tensor xc = x.contiguous().view({m, k}), wc = w.contiguous();

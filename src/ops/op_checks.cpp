@@ -29,6 +29,25 @@ void check_supported(std::string_view op, Device& device, OpKind kind, std::init
                   "{}: the {} backend does not support dtypes ({})", op, device.id(), names);
 }
 
+void check_dtype_of_x(std::string_view op, std::string_view arg, const Tensor& t, const Tensor& x) {
+  RBEE_CHECK(t.dtype() == x.dtype(), "{}: {} is {} but x is {}", op, arg, dtype_name(t.dtype()), dtype_name(x.dtype()));
+}
+
+Tensor fused_residual(std::string_view op, const Tensor& residual, const Tensor& x, const Shape& out_shape) {
+  if (!residual.defined()) return {};
+  check_dtype_of_x(op, "residual", residual, x);
+  RBEE_CHECK(residual.shape() == out_shape, "{}: residual must have the output's shape {}, got {}", op,
+             out_shape.to_string(), residual.shape().to_string());
+  return residual.contiguous();
+}
+
+int normalize_axis(std::string_view op, const Tensor& x, int axis) {
+  RBEE_CHECK(x.rank() >= 1, "{}: x is a rank-0 tensor; it needs at least one axis", op);
+  RBEE_CHECK(axis >= -x.rank() && axis < x.rank(), "{}: axis {} is out of range for x of shape {}", op, axis,
+             x.shape().to_string());
+  return axis < 0 ? axis + x.rank() : axis;
+}
+
 void check_same_dtype(std::string_view op, std::initializer_list<std::pair<std::string_view, const Tensor*>> tensors) {
   const std::pair<std::string_view, const Tensor*>* first = nullptr;
   for (const auto& entry : tensors) {

@@ -1,7 +1,13 @@
 // Front-ends of the paged KV cache ops. Index tensors are validated here when they live in host memory
 // (the runtime builds them on the host); device backends clamp defensively.
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
 #include "ops/op_checks.h"
 #include "rbee/ops.h"
+#include "rbee/backend/paged_rows.h"
 
 namespace rbee::ops {
 
@@ -50,6 +56,11 @@ void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, const
 
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
                        const Tensor& block_tables, const AttentionParams& params) {
+  return paged_attention(q, k_cache, v_cache, seq_info, block_tables, params, PagedRows::kMayHaveGaps);
+}
+
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_info,
+                       const Tensor& block_tables, const AttentionParams& params, PagedRows rows) {
   const char* op = "paged_attention";
   for (const auto* t : {&q, &k_cache, &v_cache, &seq_info, &block_tables}) check_defined(op, "tensor", *t);
   Device& device = common_device(op, {&q, &k_cache, &v_cache, &seq_info, &block_tables});
@@ -72,6 +83,7 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     const int32_t* info = static_cast<const int32_t*>(seq_info.data());
     const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
     const int64_t max_blocks = block_tables.dim(1);
+    std::vector<char> covered(rows == PagedRows::kAllInSequences ? (size_t)q.dim(0) : 0, 0);
     for (int64_t b = 0; b < seq_info.dim(0); ++b) {
       const int64_t start = info[b * 3], len = info[b * 3 + 1], ctx = info[b * 3 + 2];
       RBEE_CHECK(start >= 0 && len >= 0 && start + len <= q.dim(0), "{}: sequence {} takes q rows [{}, {}) of {}",
@@ -84,9 +96,21 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
         RBEE_CHECK(blk >= 0 && blk < k_cache.dim(0), "{}: sequence {} block {} is {}, outside [0, {})", op, b, j, blk,
                    k_cache.dim(0));
       }
+      if (!covered.empty()) std::fill(covered.begin() + start, covered.begin() + start + len, 1);
+    }
+    for (size_t r = 0; r < covered.size(); ++r) {
+      RBEE_CHECK(covered[r], "{}: q row {} belongs to no sequence, but the caller said every row does "
+                 "(PagedRows::kAllInSequences)", op, r);
     }
   }
-  Tensor out = zeros({q.dim(0), hq, d}, DType::F32, device);
+  // Rows of no sequence are zero unless the caller promised there are none (the kernels write every row of every
+  // sequence, and leave the others untouched: op_table.def).
+  static const bool always_fill = [] {
+    const char* v = std::getenv("RBEE_ATTN_ZERO_FILL");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  Tensor out = rows == PagedRows::kAllInSequences && !always_fill ? Tensor::empty({q.dim(0), hq, d}, DType::F32, device)
+                                                                  : zeros({q.dim(0), hq, d}, DType::F32, device);
   device.kernels().paged_attention(q, k_cache, v_cache, seq_info, block_tables, params, out);
   return out;
 }

@@ -10,15 +10,9 @@ namespace rbee::ops {
 
 using detail::check_defined;
 using detail::check_supported;
+using detail::normalize_axis;
 
 namespace {
-
-int normalize_axis(const char* op, const Tensor& x, int axis) {
-  RBEE_CHECK(x.rank() >= 1, "{}: x is a rank-0 tensor; it needs at least one axis", op);
-  RBEE_CHECK(axis >= -x.rank() && axis < x.rank(), "{}: axis {} is out of range for x of shape {}", op, axis,
-             x.shape().to_string());
-  return axis < 0 ? axis + x.rank() : axis;
-}
 
 // Runs `kernel(x_last_axis, out)` with the chosen axis moved last, and returns the result in x's axis order.
 template <class Kernel>

@@ -296,6 +296,23 @@ std::vector<double> multistep_timesteps(const NoiseSchedule& s, int steps) {
   return t;
 }
 
+double max_sigma_init_noise(const std::vector<double>& sigmas, TimestepSpacing spacing, std::string_view scheduler) {
+  RBEE_CHECK(!sigmas.empty(), "scheduler {}: set_timesteps was not called", scheduler);
+  const double m = *std::max_element(sigmas.begin(), sigmas.end());
+  const float mf = (float)m;  // torch: f32 arithmetic on the f32 sigma
+  if (spacing == TimestepSpacing::Leading) return (double)std::sqrt(mf * mf + 1.0f);
+  return m;
+}
+
+Tensor scale_by_sigma(const Tensor& sample, double sigma) {
+  return ops::affine(sample, 1.0 / std::sqrt(sigma * sigma + 1.0), 0.0);
+}
+
+Tensor sigma_x0(PredictionType type, const Tensor& x, const Tensor& out, double sigma) {
+  if (type == PredictionType::Epsilon) return lincomb(1.0, x, -sigma, out);
+  return lincomb(1.0 / (sigma * sigma + 1.0), x, -sigma / std::sqrt(sigma * sigma + 1.0), out);
+}
+
 Tensor lincomb(double a, const Tensor& x, double b, const Tensor& y) {
   return ops::add(ops::affine(x, a, 0.0), ops::affine(y, b, 0.0));
 }

@@ -56,16 +56,12 @@ class DpmSdeScheduler final : public DiffusionScheduler {
     first_sample_ = Tensor();
   }
 
-  double init_noise_sigma() const override {
-    RBEE_CHECK(!sigmas_.empty(), "scheduler dpmpp_sde: set_timesteps was not called");
-    const float m = (float)*std::max_element(sigmas_.begin(), sigmas_.end());
-    return spacing_ == TimestepSpacing::Leading ? (double)std::sqrt(m * m + 1.0f) : (double)m;
-  }
+  // sigmas_ hold f32 values.
+  double init_noise_sigma() const override { return max_sigma_init_noise(sigmas_, spacing_, "dpmpp_sde"); }
 
   Tensor scale_model_input(const Tensor& sample, int i) const override {
     RBEE_CHECK(i >= 0 && i < steps(), "scheduler dpmpp_sde: step index {} outside [0, {})", i, steps());
-    const double sigma = i % 2 == 0 ? sigmas_[(size_t)i] : midpoint(i);
-    return ops::affine(sample, 1.0 / std::sqrt(sigma * sigma + 1.0), 0.0);
+    return scale_by_sigma(sample, i % 2 == 0 ? sigmas_[(size_t)i] : midpoint(i));
   }
 
   Tensor step(const Tensor& out, int i, const Tensor& x, const Tensor& noise) override {
@@ -75,9 +71,7 @@ class DpmSdeScheduler final : public DiffusionScheduler {
     const double sigma_next = first ? sigmas_[(size_t)i + 1] : sigmas_[(size_t)i];
     const double t = -std::log(sigma);
     const double si = first ? sigma : midpoint(i);
-    Tensor x0 = s_.prediction_type == PredictionType::Epsilon
-                    ? lincomb(1.0, x, -si, out)
-                    : lincomb(1.0 / (si * si + 1.0), x, -si / std::sqrt(si * si + 1.0), out);
+    Tensor x0 = sigma_x0(s_.prediction_type, x, out, si);
     if (sigma_next == 0.0) {  // Euler to 0: x + (x - x0) / sigma * (0 - sigma)
       const double dt = -sigma;
       return lincomb(1.0 + dt / sigma, x, -dt / sigma, x0);

@@ -40,30 +40,17 @@ class EulerScheduler final : public DiffusionScheduler {
     spacing_ = spacing;
   }
 
-  double init_noise_sigma() const override {
-    RBEE_CHECK(!sigmas_.empty(), "scheduler euler: set_timesteps was not called");
-    double m = *std::max_element(sigmas_.begin(), sigmas_.end());
-    const float mf = (float)m;  // torch: f32 arithmetic on the f32 sigma
-    if (spacing_ == TimestepSpacing::Leading) return (double)std::sqrt(mf * mf + 1.0f);
-    return m;
-  }
+  double init_noise_sigma() const override { return max_sigma_init_noise(sigmas_, spacing_, "euler"); }
 
   Tensor scale_model_input(const Tensor& sample, int i) const override {
     RBEE_CHECK(i >= 0 && i < steps(), "scheduler euler: step index {} outside [0, {})", i, steps());
-    double sigma = sigmas_[(size_t)i];
-    return ops::affine(sample, 1.0 / std::sqrt(sigma * sigma + 1.0), 0.0);
+    return scale_by_sigma(sample, sigmas_[(size_t)i]);
   }
 
   Tensor step(const Tensor& eps, int i, const Tensor& x, const Tensor& noise) override {
     check_step(i, eps, x);
     double sigma = sigmas_[(size_t)i], sigma_next = sigmas_[(size_t)i + 1];
-    // x0 = a * x + b * eps
-    double a = 1.0, b = -sigma;
-    if (s_.prediction_type == PredictionType::VPrediction) {
-      a = 1.0 / (sigma * sigma + 1.0);
-      b = -sigma / std::sqrt(sigma * sigma + 1.0);
-    }
-    Tensor x0 = lincomb(a, x, b, eps);
+    const Tensor x0 = sigma_x0(s_.prediction_type, x, eps, sigma);
     // derivative d = (x - x0) / sigma; x_next = x + d * (target - sigma)
     double target = sigma_next, sigma_up = 0.0;
     if (ancestral_) {

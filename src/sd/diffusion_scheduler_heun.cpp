@@ -40,16 +40,12 @@ class HeunScheduler final : public DiffusionScheduler {
     prev_derivative_ = Tensor();
   }
 
-  double init_noise_sigma() const override {
-    RBEE_CHECK(!sigmas_.empty(), "scheduler heun: set_timesteps was not called");
-    const float m = (float)*std::max_element(sigmas_.begin(), sigmas_.end());
-    return spacing_ == TimestepSpacing::Leading ? (double)std::sqrt(m * m + 1.0f) : (double)m;
-  }
+  // sigmas_ hold f32 values.
+  double init_noise_sigma() const override { return max_sigma_init_noise(sigmas_, spacing_, "heun"); }
 
   Tensor scale_model_input(const Tensor& sample, int i) const override {
     RBEE_CHECK(i >= 0 && i < steps(), "scheduler heun: step index {} outside [0, {})", i, steps());
-    const double sigma = sigmas_[(size_t)i];
-    return ops::affine(sample, 1.0 / std::sqrt(sigma * sigma + 1.0), 0.0);
+    return scale_by_sigma(sample, sigmas_[(size_t)i]);
   }
 
   Tensor step(const Tensor& out, int i, const Tensor& x, const Tensor& noise) override {
@@ -59,9 +55,7 @@ class HeunScheduler final : public DiffusionScheduler {
     const double sigma = first ? sigmas_[(size_t)i] : sigmas_[(size_t)i - 1];
     const double sigma_next = first ? sigmas_[(size_t)i + 1] : sigmas_[(size_t)i];
     const double s_in = first ? sigma : sigma_next;
-    Tensor x0 = s_.prediction_type == PredictionType::Epsilon
-                    ? lincomb(1.0, x, -s_in, out)
-                    : lincomb(1.0 / (s_in * s_in + 1.0), x, -s_in / std::sqrt(s_in * s_in + 1.0), out);
+    Tensor x0 = sigma_x0(s_.prediction_type, x, out, s_in);
     if (s_.clip_sample) x0 = clamp_abs(x0, s_.clip_sample_range);
     if (first) {
       Tensor d = lincomb(1.0 / sigma, x, -1.0 / sigma, x0);  // (x - x0) / sigma

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "rbee/sd/diffusion_scheduler.h"
@@ -25,6 +26,15 @@ std::vector<double> spaced_timesteps(const NoiseSchedule& s, TimestepSpacing spa
 // linspace over [0, n - 1] with steps + 1 points, rounded, the last dropped; leading with ratio n / (steps + 1);
 // trailing as the others.
 std::vector<double> multistep_timesteps(const NoiseSchedule& s, int steps);
+// init_noise_sigma of the sigma-parametrized schedulers (Euler, Heun, DPM++ SDE): the largest of `sigmas`, or
+// sqrt(sigma^2 + 1) of it with leading spacing, in f32 as torch computes it on the f32 sigma. Names `scheduler` in
+// the error when set_timesteps was not called (sigmas empty).
+double max_sigma_init_noise(const std::vector<double>& sigmas, TimestepSpacing spacing, std::string_view scheduler);
+// The model input of a sigma-parametrized step: sample / sqrt(sigma^2 + 1).
+Tensor scale_by_sigma(const Tensor& sample, double sigma);
+// The denoised sample the model output `out` predicts for sample x at noise level sigma (sigma parametrization):
+// x - sigma * out for epsilon prediction, x / (sigma^2 + 1) - sigma / sqrt(sigma^2 + 1) * out for v-prediction.
+Tensor sigma_x0(PredictionType type, const Tensor& x, const Tensor& out, double sigma);
 // a * x + b * y
 Tensor lincomb(double a, const Tensor& x, double b, const Tensor& y);
 // x clamped to [-range, range] (clip_sample).

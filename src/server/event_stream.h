@@ -1,7 +1,9 @@
 // Writing a job's events to an HTTP response as a Server-Sent Events stream, for every worker: each event is
 // flushed as it comes, a comment goes out every second while idle (so that a client that hung up is noticed),
-// and when the channel closes the stream ends with `data: [DONE]`. on_close(completed) runs once the response is
-// over: completed is false when the client went away first (the worker then cancels the job).
+// and when the channel closes the stream ends with `data: [DONE]`. on_drained() runs when the channel has closed,
+// before `[DONE]` is written (so a client that has read `[DONE]` can be told the job is gone before on_close ran);
+// on_close(completed) runs once the response is over: completed is false when the client went away first (the
+// worker then cancels the job).
 #pragma once
 
 #include <functional>
@@ -19,7 +21,8 @@ namespace rbee::server {
 // into SSE frames (possibly several, possibly none).
 template <typename Event>
 void stream_events(httplib::Response& res, std::shared_ptr<void> owner, Channel<Event>& events,
-                   std::function<std::string(const Event&)> format, std::function<void(bool completed)> on_close) {
+                   std::function<std::string(const Event&)> format, std::function<void(bool completed)> on_close,
+                   std::function<void()> on_drained = {}) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -27,7 +30,8 @@ void stream_events(httplib::Response& res, std::shared_ptr<void> owner, Channel<
   Channel<Event>* channel = &events;
   res.set_chunked_content_provider(
       kSseContentType,
-      [owner, channel, format = std::move(format), done](size_t, httplib::DataSink& sink) {
+      [owner, channel, format = std::move(format), done, on_drained = std::move(on_drained)](size_t,
+                                                                                            httplib::DataSink& sink) {
         Event ev;
         switch (channel->pop(ev, std::chrono::milliseconds(1000))) {
           case Channel<Event>::Pop::Item: {
@@ -40,6 +44,7 @@ void stream_events(httplib::Response& res, std::shared_ptr<void> owner, Channel<
           }
           case Channel<Event>::Pop::Closed: {
             const std::string end = sse_done();
+            if (!*done && on_drained) on_drained();
             *done = true;
             if (!sink.write(end.data(), end.size())) return false;
             sink.done();

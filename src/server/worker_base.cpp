@@ -108,4 +108,21 @@ std::unique_ptr<Heartbeat> start_heartbeat(const std::string& hive_url, double i
   return out;
 }
 
+nlohmann::json worker_info_common(const WorkerIdentity& id, const std::string& model_name,
+                                  const std::string& model_path, const std::string& model_ref,
+                                  const DeviceSnapshot& d) {
+  return {
+      {"worker_id", id.worker_id},
+      {"implementation", "rbee"},
+      {"version", id.version},
+      {"model", model_name},
+      {"model_path", model_path},
+      {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
+      {"backend", d.backend},
+      {"device",
+       {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
+        {"vram_used", d.vram_used}}},
+  };
+}
+
 }  // namespace rbee::server

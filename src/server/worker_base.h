@@ -33,6 +33,13 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
 // be null while no device is chosen (then "", zeros and []).
 nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& status, DeviceStats* device);
 
+// The GET /info fields every worker has: worker_id, implementation ("rbee"), version, model, model_path, model_ref
+// (null when none), backend, and device {id, name, vendor, arch, vram_total, vram_used} of the snapshot `d`.
+// A worker adds its own fields.
+nlohmann::json worker_info_common(const WorkerIdentity& id, const std::string& model_name,
+                                  const std::string& model_path, const std::string& model_ref,
+                                  const DeviceSnapshot& d);
+
 // What a job route answers before the model is ready: ApiError 503 "loading" with Retry-After, or 503
 // "load_failed" once loading failed.
 [[noreturn]] void throw_not_ready(const Lifecycle& lifecycle);

@@ -30,6 +30,13 @@ class Worker(WorkerProcess):
         super().__init__(binary or WORKER_BIN, model or MODEL, *extra, **kw)
 
 
+def openai_client(w, timeout=120):
+    """An openai client of worker `w`, without retries (a failure shows at once)."""
+    import openai  # imported here: only the OpenAI-client tests need the package
+
+    return openai.OpenAI(base_url=w.url + "/v1", api_key=TOKEN, max_retries=0, timeout=timeout)
+
+
 @pytest.fixture(scope="session")
 def worker():
     """The shared worker: auth on, 16 slots (the concurrency test needs them)."""
@@ -37,3 +44,15 @@ def worker():
     yield w
     code = w.stop()
     assert code == 0, "worker did not exit cleanly:\n" + "\n".join(w.lines[-30:])
+
+
+@pytest.fixture(scope="module")
+def client(worker):
+    """An openai client of the shared worker."""
+    return openai_client(worker)
+
+
+@pytest.fixture(scope="module")
+def model_id(client):
+    """The shared worker's one model."""
+    return client.models.list().data[0].id

@@ -8,18 +8,6 @@ import struct
 import openai
 import pytest
 
-from conftest import TOKEN
-
-
-@pytest.fixture(scope="module")
-def client(worker):
-    return openai.OpenAI(base_url=worker.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def model_id(client):
-    return client.models.list().data[0].id
-
 
 def norm(v):
     return math.sqrt(sum(x * x for x in v))

@@ -2,18 +2,6 @@
 import openai
 import pytest
 
-from conftest import TOKEN
-
-
-@pytest.fixture(scope="module")
-def client(worker):
-    return openai.OpenAI(base_url=worker.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def model_id(client):
-    return client.models.list().data[0].id
-
 
 def test_greedy_choices_are_identical_and_share_the_prompt(model_id, client, worker):
     prompt = "The three primary colors are"

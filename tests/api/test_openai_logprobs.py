@@ -4,22 +4,9 @@ in C++ against an independent computation (tests/server/test_scheduler_choices.c
 between the routes and between streaming and not."""
 import math
 
-import openai
 import pytest
 
-from conftest import TOKEN
-
 MESSAGES = [{"role": "user", "content": "List twenty colors, one per line."}]
-
-
-@pytest.fixture(scope="module")
-def client(worker):
-    return openai.OpenAI(base_url=worker.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def model_id(client):
-    return client.models.list().data[0].id
 
 
 def test_chat_logprobs(model_id, client):

@@ -1,22 +1,8 @@
 """Prompts as clients send them: special tokens in raw prompts, several prompts per request, the job API with
 messages and token ids, ignore_eos / min_tokens / stop_token_ids, chat_template_kwargs, a continued assistant
 message (prefill), /tokenize and /detokenize. Through the openai client where it has the route, else requests."""
-import openai
-import pytest
-
-from conftest import TOKEN
 
 CHATML = "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n"
-
-
-@pytest.fixture(scope="module")
-def client(worker):
-    return openai.OpenAI(base_url=worker.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def model_id(client):
-    return client.models.list().data[0].id
 
 
 def tokenize(worker, **body):

@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from conftest import TOKEN, Worker
+from conftest import Worker, openai_client
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_models" / "llama" / "model.gguf"
@@ -42,10 +42,6 @@ def qwen_worker():
     assert w.stop() == 0
 
 
-def client_of(w):
-    return openai.OpenAI(base_url=w.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
-
-
 def check_weather_args(args):
     a = json.loads(args)
     assert set(a) == {"city", "unit"} and isinstance(a["city"], str) and len(a["city"]) <= 12
@@ -73,7 +69,7 @@ def collect_stream(stream):
 
 
 def test_named_tool_choice(qwen_worker):
-    c = client_of(qwen_worker)
+    c = openai_client(qwen_worker)
     model = c.models.list().data[0].id
     r = c.chat.completions.create(model=model, messages=ASK, tools=[WEATHER, TIME], max_tokens=200, temperature=1.0,
                                   seed=1, tool_choice={"type": "function", "function": {"name": "get_weather"}})
@@ -92,7 +88,7 @@ def test_named_tool_choice(qwen_worker):
 
 
 def test_required_tool_choice(qwen_worker):
-    c = client_of(qwen_worker)
+    c = openai_client(qwen_worker)
     model = c.models.list().data[0].id
     for seed in range(4):
         r = c.chat.completions.create(model=model, messages=ASK, tools=[WEATHER, TIME], max_tokens=300,
@@ -136,7 +132,7 @@ FAMILIES = [
 def test_auto_parses_the_model_format(template, output):
     w = tiny_worker(template)
     try:
-        c = client_of(w)
+        c = openai_client(w)
         model = c.models.list().data[0].id
         msgs = [{"role": "system", "content": "You are a weather bot."}, *ASK]
         # The template shows the tools to the model.
@@ -166,7 +162,7 @@ def test_auto_parses_the_model_format(template, output):
 
 
 def test_tool_results_are_accepted_back(qwen_worker):
-    c = client_of(qwen_worker)
+    c = openai_client(qwen_worker)
     model = c.models.list().data[0].id
     history = ASK + [
         {"role": "assistant", "content": None, "tool_calls": [
@@ -183,13 +179,13 @@ def test_tool_results_are_accepted_back(qwen_worker):
 
 
 def test_tool_errors(qwen_worker, worker):
-    c = client_of(qwen_worker)
+    c = openai_client(qwen_worker)
     model = c.models.list().data[0].id
     with pytest.raises(openai.BadRequestError) as e:
         c.chat.completions.create(model=model, messages=ASK, tools=[WEATHER],
                                   tool_choice={"type": "function", "function": {"name": "nope"}})
     assert e.value.body["param"] == "tool_choice" and "nope" in e.value.body["message"]
-    default = client_of(worker)
+    default = openai_client(worker)
     with pytest.raises(openai.BadRequestError) as e:
         default.chat.completions.create(model=default.models.list().data[0].id, messages=ASK, tools=[WEATHER])
     assert e.value.body["param"] == "tools" and "tool support" in e.value.body["message"]

@@ -7,7 +7,7 @@ import json
 import openai
 import pytest
 
-from conftest import TOKEN, sse_events
+from conftest import openai_client, sse_events
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (tools/requirements-test.txt)")
 
@@ -82,12 +82,7 @@ SCHEMAS = [
 
 @pytest.fixture(scope="module")
 def client(worker):
-    return openai.OpenAI(base_url=worker.url + "/v1", api_key=TOKEN, max_retries=0, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def model_id(client):
-    return client.models.list().data[0].id
+    return openai_client(worker, timeout=300)
 
 
 def test_twenty_schemas_always_validate(client, model_id):

@@ -28,29 +28,11 @@
 #include <fmt/format.h>
 
 #include "common/harness.h"
+#include "common/scoped_env.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
 namespace {
-
-// Sets RBEE_BATCH_INVARIANT for the scope (the kernels read it at each call) and restores the old value.
-class ScopedInvariant {
- public:
-  explicit ScopedInvariant(bool on) {
-    if (const char* old = std::getenv("RBEE_BATCH_INVARIANT")) old_ = old, had_ = true;
-    setenv("RBEE_BATCH_INVARIANT", on ? "1" : "0", 1);
-  }
-  ~ScopedInvariant() {
-    if (had_) setenv("RBEE_BATCH_INVARIANT", old_.c_str(), 1);
-    else unsetenv("RBEE_BATCH_INVARIANT");
-  }
-  ScopedInvariant(const ScopedInvariant&) = delete;
-  ScopedInvariant& operator=(const ScopedInvariant&) = delete;
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
 
 // Differences of `got` against `want`, element by element, with a per-element rounding bound.
 struct DiffStats {

@@ -18,21 +18,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "common/harness.h"
+#include "common/random_models.h"
+#include "common/scoped_env.h"
 #include "common/text_sink.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model.h"
-#include "rbee/llm/model_files.h"
 #include "rbee/llm/scheduler.h"
 
 namespace rbee::test {
@@ -40,56 +37,13 @@ namespace {
 
 using llm::TokenId;
 
-std::filesystem::path model_file(const std::string& preset, DType type) {
-  return std::filesystem::temp_directory_path() / ("rbee-batch-invariant-" + std::to_string((long)::getpid()) + "-" +
-                                                   preset + "-" + std::string(dtype_name(type)) + ".gguf");
-}
-
 struct ModelSpec {
   std::string preset;
   DType type;
 };
 const ModelSpec kModels[] = {{"tiny-llama", DType::Q4_0}, {"tiny-llama", DType::F16}, {"tiny-gemma3", DType::Q8_0}};
 
-const std::string& model_path(const ModelSpec& m) {
-  static std::map<std::string, std::string> paths;
-  const std::string key = m.preset + std::string(dtype_name(m.type));
-  auto it = paths.find(key);
-  if (it == paths.end()) {
-    const std::string path = model_file(m.preset, m.type).string();
-    llm::write_random_model(m.preset, m.type, path, 4321);
-    it = paths.emplace(key, path).first;
-  }
-  return it->second;
-}
-
-struct ModelFiles : ::testing::Environment {
-  void TearDown() override {
-    for (const auto& m : kModels) {
-      std::error_code ec;
-      std::filesystem::remove(model_file(m.preset, m.type), ec);
-    }
-  }
-};
-const auto* const kModelFiles = ::testing::AddGlobalTestEnvironment(new ModelFiles);
-
-class ScopedInvariant {
- public:
-  explicit ScopedInvariant(bool on) {
-    if (const char* old = std::getenv("RBEE_BATCH_INVARIANT")) old_ = old, had_ = true;
-    setenv("RBEE_BATCH_INVARIANT", on ? "1" : "0", 1);
-  }
-  ~ScopedInvariant() {
-    if (had_) setenv("RBEE_BATCH_INVARIANT", old_.c_str(), 1);
-    else unsetenv("RBEE_BATCH_INVARIANT");
-  }
-  ScopedInvariant(const ScopedInvariant&) = delete;
-  ScopedInvariant& operator=(const ScopedInvariant&) = delete;
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
+const std::string& model_path(const ModelSpec& m) { return random_model_file(m.preset, m.type, 4321); }
 
 // Collects the generated tokens' ids and log-probabilities.
 class TokenSink : public llm::TextSink {

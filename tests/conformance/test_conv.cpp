@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/core/error.h"
@@ -515,17 +516,6 @@ INSTANTIATE_TEST_SUITE_P(Ops, UpsampleConformance,
 RBEE_CONFORMANCE_SUITE(UpsampleNearest2d, UpsampleConformance);
 
 // ------------------------------------------------------------------------------------------ bad input
-// `call` must throw rbee::Error(InvalidArgument) whose message contains every fragment.
-void expect_invalid(const std::function<void()>& call, const std::vector<std::string>& fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "no error thrown; expected one mentioning '" << fragments.front() << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    for (const auto& f : fragments) EXPECT_NE(e.message().find(f), std::string::npos) << "'" << f << "' not in: " << e.what();
-  }
-}
-
 class ConvErrors : public ::testing::Test {
  protected:
   Tensor t(const Shape& shape, DType dtype = DType::F32) {

@@ -11,47 +11,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "common/harness.h"
+#include "common/random_models.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model.h"
-#include "rbee/llm/model_files.h"
 #include "rbee/ops.h"
 
 namespace rbee::test {
 namespace {
 
-std::filesystem::path model_file(DType type) {
-  return std::filesystem::temp_directory_path() /
-         ("rbee-decode-graph-" + std::to_string((long)::getpid()) + "-" + std::string(dtype_name(type)) + ".gguf");
-}
-
-const std::string& model_path(DType type) {
-  static std::map<DType, std::string> paths;
-  auto it = paths.find(type);
-  if (it == paths.end()) {
-    const std::string path = model_file(type).string();
-    llm::write_random_model("tiny-llama", type, path, 1234);
-    it = paths.emplace(type, path).first;
-  }
-  return it->second;
-}
-
-struct ModelFiles : ::testing::Environment {
-  void TearDown() override {
-    for (DType t : {DType::F32, DType::F16, DType::Q4_0}) {
-      std::error_code ec;
-      std::filesystem::remove(model_file(t), ec);
-    }
-  }
-};
-const auto* const kModelFiles = ::testing::AddGlobalTestEnvironment(new ModelFiles);
+const std::string& model_path(DType type) { return random_model_file("tiny-llama", type, 1234); }
 
 // Whether `device` can record and replay a graph of one op (the emulator, for one, cannot).
 bool can_capture(Device& device) {

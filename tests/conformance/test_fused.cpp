@@ -38,10 +38,15 @@ struct FusedCase {
   const char* name;
   int64_t m;
   bool residual;
+  int64_t k = 512, n = 37;  // k: the norm's / silu's width (the weights' row length), n: output features
 };
+// m1_wide: rows of 2304 (9 x 256: the single-row fused gemv of float weights ends each row on a partial round of
+// its 4-chunk loads) and 600 of them, more than the grid of that kernel has warps on tools/gpu_emu (4 emulated
+// multiprocessors: 8 blocks x 16 warps), so warps take several rows there and load the next row ahead (an H100's
+// 264 x 16 warps take one row each).
 const std::vector<FusedCase> kFusedCases = {
-    {"m1", 1, false}, {"m1_residual", 1, true}, {"m7_residual", 7, true},
-    {"m20", 20, false}, {"m144_residual", 144, true},
+    {"m1", 1, false},   {"m1_residual", 1, true},           {"m7_residual", 7, true},
+    {"m20", 20, false}, {"m144_residual", 144, true},        {"m1_wide_residual", 1, true, 2304, 600},
 };
 
 using FusedParam = std::tuple<std::string, DType, int>;
@@ -69,7 +74,7 @@ TEST_P(NormQMatmulConformance, MatchesNormThenQMatmul) {
   const auto& [backend, wtype, case_index] = GetParam();
   const FusedCase& c = kFusedCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.m, k = 512, n = 37;
+  const int64_t m = c.m, k = c.k, n = c.n;
   const float eps = 1e-5f;
   std::mt19937_64 weight_rng(4321 + (int)wtype);
   const Weights w = make_weights(*device, wtype, n, k, weight_rng);
@@ -128,7 +133,7 @@ TEST_P(SwigluQMatmulConformance, MatchesSwigluThenQMatmul) {
   const auto& [backend, wtype, case_index] = GetParam();
   const FusedCase& c = kFusedCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t m = c.m, inner = 512, n = 37;
+  const int64_t m = c.m, inner = c.k, n = c.n;
   std::mt19937_64 weight_rng(8765 + (int)wtype);
   const Weights w = make_weights(*device, wtype, n, inner, weight_rng);
   const auto gv = hidden_states(m, inner, 11);

@@ -60,6 +60,25 @@ void refill(const Tensor& t, const std::vector<double>& values) {
   t.copy_from(make_tensor(values, t.shape(), t.dtype(), cpu_device()));
 }
 
+// Runs the step once uncaptured (warm-up: its outputs go back to the cache for the capture to reuse), then records
+// it; `captured` gets the recorded step's outputs, which every replay rewrites.
+Device::GraphId warm_up_and_capture(Device& device, const Step& s, StepOut& captured) {
+  (void)run_step(s);
+  device.synchronize();
+  device.begin_graph_capture();
+  try {
+    captured = run_step(s);
+  } catch (...) {
+    try {
+      device.release_graph(device.end_graph_capture());
+    } catch (...) {
+      // end_graph_capture reports the broken capture; the step's own error is the one to see
+    }
+    throw;
+  }
+  return device.end_graph_capture();
+}
+
 TEST_P(GraphCapture, ReplayRecomputesTheStepOnNewInputs) {
   RBEE_REQUIRE_DEVICE(GetParam(), device);
   if (!device->supports_graphs()) {
@@ -72,21 +91,8 @@ TEST_P(GraphCapture, ReplayRecomputesTheStepOnNewInputs) {
     GTEST_SKIP() << device->id() << " has no graphs";
   }
   const Step s = make_step(*device);
-  (void)run_step(s);  // warm-up; its outputs go back to the cache for the capture to reuse
-  device->synchronize();
-
-  device->begin_graph_capture();
   StepOut captured;
-  try {
-    captured = run_step(s);
-  } catch (...) {
-    try {
-      device->release_graph(device->end_graph_capture());
-    } catch (...) {
-    }
-    throw;
-  }
-  const Device::GraphId graph = device->end_graph_capture();
+  const Device::GraphId graph = warm_up_and_capture(*device, s, captured);
 
   // Next step: new activations and query, the sequences one position longer, new K/V rows at the new slots.
   refill(s.x, random_values(s.x.numel(), DType::F32, 11, -2, 2));
@@ -116,20 +122,8 @@ TEST_P(GraphCapture, TemporariesOfTheStepStayWithTheGraph) {
   RBEE_REQUIRE_DEVICE(GetParam(), device);
   if (!device->supports_graphs()) GTEST_SKIP() << device->id() << " has no graphs";
   const Step s = make_step(*device);
-  (void)run_step(s);
-  device->synchronize();
-  device->begin_graph_capture();
   StepOut captured;
-  try {
-    captured = run_step(s);
-  } catch (...) {
-    try {
-      device->release_graph(device->end_graph_capture());
-    } catch (...) {
-    }
-    throw;
-  }
-  const Device::GraphId graph = device->end_graph_capture();
+  const Device::GraphId graph = warm_up_and_capture(*device, s, captured);
   // Three tensors per allocator size bucket from 256 bytes to 1 MiB (multiples of 256 up to 4 KiB, then four
   // buckets per power of two), each filled with 7.
   std::vector<int64_t> sizes;

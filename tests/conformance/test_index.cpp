@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/ops.h"
@@ -250,17 +251,6 @@ TEST(IndexSemantics, EmptyIds) {
 }
 
 // ---------------------------------------------------------------------------------------------- errors
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected InvalidArgument mentioning '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 class IndexErrors : public ::testing::Test {
  protected:
   Device& cpu = cpu_device();

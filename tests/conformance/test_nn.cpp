@@ -7,6 +7,7 @@
 
 #include <hwy/targets.h>
 
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/ops.h"
@@ -721,17 +722,6 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionConformance,
 RBEE_CONFORMANCE_SUITE(Attention, AttentionConformance);
 
 // ------------------------------------------------------------------------------------------------ errors
-// `fn` must throw rbee::Error with InvalidArgument and a message containing `needle`.
-void expect_invalid(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an InvalidArgument error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 class NnErrors : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(NnErrors, NormsRejectBadArguments) {

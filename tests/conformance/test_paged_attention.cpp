@@ -17,6 +17,7 @@
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/ops.h"
+#include "rbee/backend/paged_rows.h"
 
 namespace rbee::test {
 namespace {
@@ -69,12 +70,15 @@ struct Seq {
 }
 
 // Runs paged_attention for `seqs` (q rows concatenated in order, each sequence's blocks a random permutation
-// of cache blocks) and compares with a dense double reference.
+// of cache blocks) and compares with a dense double reference. The output memory is poisoned (NaN) first. gap = 0:
+// every q row belongs to a sequence and the call says so (PagedRows::kAllInSequences: no zero fill, so a kernel
+// that leaves any element of a sequence's rows unwritten fails); gap > 0: `gap` rows of no sequence before each
+// sequence (random q values), which must come back 0.
 void check_paged_attention(Device& device, const PagedCase& c, const std::vector<Seq>& seqs, DType cache_dtype,
-                           int seed) {
+                           int seed, int gap = 0) {
   int nq = 0, max_ctx = 0;
   for (const auto& s : seqs) {
-    nq += s.q_len;
+    nq += gap + s.q_len;
     max_ctx = std::max(max_ctx, s.ctx);
   }
   const int n_seq = (int)seqs.size();
@@ -88,6 +92,7 @@ void check_paged_attention(Device& device, const PagedCase& c, const std::vector
     for (int j = 0; j < max_blocks; ++j) tables[b * max_blocks + j] = perm[b * max_blocks + j];
   int start = 0;
   for (const auto& s : seqs) {
+    start += gap;
     info.insert(info.end(), {(double)start, (double)s.q_len, (double)s.ctx});
     start += s.q_len;
   }
@@ -105,7 +110,8 @@ void check_paged_attention(Device& device, const PagedCase& c, const std::vector
   const Tensor seq_info = make_tensor(info, {n_seq, 3}, DType::I32, device);
   const Tensor block_tables = make_tensor(tables, {n_seq, max_blocks}, DType::I32, device);
   poison_allocations(device, (size_t)nq * c.hq * c.d * 4);
-  const Tensor out = ops::paged_attention(q, k_cache, v_cache, seq_info, block_tables, c.params);
+  const Tensor out = ops::paged_attention(q, k_cache, v_cache, seq_info, block_tables, c.params,
+                                         gap == 0 ? ops::PagedRows::kAllInSequences : ops::PagedRows::kMayHaveGaps);
   ASSERT_EQ(out.shape(), Shape({nq, c.hq, c.d}));
 
   // 16-bit caches: q as the kernels take it, and the probability rounding slack (see the top of the file).
@@ -190,6 +196,13 @@ TEST_P(PagedAttentionConformance, ManySequencesMatchDenseReference) {
                         {{1, 37}, {17, 17}, {1, 301}, {5, 90}, {1, 1}, {64, 200}, {1, 650}, {2, 129}, {33, 64},
                          {1, 16}, {9, 400}, {1, 97}},
                         cache_dtype, 30 + case_index);
+}
+
+// Rows of q that belong to no sequence (two before each sequence) come back 0; the sequences' rows as always.
+TEST_P(PagedAttentionConformance, RowsOfNoSequenceAreZero) {
+  const auto& [backend, case_index, cache_dtype] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  check_paged_attention(*device, kCases[case_index], {{1, 40}, {3, 20}, {1, 300}}, cache_dtype, 80 + case_index, 2);
 }
 
 // Decode batch: 16 sequences of one token each, contexts from 3 to 900 (a GPU's decode tile shapes with split-K).
@@ -318,6 +331,14 @@ TEST(PagedAttentionErrors, BadTablesAndShapesAreRejected) {
   EXPECT_THROW(ops::paged_attention(q, kc, kc, long_info, make_tensor({1}, {1, 1}, DType::I32, cpu), {}), Error);
   const Tensor q3 = ops::zeros({3, 3, 16}, DType::F32, cpu);  // 3 heads vs 2 kv heads
   EXPECT_THROW(ops::paged_attention(q3, kc, kc, info, make_tensor({1}, {1, 1}, DType::I32, cpu), {}), Error);
+  // A promise that every q row belongs to a sequence is checked against host seq_info: row 2 belongs to none.
+  const Tensor two_rows = make_tensor({0, 2, 3}, {1, 3}, DType::I32, cpu);
+  EXPECT_NO_THROW(ops::paged_attention(q, kc, kc, two_rows, make_tensor({1}, {1, 1}, DType::I32, cpu), {}));
+  EXPECT_THROW(ops::paged_attention(q, kc, kc, two_rows, make_tensor({1}, {1, 1}, DType::I32, cpu), {},
+                                    ops::PagedRows::kAllInSequences),
+               Error);
+  EXPECT_NO_THROW(ops::paged_attention(q, kc, kc, info, make_tensor({1}, {1, 1}, DType::I32, cpu), {},
+                                       ops::PagedRows::kAllInSequences));
   const Tensor rows = ops::zeros({1, 2, 16}, DType::F32, cpu);
   EXPECT_THROW(ops::kv_cache_write(rows, rows, make_tensor({32}, {1}, DType::I32, cpu), kc, kc), Error);
 }

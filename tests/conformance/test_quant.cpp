@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "conformance/qmatmul_reference.h"
@@ -449,17 +450,6 @@ INSTANTIATE_TEST_SUITE_P(Quant, QMatmulHalfRoundsActivations,
 RBEE_CONFORMANCE_SUITE(QMatmul, QMatmulHalfRoundsActivations);
 
 // ---------------------------------------------------------------------------------------- (e) bad input
-// The call must throw rbee::Error with category InvalidArgument and a message containing `needle`.
-template <class F>
-void expect_invalid(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 class QuantArguments : public ::testing::TestWithParam<std::string> {};
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/ops.h"
@@ -521,17 +522,6 @@ INSTANTIATE_TEST_SUITE_P(Ops, ArgsortLongRows,
                          backend_dtype_name);
 
 // ---------------------------------------------------------------------------------------------- errors
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected InvalidArgument mentioning '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(ReduceErrors, RejectBadArguments) {
   Device& cpu = cpu_device();
   const Tensor x = make_tensor(random_values(24, DType::F32, 1), {2, 3, 4}, DType::F32, cpu);

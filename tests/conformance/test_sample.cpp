@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "backends/common/sampling.h"
+#include "common/expect_error.h"
 #include "common/harness.h"
 #include "conformance/op_suites.h"
 #include "rbee/llm/sampler.h"
@@ -332,17 +333,6 @@ RBEE_CONFORMANCE_SUITE(Sample, SampleStoredLogits);
 
 // ---------------------------------------------------------------------------------------- (c) bad input
 class SampleArguments : public ::testing::TestWithParam<std::string> {};
-
-template <class F>
-void expect_invalid(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 TEST_P(SampleArguments, BadArgumentsAreInvalidArgument) {
   RBEE_REQUIRE_DEVICE(GetParam(), device);

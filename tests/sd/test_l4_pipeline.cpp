@@ -15,6 +15,7 @@
 #include "rbee/sd/unet.h"
 #include "rbee/sd/vae.h"
 #include "sd_test_util.h"
+#include "tiny_l4_pipeline.h"
 
 namespace rbee::sd {
 namespace {
@@ -23,14 +24,7 @@ using test::tiny_sd;
 
 constexpr const char* kPrompt = "a photograph of an astronaut riding a horse";
 
-const Pipeline& l4() {
-  static Pipeline p = [] {
-    LoadOptions o;
-    o.variant = "fp16";
-    return Pipeline::load(tiny_sd("sd15_l4"), o);
-  }();
-  return p;
-}
+const Pipeline& l4() { return test::tiny_l4_pipeline(); }
 
 safetensors::File goldens() { return safetensors::File::open(tiny_sd("sd15_l4/goldens.safetensors")); }
 

@@ -8,6 +8,7 @@
 #include "rbee/sd/pipeline.h"
 #include "sd/torch_generator.h"
 #include "sd_test_util.h"
+#include "tiny_l4_pipeline.h"
 
 namespace rbee::sd {
 namespace {
@@ -34,14 +35,7 @@ TEST(SdTorchNoise, RandnMatchesTorch) {
   }
 }
 
-const Pipeline& l4() {
-  static Pipeline p = [] {
-    LoadOptions o;
-    o.variant = "fp16";
-    return Pipeline::load(tiny_sd("sd15_l4"), o);
-  }();
-  return p;
-}
+const Pipeline& l4() { return test::tiny_l4_pipeline(); }
 
 GenerateRequest torch_request(DiffusionSchedulerKind sampler, uint64_t seed, int width, int height, int steps) {
   GenerateRequest r;

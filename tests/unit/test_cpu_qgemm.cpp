@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include <hwy/targets.h>
+
 #include "common/harness.h"
 #include "rbee/ops.h"
 
@@ -24,7 +26,7 @@ TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 5) + 0.01f;
   const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
-  for (int64_t m : {16, 19, 70}) {
+  for (int64_t m : {7, 16, 19, 70}) {  // 7: the row kernels' 4-row and 3-row tiles; the rest the GEMM where present
     std::vector<float> xf((size_t)(m * k));
     for (auto& v : xf) v = normal(rng) * 2.f;
     const auto got = to_doubles(ops::qmatmul(Tensor::from_vector(xf, {m, k}, device), w));
@@ -39,6 +41,56 @@ TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
     }
   }
 }
+
+// Q4_0, Q5_0, Q8_0, Q8_1 and the K-quants follow one accumulation order on every path and SIMD target (quant.h:
+// one exact int32 per 32-element block, then acc = fma(d_w * d_x, float(s), acc) in block order; K-quants two
+// int32 and two fmas per super-block), so every Highway target and the prompt GEMM give the same bits; a target
+// that summed in lanes or in another order would not.
+struct TargetGuard {
+  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+class CpuBlockSumOrder : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuBlockSumOrder, EveryTargetAndPathGivesTheSameBits) {
+  const DType wtype = GetParam();
+  Device& device = cpu_device();
+  // Legacy: 33 blocks (the decode kernel's 4-block steps and a remainder); K-quants: 5 super-blocks.
+  const int64_t k = dtype_block_size(wtype) == 256 ? 1280 : 1056, n = 21;
+  std::mt19937_64 rng(11 + (int)wtype);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> wf((size_t)(n * k));
+  for (auto& v : wf) v = normal(rng) * 0.07f;
+  const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
+  for (int64_t m : {1, 3, 18}) {
+    std::vector<float> xf((size_t)(m * k));
+    for (auto& v : xf) v = normal(rng);
+    const Tensor x = Tensor::from_vector(xf, {m, k}, device);
+    TargetGuard guard;
+    std::vector<float> first;
+    int64_t first_target = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      const Tensor out = ops::qmatmul(x, w);
+      std::vector<float> got((size_t)(m * n));
+      std::memcpy(got.data(), out.contiguous().data(), got.size() * sizeof(float));
+      if (first.empty()) {
+        first = got;
+        first_target = target;
+        continue;
+      }
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::memcmp(&got[i], &first[i], sizeof(float)), 0)
+            << dtype_name(wtype) << " m " << m << " output " << i << ": " << hwy::TargetName(target) << " "
+            << got[i] << " vs " << hwy::TargetName(first_target) << " " << first[i];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, CpuBlockSumOrder,
+                         ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Quant, CpuQGemm,
                          ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,

@@ -10,12 +10,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
+#include "common/random_models.h"
 #include "rbee/backend/device.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/memory_plan.h"
@@ -27,32 +25,21 @@ namespace {
 
 Device& cpu(int i) { return Registry::global().select("cpu", i); }
 
-std::string random_path(const std::string& preset, DType type) {
-  return (std::filesystem::temp_directory_path() /
-          ("rbee-plan-" + std::to_string((long)::getpid()) + "-" + preset + "-" + std::string(dtype_name(type)) +
-           ".gguf"))
-      .string();
-}
-struct RemoveFiles : ::testing::Environment {
-  std::vector<std::string> paths;
-  void TearDown() override {
-    for (const auto& p : paths) {
-      std::error_code ec;
-      std::filesystem::remove(p, ec);
-    }
-  }
-};
-RemoveFiles* const kFiles = static_cast<RemoveFiles*>(::testing::AddGlobalTestEnvironment(new RemoveFiles));
-
 const std::string& random_model(const std::string& preset, DType type) {
-  static std::map<std::string, std::string> made;
-  const std::string path = random_path(preset, type);
-  if (!made.count(path)) {
-    write_random_model(preset, type, path, 5);
-    kFiles->paths.push_back(path);
-    made[path] = path;
+  return test::random_model_file(preset, type, 5);
+}
+
+// A plan that does not fit: its refusal names every part, and require_fit throws OutOfMemory.
+void expect_refused(const MemoryPlan& p, std::initializer_list<const char*> parts) {
+  EXPECT_FALSE(p.fits) << p.table();
+  const std::string why = p.refusal();
+  for (const char* part : parts) EXPECT_NE(why.find(part), std::string::npos) << "no '" << part << "' in: " << why;
+  try {
+    require_fit(p);
+    FAIL() << "require_fit accepted a plan that does not fit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
   }
-  return made[path];
 }
 
 // Loads the plan's placement, makes its cache, runs one step of `parallel` sequences whose prompts add up to the
@@ -231,17 +218,7 @@ TEST(MemoryPlan, FitsBySmallerContextOrFewerLayersOrRefuses) {
   // --gpu-layers given as well: nothing left to change, refused with the numbers.
   req.gpu_layers = d.config.n_layers;
   p = plan_memory(d, req);
-  EXPECT_FALSE(p.fits);
-  const std::string why = p.refusal();
-  for (const char* part : {"does not fit", "cpu:7 needs", "KV cache", "for 8192 positions", "free", "--ctx-size"}) {
-    EXPECT_NE(why.find(part), std::string::npos) << "no '" << part << "' in: " << why;
-  }
-  try {
-    require_fit(p);
-    FAIL() << "require_fit accepted a plan that does not fit";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
-  }
+  expect_refused(p, {"does not fit", "cpu:7 needs", "KV cache", "for 8192 positions", "free", "--ctx-size"});
   // Fitting off: the request as given is refused even when a smaller one would fit.
   req.gpu_layers = -1;
   req.fit = false;
@@ -365,18 +342,8 @@ TEST(MemoryPlan, DraftModelCountsOnTheDeviceOfTheLogits) {
   req.draft = nullptr;
   EXPECT_TRUE(plan_memory(d, req).fits);
   req.draft = &d;
-  MemoryPlan p = plan_memory(d, req);
-  EXPECT_FALSE(p.fits) << p.table();
-  const std::string why = p.refusal();
-  for (const char* part : {"with the draft model", "draft model", "cpu:7 needs", "a smaller draft model"}) {
-    EXPECT_NE(why.find(part), std::string::npos) << "no '" << part << "' in: " << why;
-  }
-  try {
-    require_fit(p);
-    FAIL() << "require_fit accepted a plan that does not fit";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
-  }
+  expect_refused(plan_memory(d, req),
+                 {"with the draft model", "draft model", "cpu:7 needs", "a smaller draft model"});
   // Context not given, a small draft (random tiny-llama): the context is lowered until both caches fit, to no
   // more than the model alone gets.
   const ModelDescription tiny = describe_model(random_model("tiny-llama", DType::F16));
@@ -385,7 +352,7 @@ TEST(MemoryPlan, DraftModelCountsOnTheDeviceOfTheLogits) {
   req.draft = nullptr;
   const MemoryPlan lowered_alone = plan_memory(d, req);
   req.draft = &tiny;
-  p = plan_memory(d, req);
+  const MemoryPlan p = plan_memory(d, req);
   EXPECT_TRUE(p.fits) << p.table();
   EXPECT_LT(p.ctx_size, 8192);
   EXPECT_LE(p.ctx_size, lowered_alone.ctx_size);

@@ -22,22 +22,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
+#include "common/random_models.h"
 #include "golden/golden_util.h"
 #include "rbee/backend/device.h"
 #include "rbee/llm/generate.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/memory_plan.h"
 #include "rbee/llm/model.h"
-#include "rbee/llm/model_files.h"
 #include "rbee/llm/scheduler.h"
 
 namespace rbee::llm {
@@ -48,31 +45,7 @@ Device& cpu(int i) { return Registry::global().select("cpu", i); }
 std::string tiny(const std::string& arch) { return test::golden_data_dir() + "/tiny_models/" + arch + "/model.gguf"; }
 
 // Random-weight tiny-llama GGUFs of a weight type, written once per process.
-const std::string& random_model(DType type) {
-  static std::map<DType, std::string> paths;
-  auto it = paths.find(type);
-  if (it == paths.end()) {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("rbee-multi-device-" + std::to_string((long)::getpid()) + "-" +
-                               std::string(dtype_name(type)) + ".gguf"))
-                                 .string();
-    write_random_model("tiny-llama", type, path, 99);
-    it = paths.emplace(type, path).first;
-  }
-  return it->second;
-}
-struct RemoveFiles : ::testing::Environment {
-  void TearDown() override {
-    for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
-      std::error_code ec;
-      std::filesystem::remove(std::filesystem::temp_directory_path() /
-                                  ("rbee-multi-device-" + std::to_string((long)::getpid()) + "-" +
-                                   std::string(dtype_name(t)) + ".gguf"),
-                              ec);
-    }
-  }
-};
-const auto* const kRemoveFiles = ::testing::AddGlobalTestEnvironment(new RemoveFiles);
+const std::string& random_model(DType type) { return test::random_model_file("tiny-llama", type, 99); }
 
 std::unique_ptr<Model> load(const std::string& path, const Placement& placement) {
   LoadOptions o;
@@ -392,11 +365,14 @@ TEST(MultiDevice, TensorSplitUnevenSharesAndThreeRanks) {
 }
 
 // Bounds from the type's input step (QMatmul rounds x to F16 / BF16: 2^-11 / 2^-8 relative; Q8_0 quantizes x to
-// 8 bits per block) over these 4-layer models, about 4x what was measured (F16 4.9e-4, BF16 2.6e-3, Q8_0 0).
+// 8 bits per block, steps of 1/127 of the block's largest value) over these 4-layer models, about 4x what was
+// measured (F16 4.9e-4, BF16 2.6e-3, Q8_0 1.3e-2). Q8_0 measured 0 while the CPU summed Q8_0 blocks in 8 f32
+// lanes; since issue 17's order (one int32 and one fma per block, src/backends/cpu/quant/quant.h) the ranks'
+// partial sums round differently from the whole row's and a few activation levels flip, as with 16-bit types.
 TEST(MultiDevice, TensorSplitWeightTypes) {
   expect_tensor_split_matches(random_model(DType::F16), {&cpu(0), &cpu(3)}, 2e-3, false);
   expect_tensor_split_matches(random_model(DType::BF16), {&cpu(0), &cpu(3)}, 1e-2, false);
-  expect_tensor_split_matches(random_model(DType::Q8_0), {&cpu(0), &cpu(3)}, 1e-2, false);
+  expect_tensor_split_matches(random_model(DType::Q8_0), {&cpu(0), &cpu(3)}, 5e-2, false);
 }
 
 TEST(MultiDevice, TensorSplitDefaultModelUnevenHeads) {

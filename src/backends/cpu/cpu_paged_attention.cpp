@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "backends/common/attention_math.h"
@@ -90,56 +91,95 @@ inline float RoundToCache(float x) {
   else return x;
 }
 
+// The op's arguments as the kernels below read them (PagedAttention in rbee/backend/op_table.def):
+//   q            F32 [T, Hq, D], any strides
+//   k/v caches   C [n_blocks, block_size, Hkv, D], contiguous (C: float, hwy::float16_t or hwy::bfloat16_t)
+//   seq_info     I32 [B, 3]: per sequence its first query row in q, its query count, its context length
+//   block_tables I32 [B, max_blocks]: per sequence the cache block of each block_size positions
+//   out          F32 [T, Hq, D], contiguous
+template <class C>
+struct PagedArgs {
+  PagedArgs(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
+            const rbee::Tensor& seq_info, const rbee::Tensor& block_tables, rbee::Tensor& out)
+      : n_seq(seq_info.dim(0)), max_blocks(block_tables.dim(1)), block_size(k_cache.dim(1)), hkv(k_cache.dim(2)),
+        d(k_cache.dim(3)), hq(q.dim(1)), group(hq / hkv), row_stride(hkv * d), q_s0(q.stride(0)),
+        q_s1(q.stride(1)), q_s2(q.stride(2)), info(static_cast<const int32_t*>(seq_info.data())),
+        tables(static_cast<const int32_t*>(block_tables.data())), qp(static_cast<const float*>(q.data())),
+        kc(static_cast<const C*>(k_cache.data())), vc(static_cast<const C*>(v_cache.data())),
+        op(static_cast<float*>(out.data())) {}
+
+  const int64_t n_seq, max_blocks, block_size, hkv, d, hq;
+  const int64_t group;       // query heads per KV head
+  const int64_t row_stride;  // elements between consecutive positions inside a block
+  const int64_t q_s0, q_s1, q_s2;
+  const int32_t* info;
+  const int32_t* tables;
+  const float* qp;
+  const C* kc;
+  const C* vc;
+  float* op;
+
+  int64_t q_start(int64_t b) const { return info[b * 3]; }
+  int64_t q_len(int64_t b) const { return info[b * 3 + 1]; }
+  // The cache position of query row t (of sequence b): its causal keys are positions [0, position].
+  int64_t position(int64_t b, int64_t t) const { return info[b * 3 + 2] - q_len(b) + (t - q_start(b)); }
+  // Sequence b's block table [max_blocks], and the cache slot of its position j.
+  const int32_t* table(int64_t b) const { return tables + b * max_blocks; }
+  int64_t slot(const int32_t* table, int64_t j) const {
+    return (int64_t)table[j / block_size] * block_size + j % block_size;
+  }
+  // KV head g's key / value row [D] at a slot; query head h's row of token t in q (D elements q_s2 apart); the
+  // output row [D] of token t and head h.
+  const C* k_row(int64_t slot, int64_t g) const { return kc + slot * row_stride + g * d; }
+  const C* v_row(int64_t slot, int64_t g) const { return vc + slot * row_stride + g * d; }
+  const float* q_row(int64_t t, int64_t h) const { return qp + t * q_s0 + h * q_s1; }
+  float* out_row(int64_t t, int64_t h) const { return op + (t * hq + h) * d; }
+  // Every query row in order, as (sequence, row index in q).
+  std::vector<std::pair<int64_t, int64_t>> tokens() const {
+    std::vector<std::pair<int64_t, int64_t>> list;
+    for (int64_t b = 0; b < n_seq; ++b) {
+      for (int64_t i = 0; i < q_len(b); ++i) list.emplace_back(b, q_start(b) + i);
+    }
+    return list;
+  }
+};
+
+// The first key a query at cache position `pos` sees: 0, or the start of its sliding window.
+inline int64_t FirstKey(int64_t pos, int window) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; }
+
 template <class C>
 void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                          const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
                          const rbee::AttentionParams& params, rbee::Tensor& out) {
-  const int64_t n_seq = seq_info.dim(0);
-  const int64_t max_blocks = block_tables.dim(1);
-  const int64_t block_size = k_cache.dim(1), hkv = k_cache.dim(2), d = k_cache.dim(3);
-  const int64_t hq = q.dim(1);
-  const int64_t group = hq / hkv;
-  const int32_t* info = static_cast<const int32_t*>(seq_info.data());
-  const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
-  const float* qp = static_cast<const float*>(q.data());
-  const C* kc = static_cast<const C*>(k_cache.data());
-  const C* vc = static_cast<const C*>(v_cache.data());
-  float* op = static_cast<float*>(out.data());
-  const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1);
-  const int64_t row_stride = hkv * d;  // elements between consecutive positions inside a block
-
+  const PagedArgs<C> a(q, k_cache, v_cache, seq_info, block_tables, out);
+  const int64_t hq = a.hq, d = a.d;
   // Task list: (sequence, query token) pairs x query heads.
-  std::vector<std::pair<int64_t, int64_t>> tokens;  // (sequence, token index in q)
-  for (int64_t b = 0; b < n_seq; ++b) {
-    for (int64_t i = 0; i < info[b * 3 + 1]; ++i) tokens.emplace_back(b, info[b * 3] + i);
-  }
+  const std::vector<std::pair<int64_t, int64_t>> tokens = a.tokens();
   rbee::ThreadPool::global().run((int64_t)tokens.size() * hq, [&](int64_t task) {
     const auto [b, t] = tokens[(size_t)(task / hq)];
-    const int64_t h = task % hq, g = h / group;
-    const int64_t q_start = info[b * 3], q_len = info[b * 3 + 1], ctx = info[b * 3 + 2];
-    const int64_t pos = ctx - q_len + (t - q_start);
-    const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
-    const float* qv = qp + t * q_s0 + h * q_s1;
+    const int64_t h = task % hq, g = h / a.group;
+    const int64_t pos = a.position(b, t);
+    const int64_t first = FirstKey(pos, params.window);
+    const float* qv = a.q_row(t, h);
     if constexpr (!std::is_same_v<C, float>) {
       float* qr = rbee::cpu::scratch<float>(0, (size_t)d);
       for (int64_t i = 0; i < d; ++i) qr[i] = RoundToCache<C>(qv[i]);
       qv = qr;
     }
-    float* acc = op + (t * hq + h) * d;
+    float* acc = a.out_row(t, h);
     for (int64_t i = 0; i < d; ++i) acc[i] = 0.0f;
     float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
-    const int32_t* table = tables + b * max_blocks;
+    const int32_t* table = a.table(b);
     for (int64_t j = first; j <= pos; ++j) {
-      const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-      const C* kj = kc + slot * row_stride + g * d;
-      float s = DotQK(qv, kj, d) * params.scale;
+      const int64_t slot = a.slot(table, j);
+      float s = DotQK(qv, a.k_row(slot, g), d) * params.scale;
       s = attention::soft_cap(s, params.softcap);
       const float new_max = std::max(running_max, s);
       const float correction = std::exp(running_max - new_max);  // 0 on the first key
       const float p = std::exp(s - new_max);
       running_sum = running_sum * correction + p;
       running_max = new_max;
-      ScaleAddV(acc, correction, RoundToCache<C>(p), vc + slot * row_stride + g * d, d);
+      ScaleAddV(acc, correction, RoundToCache<C>(p), a.v_row(slot, g), d);
     }
     const float inv = running_sum > 0 ? 1.0f / running_sum : 0.0f;
     for (int64_t i = 0; i < d; ++i) acc[i] *= inv;
@@ -192,28 +232,17 @@ template <class C>
 void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                            const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
                            const rbee::AttentionParams& params, rbee::Tensor& out) {
-  const int64_t n_seq = seq_info.dim(0);
-  const int64_t max_blocks = block_tables.dim(1);
-  const int64_t block_size = k_cache.dim(1), hkv = k_cache.dim(2), d = k_cache.dim(3);
-  const int64_t hq = q.dim(1);
-  const int64_t group = hq / hkv;
-  const int32_t* info = static_cast<const int32_t*>(seq_info.data());
-  const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
-  const float* qp = static_cast<const float*>(q.data());
-  const C* kc = static_cast<const C*>(k_cache.data());
-  const C* vc = static_cast<const C*>(v_cache.data());
-  float* op = static_cast<float*>(out.data());
-  const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1), q_s2 = q.stride(2);
-  const int64_t row_stride = hkv * d;
+  const PagedArgs<C> a(q, k_cache, v_cache, seq_info, block_tables, out);
+  const int64_t d = a.d, group = a.group;
 
   struct Task {
     int64_t b, t0, nt, g;
   };
   std::vector<Task> tasks;
-  for (int64_t b = 0; b < n_seq; ++b) {
-    for (int64_t i = 0; i < info[b * 3 + 1]; i += kTileTokens) {
-      for (int64_t g = 0; g < hkv; ++g)
-        tasks.push_back({b, info[b * 3] + i, std::min<int64_t>(kTileTokens, info[b * 3 + 1] - i), g});
+  for (int64_t b = 0; b < a.n_seq; ++b) {
+    for (int64_t i = 0; i < a.q_len(b); i += kTileTokens) {
+      for (int64_t g = 0; g < a.hkv; ++g)
+        tasks.push_back({b, a.q_start(b) + i, std::min<int64_t>(kTileTokens, a.q_len(b) - i), g});
     }
   }
   rbee::ThreadPool::global().run((int64_t)tasks.size(), [&](int64_t ti) {
@@ -222,8 +251,7 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
     using V = hn::Vec<decltype(df)>;
     const Task& task = tasks[(size_t)ti];
     const int64_t b = task.b;
-    const int64_t q_start = info[b * 3], q_len = info[b * 3 + 1], ctx = info[b * 3 + 2];
-    const int32_t* table = tables + b * max_blocks;
+    const int32_t* table = a.table(b);
     const int64_t rows = task.nt * group;  // row r: token t0 + r / group, head g * group + r % group
     float* qf = rbee::cpu::scratch<float>(0, (size_t)(rows * d));
     float* acc = rbee::cpu::scratch<float>(1, (size_t)(rows * d));
@@ -236,14 +264,14 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = task.t0 + r / group, h = task.g * group + r % group;
-      const int64_t pos = ctx - q_len + (t - q_start);
-      const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+      const int64_t pos = a.position(b, t);
+      const int64_t first = FirstKey(pos, params.window);
       range[2 * r] = first;
       range[2 * r + 1] = pos;
       lo = std::min(lo, first);
       hi = std::max(hi, pos);
-      const float* qv = qp + t * q_s0 + h * q_s1;
-      for (int64_t i = 0; i < d; ++i) qf[r * d + i] = RoundToCache<C>(qv[i * q_s2]);
+      const float* qv = a.q_row(t, h);
+      for (int64_t i = 0; i < d; ++i) qf[r * d + i] = RoundToCache<C>(qv[i * a.q_s2]);
       for (int64_t i = 0; i < d; ++i) acc[r * d + i] = 0.0f;
       state[2 * r] = -std::numeric_limits<float>::infinity();
       state[2 * r + 1] = 0.0f;
@@ -255,12 +283,10 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
       for (int64_t j = j0; j < j0 + kKeyBlock; ++j) {
         const int64_t c = j - j0;
         if (j < j1 && j >= lo) {
-          const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-          const C* kj = kc + slot * row_stride + task.g * d;
-          const C* vj = vc + slot * row_stride + task.g * d;
-          LoadRowF32(df, kj, krow, d);
+          const int64_t slot = a.slot(table, j);
+          LoadRowF32(df, a.k_row(slot, task.g), krow, d);
           for (int64_t i = 0; i < d; ++i) kt[i * kKeyBlock + c] = krow[i];
-          LoadRowF32(df, vj, vf + c * d, d);
+          LoadRowF32(df, a.v_row(slot, task.g), vf + c * d, d);
         } else {
           for (int64_t i = 0; i < d; ++i) kt[i * kKeyBlock + c] = 0.0f;
           for (int64_t i = 0; i < d; ++i) vf[c * d + i] = 0.0f;
@@ -344,7 +370,7 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
       const int64_t t = task.t0 + r / group, h = task.g * group + r % group;
       const float sum = state[2 * r + 1];
       const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-      float* o = op + (t * hq + h) * d;
+      float* o = a.out_row(t, h);
       for (int64_t i = 0; i < d; ++i) o[i] = acc[r * d + i] * inv;
     }
   });
@@ -401,42 +427,27 @@ float VecDotOrder(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, int6
 void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, const rbee::Tensor& v_cache,
                            const rbee::Tensor& seq_info, const rbee::Tensor& block_tables,
                            const rbee::AttentionParams& params, rbee::Tensor& out) {
-  const int64_t n_seq = seq_info.dim(0);
-  const int64_t max_blocks = block_tables.dim(1);
-  const int64_t block_size = k_cache.dim(1), hkv = k_cache.dim(2), d = k_cache.dim(3);
-  const int64_t hq = q.dim(1);
-  const int64_t group = hq / hkv;
-  const int32_t* info = static_cast<const int32_t*>(seq_info.data());
-  const int32_t* tables = static_cast<const int32_t*>(block_tables.data());
-  const float* qp = static_cast<const float*>(q.data());
-  const float* kc = static_cast<const float*>(k_cache.data());
-  const float* vc = static_cast<const float*>(v_cache.data());
-  float* op = static_cast<float*>(out.data());
-  const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1);
-  const int64_t row_stride = hkv * d;
+  const PagedArgs<float> a(q, k_cache, v_cache, seq_info, block_tables, out);
+  const int64_t hq = a.hq, d = a.d;
   // q rows are copied when their head dim is strided (VecDotOrder reads contiguous vectors).
-  const bool q_contiguous_rows = q.stride(2) == 1;
+  const bool q_contiguous_rows = a.q_s2 == 1;
   const bool one_order = rbee::batch_invariant();  // P.V in 32 lanes for chunks of any length
 
-  std::vector<std::pair<int64_t, int64_t>> tokens;  // (sequence, token index in q)
-  for (int64_t b = 0; b < n_seq; ++b) {
-    for (int64_t i = 0; i < info[b * 3 + 1]; ++i) tokens.emplace_back(b, info[b * 3] + i);
-  }
+  const std::vector<std::pair<int64_t, int64_t>> tokens = a.tokens();
   rbee::ThreadPool::global().run((int64_t)tokens.size() * hq, [&](int64_t task) {
     const hn::CappedTag<float, 16> df;
     const int64_t N = (int64_t)hn::Lanes(df);
     using V = hn::Vec<decltype(df)>;
     const auto [b, t] = tokens[(size_t)(task / hq)];
-    const int64_t h = task % hq, g = h / group;
-    const int64_t q_start = info[b * 3], q_len = info[b * 3 + 1], ctx = info[b * 3 + 2];
-    const int64_t pos = ctx - q_len + (t - q_start);
-    const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
-    const int32_t* table = tables + b * max_blocks;
-    auto slot_of = [&](int64_t j) { return (int64_t)table[j / block_size] * block_size + j % block_size; };
-    const float* qv = qp + t * q_s0 + h * q_s1;
+    const int64_t h = task % hq, g = h / a.group;
+    const int64_t q_len = a.q_len(b);
+    const int64_t pos = a.position(b, t);
+    const int64_t first = FirstKey(pos, params.window);
+    const int32_t* table = a.table(b);
+    const float* qv = a.q_row(t, h);
     if (!q_contiguous_rows) {
       float* qcopy = rbee::cpu::scratch<float>(2, (size_t)d);
-      for (int64_t i = 0; i < d; ++i) qcopy[i] = qv[i * q.stride(2)];
+      for (int64_t i = 0; i < d; ++i) qcopy[i] = qv[i * a.q_s2];
       qv = qcopy;
     }
     // Scores, then exponentials over keys [0, padded) in place (the buffer is a whole number of vectors);
@@ -449,7 +460,7 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
         e[j] = -std::numeric_limits<float>::infinity();
         continue;
       }
-      e[j] = VecDotOrder(kc + slot_of(j) * row_stride + g * d, qv, d) * params.scale;
+      e[j] = VecDotOrder(a.k_row(a.slot(table, j), g), qv, d) * params.scale;
       max = std::max(max, e[j]);
     }
     const auto vmax = hn::Set(df, max);
@@ -468,14 +479,14 @@ void PagedAttentionGgmlF32(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
     for (int64_t i = 0; i < lanes * d; ++i) acc[i] = 0.0f;
     for (int64_t j = first; j <= pos; ++j) {
       const float p = e[j] * inv;
-      const float* vj = vc + slot_of(j) * row_stride + g * d;
+      const float* vj = a.v_row(a.slot(table, j), g);
       float* a = acc + (j % lanes) * d;
       const auto vp = hn::Set(df, p);
       int64_t i = 0;
       for (; i + N <= d; i += N) hn::StoreU(hn::MulAdd(hn::LoadU(df, vj + i), vp, hn::LoadU(df, a + i)), df, a + i);
       for (; i < d; ++i) a[i] = std::fma(vj[i], p, a[i]);
     }
-    float* o = op + (t * hq + h) * d;
+    float* o = a.out_row(t, h);
     int64_t i = 0;
     for (; i + N <= d; i += N) {
       V part[32];

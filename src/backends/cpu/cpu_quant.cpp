@@ -37,11 +37,11 @@ void for_rows(int64_t rows, int64_t row_cost, Fn&& fn) {
 }
 // The prompt GEMM (quant/qgemm.h): tasks own chunks of weight panels and all M rows. A task packs its panels
 // once into a per-thread buffer, then walks blocks of kRowsPerBlock activation rows (they stay in L2) across
-// its panels in tiles of kQGemmTileRows rows.
+// its panels in tiles of gemm.tile_rows rows.
 void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const char* wp, int64_t w_row_bytes,
                const char* xp, int64_t x_row_bytes, float* dst, ThreadPool& pool) {
   constexpr int64_t kRowsPerBlock = 64;
-  const int64_t pr = quant::kQGemmPanelRows;
+  const int64_t pr = gemm.panel_rows, tr = gemm.tile_rows;
   const int64_t panels = (n + pr - 1) / pr;
   const int64_t panel_bytes = gemm.panel_bytes(k);
   // Enough tasks to balance the pool, each at most ~512 KiB of packed panels.
@@ -62,7 +62,7 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
     // Partial sums of the row block's tiles while one panel walks K in slices of about 16 KiB of panel (they
     // stay in L1 across the block's tiles).
     thread_local std::vector<float> states;
-    const int64_t tiles = kRowsPerBlock / quant::kQGemmTileRows;
+    const int64_t tiles = kRowsPerBlock / tr;
     if (states.size() < (size_t)(tiles * quant::kQGemmStateFloats + 16)) {
       states.resize((size_t)(tiles * quant::kQGemmStateFloats + 16));
     }
@@ -76,9 +76,9 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
         const unsigned char* panel = base + (p - p0) * panel_bytes;
         for (int64_t b0 = 0; b0 < blocks; b0 += slice) {
           const int64_t b1 = std::min(blocks, b0 + slice);
-          for (int64_t r = r0; r < r1; r += quant::kQGemmTileRows) {
-            const int rows = (int)std::min<int64_t>(quant::kQGemmTileRows, r1 - r);
-            float* st = state + (r - r0) / quant::kQGemmTileRows * quant::kQGemmStateFloats;
+          for (int64_t r = r0; r < r1; r += tr) {
+            const int rows = (int)std::min<int64_t>(tr, r1 - r);
+            float* st = state + (r - r0) / tr * quant::kQGemmStateFloats;
             gemm.tile(k, panel, xp + r * x_row_bytes, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols, b0,
                       b1, st);
           }

@@ -8,9 +8,6 @@ namespace rbee::llm {
 nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                              const std::string& bos_token, const std::string& eos_token,
                                              const nlohmann::json& extra_context) {
-  RBEE_CHECK(extra_context.is_object() || extra_context.is_null(),
-             "chat template extra_context must be a JSON object, got {}", extra_context.type_name());
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const ChatMessage& m : messages) {
     nlohmann::ordered_json msg = nlohmann::ordered_json::object();
@@ -18,15 +15,9 @@ nlohmann::ordered_json chat_template_context(const std::vector<ChatMessage>& mes
     msg["content"] = m.content;
     list.push_back(std::move(msg));
   }
-  ctx["messages"] = std::move(list);
-  ctx["tools"] = nullptr;
-  ctx["documents"] = nullptr;
-  ctx["add_generation_prompt"] = add_generation_prompt;
-  ctx["bos_token"] = bos_token;
-  ctx["eos_token"] = eos_token;
-  if (extra_context.is_object())
-    for (auto it = extra_context.begin(); it != extra_context.end(); ++it) ctx[it.key()] = it.value();
-  return ctx;
+  // extra_context's keys keep their (sorted) order in the ordered copy.
+  return chat_template_context(list, add_generation_prompt, bos_token, eos_token,
+                               nlohmann::ordered_json(extra_context));
 }
 
 nlohmann::ordered_json chat_template_context(const nlohmann::ordered_json& messages, bool add_generation_prompt,

@@ -4,6 +4,7 @@
 
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
+#include "rbee/backend/paged_rows.h"
 
 namespace rbee::llm {
 
@@ -73,8 +74,9 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   Tensor o;
   {
     profile::Scope scope("attention", q, step.block_tables.shape());
+    // [N, Hq, D]; every row is a token of one of the step's sequences (Transformer::forward), so no zero fill.
     o = ops::paged_attention(q, step.cache.k(layer, step.part), step.cache.v(layer, step.part), step.seq_info,
-                             step.block_tables, params);  // [N, Hq, D]
+                             step.block_tables, params, ops::PagedRows::kAllInSequences);
   }
   profile::Scope scope("attn_output", o, w.attn_output.shape());
   return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output));
@@ -134,26 +136,33 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
   return reduce_partial(step, linear(act, w.ffn_down));
 }
 
-Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
-  const ModelConfig& c = step.config;
-  const float eps = c.norm_eps;
-  // Attention: with stacked q/k/v weights (GPUs, fused-qkv files) the norm runs inside the projection.
-  Tensor a;
+namespace {
+
+// attention(attn_norm(x)) of a layer, x [tokens, hidden] -> [tokens, hidden] (no residual added). With stacked
+// q/k/v weights (GPUs, fused-qkv files) the norm runs inside the projection.
+Tensor normed_attention(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
   if (fused_norm_qkv(step, w)) {
     Tensor qkv;
     {
       profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
-      qkv = ops::rms_norm_qmatmul(x, w.attn_norm, eps, w.attn_qkv);
+      qkv = ops::rms_norm_qmatmul(x, w.attn_norm, step.config.norm_eps, w.attn_qkv);
     }
-    a = attend(step, w, layer, split_qkv(c, qkv));
-  } else {
-    Tensor h;
-    {
-      profile::Scope scope("attn_norm", x);
-      h = norm(step, x, w.attn_norm);
-    }
-    a = attention_block(step, w, layer, h);
+    return attend(step, w, layer, split_qkv(step.config, qkv));
   }
+  Tensor h;
+  {
+    profile::Scope scope("attn_norm", x);
+    h = norm(step, x, w.attn_norm);
+  }
+  return attention_block(step, w, layer, h);
+}
+
+}  // namespace
+
+Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
+  const ModelConfig& c = step.config;
+  const float eps = c.norm_eps;
+  const Tensor a = normed_attention(step, w, layer, x);
   // MLP: with stacked gate/up weights and SiLU, the residual add and norm run inside the gate/up projection and
   // the activation and the second residual add inside the down projection (under a tensor split the down
   // projection's partial sums are all-reduced first, so the residual is added after the reduction).
@@ -179,22 +188,7 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
 
 Tensor sandwich_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
   const ModelConfig& c = step.config;
-  Tensor a;
-  if (fused_norm_qkv(step, w)) {
-    Tensor qkv;
-    {
-      profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
-      qkv = ops::rms_norm_qmatmul(x, w.attn_norm, c.norm_eps, w.attn_qkv);
-    }
-    a = attend(step, w, layer, split_qkv(c, qkv));
-  } else {
-    Tensor h;
-    {
-      profile::Scope scope("attn_norm", x);
-      h = norm(step, x, w.attn_norm);
-    }
-    a = attention_block(step, w, layer, h);
-  }
+  const Tensor a = normed_attention(step, w, layer, x);
   Tensor x1, h2;
   {
     profile::Scope scope("post_norm+add+ffn_norm", x);

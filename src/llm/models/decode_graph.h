@@ -3,7 +3,7 @@
 //
 // A graph replays fixed device addresses and launch shapes, so every input that changes from step to step lives
 // in persistent device tensors of the graph's entry, refreshed in place before each replay:
-//   ints  I32 [5 B + B * W]: tokens [B] | positions [B] | slots [B] | seq_info [B, 3] | block tables [B, W]
+//   ints  I32 [6 B + B * W]: tokens [B] | positions [B] | slots [B] | seq_info [B, 3] | block tables [B, W]
 //   x     F32 [B, hidden]:   the step's embeddings (computed eagerly, a few launches: the rows are addressed
 //                            from the host's token ids, which a graph cannot record)
 // One entry (graph) per shape bucket (B sequences, block-table width W) and set of `bound` addresses: the device
@@ -12,20 +12,19 @@
 // longest sequence needs rounded up to a multiple of kTableStep: paged_attention sizes its grid from W alone and
 // reads every sequence's real context length from seq_info on the device, so one graph serves all context
 // lengths of its bucket; crossing into the next bucket records a new graph.
-// Life of an entry: the first step of a shape runs eagerly (warm-up: its temporaries land in the caching
-// allocator's cache, which capture requires), the second is captured and replayed, later ones are replayed.
-// Recording is refused (eager from then on) when the device has no graphs or capture fails for this shape
-// (e.g. a vendor BLAS call that cannot be captured). The eager and replayed steps run the same kernels with the
-// same launch shapes on the same data, so their logits are bit-identical.
+// Life of an entry, eager fall-backs, eviction: rbee::GraphCache (rbee/backend/graph_cache.h). The eager and
+// replayed steps run the same kernels with the same launch shapes on the same data, so their logits are
+// bit-identical.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "rbee/backend/device.h"
+#include "rbee/backend/graph_cache.h"
 #include "rbee/core/tensor.h"
 
 namespace rbee::llm {
@@ -42,8 +41,8 @@ class DecodeGraphs {
   using Embed = std::function<Tensor(const Tensor& ids)>;
   using Body = std::function<Tensor(const Tensor& ints, const Tensor& x)>;
 
-  DecodeGraphs(Device& device, int64_t hidden) : device_(device), hidden_(hidden) {}
-  ~DecodeGraphs();
+  DecodeGraphs(Device& device, int64_t hidden)
+      : device_(device), hidden_(hidden), graphs_(device, kMaxEntries, "decode step") {}
   DecodeGraphs(const DecodeGraphs&) = delete;
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
 
@@ -56,26 +55,26 @@ class DecodeGraphs {
              const Embed& embed, const Body& body);
 
   // Steps replayed from a graph and graphs recorded so far (for tests and logs).
-  uint64_t replays() const { return replays_; }
-  uint64_t captures() const { return captures_; }
-  bool disabled() const { return disabled_; }
+  uint64_t replays() const { return graphs_.replays(); }
+  uint64_t captures() const { return graphs_.captures(); }
+  bool disabled() const { return !graphs_.enabled(); }
 
  private:
-  struct Entry {
+  // A graph's validity: the shape bucket and the bound addresses.
+  struct Key {
     int64_t batch = 0, width = 0;
     std::vector<const void*> bound;
-    Tensor ints, x, out;
-    Device::GraphId graph = 0;
-    bool has_graph = false, warmed = false, eager_only = false;
+    bool operator==(const Key&) const = default;
+    std::string to_string() const;
   };
-  Entry& entry(int64_t batch, int64_t width, std::span<const void* const> bound, size_t ints_count);
-  void release(Entry& e);
+  // The step's inputs in place: ints I32 [6 B + B * W] (layout above), x F32 [B, hidden].
+  struct Slots {
+    Tensor ints, x;
+  };
 
   Device& device_;
   int64_t hidden_;
-  std::list<Entry> entries_;  // most recently used first
-  bool disabled_ = false;     // the device refused to capture at all
-  uint64_t replays_ = 0, captures_ = 0;
+  GraphCache<Key, Slots> graphs_;
 };
 
 }  // namespace rbee::llm

@@ -8,6 +8,9 @@ namespace rbee::server::llm_api {
 
 void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<LlmJob> job, EventFormatter format) {
   if (job->consumer_attached.exchange(true)) {
+    if (job->stream_drained) {  // its stream ended; the registry forgets it when that response is over
+      throw ApiError(404, "job_not_found", "no job with id \"" + job->id + "\" (unknown, or already streamed)", "id");
+    }
     throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
   }
   stream_events<JobEvent>(res, job, job->events, std::move(format), [job, &service](bool completed) {
@@ -16,7 +19,7 @@ void stream_job(httplib::Response& res, LlmService& service, std::shared_ptr<Llm
       job->cancel();
     }
     service.forget(job->id);
-  });
+  }, [job] { job->stream_drained = true; });
 }
 
 JobResult wait_for_job(LlmService& service, const std::shared_ptr<LlmJob>& job,

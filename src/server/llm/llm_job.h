@@ -56,6 +56,7 @@ class LlmJob final : public std::enable_shared_from_this<LlmJob> {
   void cancel();
   Channel<JobEvent> events;
   std::atomic<bool> consumer_attached{false};  // only one reader: the first stream request wins
+  std::atomic<bool> stream_drained{false};     // its reader has taken every event: the job is as good as gone
   std::atomic<bool> finished{false};           // every choice has finished
   std::atomic<int64_t> finished_at_ms{0};      // steady-clock ms, for the registry's time-to-live
 

@@ -32,23 +32,11 @@ std::string worker_status(LlmWorkerContext& ctx) {
 }
 
 nlohmann::json LlmWorkerContext::info() {
-  const DeviceSnapshot d = device.snapshot();
-  nlohmann::json out = {
-      {"worker_id", identity.worker_id},
-      {"implementation", "rbee"},
-      {"version", identity.version},
-      {"model", model_name},
-      {"model_path", model_path},
-      {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
-      {"backend", d.backend},
-      {"device",
-       {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
-        {"vram_used", d.vram_used}}},
-      {"devices", device.json()["devices"]},
-      {"status", worker_status(*this)},
-      {"ctx_size", ctx_size},
-      {"parallel", parallel},
-  };
+  nlohmann::json out = worker_info_common(identity, model_name, model_path, model_ref, device.snapshot());
+  out["devices"] = device.json()["devices"];
+  out["status"] = worker_status(*this);
+  out["ctx_size"] = ctx_size;
+  out["parallel"] = parallel;
   if (LlmService* s = service.load()) {
     const auto& c = s->model().config();
     const auto st = s->scheduler().stats();

@@ -24,30 +24,17 @@ std::string worker_status(SdWorkerContext& ctx) {
 }
 
 nlohmann::json SdWorkerContext::info() {
-  const DeviceSnapshot d = device.snapshot();
-  nlohmann::json out = {
-      {"worker_id", identity.worker_id},
-      {"implementation", "rbee"},
-      {"version", identity.version},
-      {"model", model_name},
-      {"model_path", model_path},
-      {"model_ref", model_ref.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_ref)},
-      {"sd_version", sd_version},
-      {"sd_version_requested", sd_version_requested},
-      {"backend", d.backend},
-      {"device",
-       {{"id", d.id}, {"name", d.name}, {"vendor", d.vendor}, {"arch", d.arch}, {"vram_total", d.vram_total},
-        {"vram_used", d.vram_used}}},
-      {"status", worker_status(*this)},
-      {"operations", {"image_generation", "image_transform", "image_inpaint"}},
-      {"samplers", sampler_list()},
-      {"defaults",
-       {{"steps", defaults.steps}, {"guidance_scale", defaults.guidance_scale}, {"width", defaults.width},
-        {"height", defaults.height}, {"sampler", sd::diffusion_scheduler_kind_name(defaults.sampler)},
-        {"noise", sd::noise_kind_name(defaults.noise)},
-        {"strength", defaults.strength}, {"inpaint_strength", defaults.inpaint_strength},
-        {"preview_every", defaults.preview_every}}},
-  };
+  nlohmann::json out = worker_info_common(identity, model_name, model_path, model_ref, device.snapshot());
+  out["sd_version"] = sd_version;
+  out["sd_version_requested"] = sd_version_requested;
+  out["status"] = worker_status(*this);
+  out["operations"] = {"image_generation", "image_transform", "image_inpaint"};
+  out["samplers"] = sampler_list();
+  out["defaults"] = {{"steps", defaults.steps}, {"guidance_scale", defaults.guidance_scale},
+                     {"width", defaults.width}, {"height", defaults.height},
+                     {"sampler", sd::diffusion_scheduler_kind_name(defaults.sampler)},
+                     {"noise", sd::noise_kind_name(defaults.noise)}, {"strength", defaults.strength},
+                     {"inpaint_strength", defaults.inpaint_strength}, {"preview_every", defaults.preview_every}};
   if (SdService* s = service.load()) {
     const auto st = s->stats();
     out["queue"] = {{"running", st.running ? 1 : 0}, {"queued", st.queued}, {"max_queued", queue_size},
@@ -143,6 +130,9 @@ void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
     auto job = find_job(ctx, req);
     SdService& service = ctx.need_service();
     if (job->consumer_attached.exchange(true)) {
+      if (job->stream_drained) {  // its stream ended; the registry forgets it when that response is over
+        throw ApiError(404, "job_not_found", "no job with id \"" + job->id + "\" (unknown, or already streamed)", "id");
+      }
       throw ApiError(409, "stream_taken", "job " + job->id + " is already being streamed to another client");
     }
     stream_events<SdEvent>(res, job, job->events, sd_frames, [job, &service](bool completed) {
@@ -151,7 +141,7 @@ void add_sd_routes(HttpServer& http, SdWorkerContext& ctx) {
         service.cancel(job);
       }
       service.forget(job->id);
-    });
+    }, [job] { job->stream_drained = true; });
   };
   http.get(R"(/v1/jobs/([A-Za-z0-9_-]{1,64})/stream)", "/v1/jobs/{id}/stream", stream);
   http.get(R"(/v1/inference/([A-Za-z0-9_-]{1,64})/stream)", "/v1/inference/{id}/stream", stream);

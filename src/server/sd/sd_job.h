@@ -36,6 +36,7 @@ class SdJob {
   Channel<SdEvent> events;
   std::atomic<bool> cancel_requested{false};   // DELETE, a client that went away, shutdown
   std::atomic<bool> consumer_attached{false};  // only one reader: the first stream or wait wins
+  std::atomic<bool> stream_drained{false};     // its reader has taken every event: the job is as good as gone
   std::atomic<bool> finished{false};
   std::atomic<int64_t> finished_at_ms{0};      // steady-clock ms, for the service's time-to-live
 };

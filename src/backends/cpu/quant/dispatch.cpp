@@ -81,11 +81,12 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k)
   float* side = reinterpret_cast<float*>(static_cast<char*>(dst) + activation_scales_offset(weight, k));
   if (a == DType::Q8_0) {
     const auto* b = static_cast<const BlockQ8_0*>(dst);
+    int32_t* sums = reinterpret_cast<int32_t*>(side + nb);
     for (int64_t i = 0; i < nb; ++i) {
-      int sum = 0;
+      int32_t sum = 0;
       for (int j = 0; j < kQK; ++j) sum += b[i].qs[j];
       side[i] = f16_to_f32(b[i].d);
-      side[nb + i] = side[i] * (float)sum;
+      sums[i] = sum;
     }
   } else {
     const auto* b = static_cast<const BlockQ8_1*>(dst);

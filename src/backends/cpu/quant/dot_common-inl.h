@@ -71,6 +71,19 @@ HWY_INLINE float HSum(__m256 v) {
 
 HWY_INLINE float F16(uint16_t h) { return _cvtsh_ss(h); }
 
+// The exact int32 sum of v's 8 lanes.
+HWY_INLINE int32_t HSumI(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// a * b + c rounded once (vfmadd; the same bits as std::fma and the prompt GEMM's vector fmas).
+HWY_INLINE float Fma(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
 // 16 packed bytes -> 32 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31. (The bytes are loaded
 // into both 128-bit lanes and the upper lane shifted: no cross-lane shuffle.)
 HWY_INLINE __m256i Nibbles(const uint8_t* qs) {

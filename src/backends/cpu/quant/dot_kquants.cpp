@@ -3,12 +3,15 @@
 //   8 groups of 32 unsigned levels u (0..63), an int16 scale per 16 elements sc[i], a correction coefficient
 //   per 16 elements c[i], and float factors d, dc, such that element e = d * sc[e/16] * u[e] - dc * c[e/16].
 // Then dot(w, x) = d_x * (d * sum_e sc[e/16] * u[e] * q_x[e] - dc * sum_i c[i] * bsums_x[i]): one exact
-// integer sum per super-block and the activation block sums that Q8_K carries. Per type:
+// integer sum S per super-block and the correction C from the activation block sums that Q8_K carries, then
+// acc = fma(d * d_x, float(S), acc), acc = fma(-(dc * d_x), float(C), acc) in super-block order (quant.h; the
+// prompt GEMM keeps the same order in its lanes). Per type:
 //   Q2_K: sc = 4-bit scale, c = 4-bit min, dc = dmin      Q3_K: u = q + 4, sc = 6-bit scale, c = 4 * sc, dc = d
 //   Q4_K/Q5_K: sc, c = 6-bit scale and min of the 32-group, dc = dmin      Q6_K: u = q + 32, c = 32 * sc, dc = d
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/quant/dot_kquants.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <cmath>
 #include <hwy/highway.h>
 
 #include "backends/cpu/quant/dot_common-inl.h"
@@ -93,7 +96,8 @@ struct Portable {
           const int32_t sum = DotI16I8(scaled, x[r][ib].qs, kQKK);
           int32_t corr = 0;
           for (int i = 0; i < 16; ++i) corr += s.c[i] * x[r][ib].bsums[i];
-          acc[r] += x[r][ib].d * (s.d * (float)sum - s.dc * (float)corr);
+          acc[r] = std::fma(s.d * x[r][ib].d, (float)sum, acc[r]);
+          acc[r] = std::fma(-(s.dc * x[r][ib].d), (float)corr, acc[r]);
         }
       }
       for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
@@ -268,8 +272,7 @@ struct Avx2 {
       const auto* w = static_cast<const typename T::W*>(wv);
       const BlockQ8_K* x[NR];
       for (int r = 0; r < NR; ++r) x[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
-      __m256 acc[NR];
-      for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+      float acc[NR] = {};
       KScalesV s;
       for (int64_t ib = 0; ib < k / kQKK; ++ib) {
         const typename T::W& b = w[ib];
@@ -290,13 +293,16 @@ struct Avx2 {
         }
         for (int r = 0; r < NR; ++r) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].bsums));
-          const __m256 corr = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, s.C));
+          // S and C reduced together (exact int32): h = [S0+S1, S2+S3, C0+C1, C2+C3 | S4+S5, ...], then lanes.
+          const __m256i h = _mm256_hadd_epi32(isum[r], _mm256_madd_epi16(bs, s.C));
+          const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+          const __m128 sc = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));  // [S, C, S, C]
           const float dx = x[r][ib].d;
-          acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s.d * dx), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-          acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(s.dc * dx), corr, acc[r]);
+          acc[r] = Fma(s.d * dx, _mm_cvtss_f32(sc), acc[r]);
+          acc[r] = Fma(-(s.dc * dx), _mm_cvtss_f32(_mm_movehdup_ps(sc)), acc[r]);
         }
       }
-      for (int r = 0; r < NR; ++r) out[r * os] = HSum(acc[r]);
+      for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
     }
   };
   static void Dot(int64_t k, const void* w, const void* x, size_t xs, int rows, float* out, int64_t os) {

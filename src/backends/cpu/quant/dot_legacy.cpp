@@ -1,7 +1,10 @@
 // Dot products of 32-element-block weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1) with activations quantized
 // to Q8_0 (or Q8_1 for the _1 types), computed on the packed blocks:
-//   _0 types: sum_blocks d_w * d_x * sum_j q_w[j] * q_x[j]            (q_w with its offset removed)
-//   _1 types: sum_blocks d_w * d_x * sum_j q_w[j] * q_x[j] + m_w * s_x  (s_x = d_x * sum_j q_x[j])
+//   Q4_0, Q5_0, Q8_0, Q8_1: sum_blocks d_w * d_x * s_b, s_b = sum_j q_w[j] * q_x[j] (q_w with its offset
+//     removed) as one exact int32 per block, then acc = fma(d_w * d_x, float(s_b), acc) in block order: ggml's
+//     reference order, the order of the prompt GEMM too (quant.h states the contract).
+//   _1 types: sum_blocks d_w * d_x * sum_j q_w[j] * q_x[j] + m_w * s_x  (s_x = d_x * sum_j q_x[j]), in 8 lanes
+//     as ggml's AVX2 kernels (SmolLM2's logits equal llama.cpp's).
 // Integer sums are exact; only the per-block scaling happens in float.
 // Attribution: the accumulation order follows ggml / llama.cpp (MIT License; NOTICE holds the license text).
 #undef HWY_TARGET_INCLUDE
@@ -110,7 +113,11 @@ struct Portable {
         const float dw = f16_to_f32(w[ib].d), mw = WeightMin<T>(w[ib]);
         for (int r = 0; r < NR; ++r) {
           const int32_t sum = DotI16I8(q, x[r][ib].qs, kQK);
-          acc[r] += dw * f16_to_f32(x[r][ib].d) * (float)sum + mw * ActSum<T>(x[r][ib]);
+          if constexpr (T::kHasMin) {
+            acc[r] += dw * f16_to_f32(x[r][ib].d) * (float)sum + mw * ActSum<T>(x[r][ib]);
+          } else {
+            acc[r] = std::fma(dw * f16_to_f32(x[r][ib].d), (float)sum, acc[r]);  // the contract's order
+          }
         }
       }
       for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
@@ -162,6 +169,7 @@ struct AQ8_1 : LQ8_1 {
 // block, so the load folds into vcvtph2ps.
 HWY_INLINE __m128 F16At(const uint16_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
+// The _1 types' kernel (Q4_1, Q5_1; the others run Avx2BlockSum below).
 template <class T>
 struct Avx2 {
   // Adds block ib of the weights times block ib of each row to acc (float lanes) and macc (the min or offset
@@ -213,6 +221,101 @@ struct Avx2 {
     ForRows<Impl>(rows, k, w, x, xs, out, os);
   }
 };
+
+// Four int32 sums of the 8 lanes of v0..v3 (lane i of the result = the sum of v_i's lanes; exact).
+HWY_INLINE __m128i HSum4I(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+}
+
+// The types with one int32 per block (Q8_0 activations): s_b = sum q_w q_x exactly, then
+// acc = fma(d_w * d_x, float(s_b), acc) in block order (quant.h), the order the prompt GEMM keeps in its lanes.
+// Unsigned-level types (Q4_0, Q5_0) take kOffset * sum q_x out of the block's integer sum; the activation row's
+// side data has each block's d_x (f32) and sum q_x (int32). The horizontal sums run four at a time: four
+// blocks of one row (rows == 1, decode), or one block of four rows.
+template <class T>
+struct Avx2BlockSum {
+  static constexpr int kShift = T::kOffset == 8 ? 3 : T::kOffset == 16 ? 4 : 0;
+  static_assert(T::kOffset == 0 || (1 << kShift) == T::kOffset);
+  // The 8 int32 lanes of block b's products with the activation block y (offset not yet removed).
+  static HWY_INLINE __m256i Lanes(const typename T::W& b, const BlockQ8_0& y) {
+    const __m256i q = T::Load(b);
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
+    if constexpr (T::kSigned) return DotU8I8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(v, q));
+    return DotU8I8(q, v);
+  }
+  static HWY_INLINE __m128i Unoffset(__m128i s, __m128i xsum) {
+    if constexpr (T::kOffset != 0) return _mm_sub_epi32(s, _mm_slli_epi32(xsum, kShift));
+    return s;
+  }
+  template <int NR>
+  struct Impl {
+    static void Run(int64_t k, const void* wv, const void* xv, size_t xs, float* out, int64_t os) {
+      const auto* w = static_cast<const typename T::W*>(wv);
+      const int64_t nb = k / kQK;
+      const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
+      const BlockQ8_0* x[NR];
+      const float* xd[NR];
+      const int32_t* xsum[NR];
+      for (int r = 0; r < NR; ++r) {
+        const char* row = static_cast<const char*>(xv) + r * xs;
+        x[r] = reinterpret_cast<const BlockQ8_0*>(row);
+        xd[r] = reinterpret_cast<const float*>(row + side);
+        xsum[r] = reinterpret_cast<const int32_t*>(xd[r] + nb);
+      }
+      if constexpr (NR == 1) {
+        __m128 acc = _mm_setzero_ps();
+        int64_t ib = 0;
+        for (; ib + 4 <= nb; ib += 4) {
+          const __m128i s = Unoffset(HSum4I(Lanes(w[ib], x[0][ib]), Lanes(w[ib + 1], x[0][ib + 1]),
+                                            Lanes(w[ib + 2], x[0][ib + 2]), Lanes(w[ib + 3], x[0][ib + 3])),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(xsum[0] + ib)));
+          const __m128 f = _mm_cvtepi32_ps(s);
+          const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16((short)w[ib].d, (short)w[ib + 1].d, (short)w[ib + 2].d,
+                                                        (short)w[ib + 3].d, 0, 0, 0, 0));
+          const __m128 t = _mm_mul_ps(dw, _mm_loadu_ps(xd[0] + ib));
+          acc = _mm_fmadd_ss(t, f, acc);
+          acc = _mm_fmadd_ss(_mm_shuffle_ps(t, t, 1), _mm_shuffle_ps(f, f, 1), acc);
+          acc = _mm_fmadd_ss(_mm_shuffle_ps(t, t, 2), _mm_shuffle_ps(f, f, 2), acc);
+          acc = _mm_fmadd_ss(_mm_shuffle_ps(t, t, 3), _mm_shuffle_ps(f, f, 3), acc);
+        }
+        for (; ib < nb; ++ib) {
+          const __m256i z = _mm256_setzero_si256();
+          const __m128i s = Unoffset(HSum4I(Lanes(w[ib], x[0][ib]), z, z, z), _mm_cvtsi32_si128(xsum[0][ib]));
+          const __m128 t = _mm_mul_ss(_mm_set_ss(F16(w[ib].d)), _mm_set_ss(xd[0][ib]));
+          acc = _mm_fmadd_ss(t, _mm_cvtepi32_ps(s), acc);
+        }
+        out[0] = _mm_cvtss_f32(acc);
+      } else {
+        // Lane r = activation row r (lanes past NR compute zeros).
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t ib = 0; ib < nb; ++ib) {
+          __m256i v[4];
+          alignas(16) int32_t xs4[4] = {};
+          alignas(16) float xd4[4] = {};
+          for (int r = 0; r < 4; ++r) {
+            if (r < NR) {
+              v[r] = Lanes(w[ib], x[r][ib]);
+              xs4[r] = xsum[r][ib];
+              xd4[r] = xd[r][ib];
+            } else {
+              v[r] = _mm256_setzero_si256();
+            }
+          }
+          const __m128i s = Unoffset(HSum4I(v[0], v[1], v[2], v[3]), _mm_load_si128(reinterpret_cast<const __m128i*>(xs4)));
+          const __m128 t = _mm_mul_ps(_mm_set1_ps(F16(w[ib].d)), _mm_load_ps(xd4));
+          acc = _mm_fmadd_ps(t, _mm_cvtepi32_ps(s), acc);
+        }
+        alignas(16) float o[4];
+        _mm_store_ps(o, acc);
+        for (int r = 0; r < NR; ++r) out[r * os] = o[r];
+      }
+    }
+  };
+  static void Dot(int64_t k, const void* w, const void* x, size_t xs, int rows, float* out, int64_t os) {
+    ForRows<Impl>(rows, k, w, x, xs, out, os);
+  }
+};
 #endif  // RBEE_QUANT_AVX2
 
 }  // namespace
@@ -220,12 +323,12 @@ struct Avx2 {
 RowDotFn GetLegacyRowDot(DType t) {
 #if RBEE_QUANT_AVX2
   switch (t) {
-    case DType::Q4_0: return &Avx2<AQ4_0>::Dot;
+    case DType::Q4_0: return &Avx2BlockSum<AQ4_0>::Dot;
     case DType::Q4_1: return &Avx2<AQ4_1>::Dot;
-    case DType::Q5_0: return &Avx2<AQ5_0>::Dot;
+    case DType::Q5_0: return &Avx2BlockSum<AQ5_0>::Dot;
     case DType::Q5_1: return &Avx2<AQ5_1>::Dot;
-    case DType::Q8_0: return &Avx2<AQ8_0>::Dot;
-    case DType::Q8_1: return &Avx2<AQ8_1>::Dot;
+    case DType::Q8_0: return &Avx2BlockSum<AQ8_0>::Dot;
+    case DType::Q8_1: return &Avx2BlockSum<AQ8_1>::Dot;
     default: return nullptr;
   }
 #else

@@ -1,10 +1,11 @@
 // Prompt-sized quantized matmul on the CPU (M >= kQGemmMinRows): weight rows packed into panels of
-// kQGemmPanelRows rows, block by block, with the levels unpacked to unsigned bytes and the scales to f32 / int16,
-// then a register-blocked micro-kernel computes tiles of up to kQGemmTileRows activation rows x one panel.
+// QGemm::panel_rows rows, block by block, with the levels unpacked to unsigned bytes and the scales to f32 /
+// int16, then a register-blocked micro-kernel computes tiles of up to QGemm::tile_rows activation rows x one panel.
 //
 // Contract: every output is bit-for-bit what the row kernels (quant.h, row_dot_kernel on the AVX2 / AVX3 target)
-// give: the same per-block int32 sums in the same 8 lanes, the same f32 scaling and accumulation order per block,
-// the same horizontal sum at the end. So which path computes a row (decode M = 1 or a prompt tile) never changes
+// give: the accumulation order quant.h states (Q4_0 / Q5_0 / Q8_0 / Q8_1: one int32 per block and one f32 fma
+// per block in block order; the _1 types and K-quants: the same int32 lanes, f32 scaling per block and
+// horizontal sum as the row kernels). So which path computes a row (decode M = 1 or a prompt tile) never changes
 // its result, and the llama.cpp goldens stay as they are.
 //
 // Packing happens per qmatmul call, one panel per task before its row tiles run (its cost is one pass over the
@@ -18,17 +19,16 @@
 
 namespace rbee::cpu::quant {
 
-inline constexpr int kQGemmPanelRows = 4;  // weight rows per packed panel
-inline constexpr int kQGemmTileRows = 4;   // activation rows per micro-kernel call
+inline constexpr int kQGemmMaxTileRows = 8;  // activation rows per micro-kernel call, at most
 inline constexpr int64_t kQGemmMinRows = 16;  // smaller M runs the row kernels (packing costs more there)
 
 struct QGemm {
-  // Bytes of one packed panel of kQGemmPanelRows weight rows of k elements (a multiple of 64).
+  // Bytes of one packed panel of panel_rows weight rows of k elements (a multiple of 64).
   int64_t (*panel_bytes)(int64_t k);
-  // Packs rows [0, rows) (rows <= kQGemmPanelRows) of the weight rows at w (w_row_bytes apart) into panel
+  // Packs rows [0, rows) (rows <= panel_rows) of the weight rows at w (w_row_bytes apart) into panel
   // (64-byte aligned); missing rows are packed as zeros.
   void (*pack)(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel);
-  // out[r * os + c] = dot(weight row c of the panel, activation row r) for r < mrows (<= kQGemmTileRows),
+  // out[r * os + c] = dot(weight row c of the panel, activation row r) for r < mrows (<= tile_rows),
   // c < ncols; activation row r at (const char*)x + r * xs, laid out as quant.h's activation rows.
   // One call covers blocks [b0, b1) of the k / block_elems blocks, so a caller can walk K in slices that keep a
   // panel slice in L1: the partial sums live in `state` (kQGemmStateFloats floats, 64-byte aligned) between
@@ -37,8 +37,10 @@ struct QGemm {
                int64_t b0, int64_t b1, float* state);
   int64_t block_elems;       // elements per block (32 or 256)
   int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
+  int panel_rows;             // weight rows per packed panel (4 or 16)
+  int tile_rows;              // activation rows per tile call (4 or 8; divides 64)
 };
-inline constexpr int kQGemmStateFloats = kQGemmTileRows * 2 * 16 + kQGemmTileRows * 4;
+inline constexpr int kQGemmStateFloats = 144;  // >= 4 rows x (2 x 16 + 4) and 8 rows x 16; a multiple of 16
 
 // The GEMM for `weight` on this CPU, or nullptr (no AVX-512 VNNI, a Highway target other than AVX2 / AVX3 chosen
 // for the row kernels, RBEE_CPU_QGEMM=0 in the environment, or a type without one).

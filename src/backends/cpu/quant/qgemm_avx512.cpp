@@ -1,17 +1,22 @@
 // Prompt GEMM micro-kernels for x86 CPUs with AVX-512 VNNI (qgemm.h). Functions carry their own target
 // attribute and run only after a runtime CPU check, so the rest of the build keeps its baseline flags.
 //
-// Packed panel of kQGemmPanelRows = 4 weight rows; a ZMM register holds one 32-element block of two weight rows
-// (row 2p in bytes 0-31, row 2p + 1 in bytes 32-63) as unsigned levels, and the 32 activation bytes of the same
-// block broadcast to both halves. Per block and pair of rows, the 8 lanes per row are exactly the row kernels'
-// (dot_legacy.cpp / dot_kquants.cpp, AVX2 path):
-//   legacy types: lane l = sum of the 4 products of bytes 4l..4l+3 (vpdpbusd; the row kernels' vpmaddubsw +
-//     vpmaddwd with ones gives the same int32, no int16 saturation is reachable with these ranges). Q8_0 / Q8_1
-//     weights are stored as q + 128 and the lanes start from -128 * (lane sum of the activations), so the int32
-//     is sum q_w * q_x itself. acc = fma(d_w * d_x, float(lanes), acc); the offset / min term by fma per block.
-//   K-quants: per 32-element group vpmaddubsw (unsigned levels x int8 activations) then vpdpwssd with the
-//     group's two 16-element int16 scales (= the row kernels' vpmaddwd + add), per super-block the same two
-//     fmas (d * d_x, then -dc * d_x times the bsums correction).
+// Q4_0, Q5_0, Q8_0, Q8_1 (one int32 per block, quant.h): panels of 16 weight rows, lane c of every ZMM = weight
+// row c. Per block, 8 ZMMs hold the 16 rows' unsigned levels 4 bytes per lane (ZMM g: elements 4g..4g+3), then
+// the 16 d_w as f32. A tile row's block sum is 8 vpdpbusd of those with the activation's 4-byte groups
+// broadcast, started from -offset * sum q_x (Q4_0 levels q + 8, Q5_0 q + 16, Q8_x q + 128): 16 exact int32 block
+// sums, one vcvtdq2ps and one fma with d_w * d_x per block for 16 outputs, the order of the row kernels.
+//
+// K-quants: the same lanes, one int32 S (levels times sub-block scales, vpdpbusd then vpmulld per sub-block) and
+// one int32 C (bsums correction, vpdpwssd) per super-block, then two fmas (KSum below).
+//
+// Q4_1, Q5_1: packed panel of 4 weight rows; a ZMM register holds one 32-element block of two
+// weight rows (row 2p in bytes 0-31, row 2p + 1 in bytes 32-63) as unsigned levels, and the 32 activation bytes
+// of the same block broadcast to both halves. Per block and pair of rows, the 8 lanes per row are exactly the row
+// kernels' (dot_legacy.cpp / dot_kquants.cpp, AVX2 path):
+//   Q4_1 / Q5_1: lane l = sum of the 4 products of bytes 4l..4l+3 (vpdpbusd; the row kernels' vpmaddubsw +
+//     vpmaddwd with ones gives the same int32, no int16 saturation is reachable with these ranges).
+//     acc = fma(d_w * d_x, float(lanes), acc); the min term by fma per block.
 // The final horizontal sum follows HSum (dot_common-inl.h): ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)).
 #include "backends/cpu/quant/qgemm.h"
 
@@ -38,8 +43,8 @@ namespace {
 constexpr int64_t Round64(int64_t v) { return (v + 63) / 64 * 64; }
 
 // ---------------------------------------------------------------------------------------------------------
-// Legacy (32-element) blocks. Panel: levels [nb][2 pairs][64 bytes], then d [nb][4] f32, then the per-block
-// offset / min term mw [nb][4] f32 (Q4_0: -8 d, Q5_0: -16 d, Q4_1 / Q5_1: m, Q8_x: 0).
+// Legacy (32-element) blocks. Q4_1 / Q5_1 panel: levels [nb][2 pairs][64 bytes], then d [nb][4] f32, then the
+// per-block min m [nb][4] f32.
 RBEE_VNNI inline __m256i Nibbles(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   const __m256i both = _mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xF0);
@@ -56,44 +61,129 @@ RBEE_VNNI inline __m256i FifthBits(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// Levels (unsigned bytes), d and mw of one block, computed as the row kernels do.
-struct PQ4_0 {
+// ---------------------------------------------------------------------------------------------------------
+// Q4_0, Q5_0, Q8_0, Q8_1: unsigned levels q + 2^kShift and the offset shift.
+struct BQ4_0 {
   using W = BlockQ4_0;
-  using X = BlockQ8_0;
-  static constexpr bool kSigned = false, kMacc = true;
+  static constexpr int kShift = 3;
   RBEE_VNNI static __m256i Levels(const W& b) { return Nibbles(b.qs); }
-  static float Mw(const W& b) { return -8.f * f16_to_f32(b.d); }
 };
+struct BQ5_0 {
+  using W = BlockQ5_0;
+  static constexpr int kShift = 4;
+  RBEE_VNNI static __m256i Levels(const W& b) { return _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)); }
+};
+template <class Block>
+struct BQ8 {
+  using W = Block;
+  static constexpr int kShift = 7;
+  RBEE_VNNI static __m256i Levels(const W& b) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), _mm256_set1_epi8((char)0x80));
+  }
+};
+
+template <class T>
+struct BlockSum {
+  static constexpr int kRows = 16;
+  static constexpr int64_t kBlockBytes = 8 * 64 + 64;  // levels [8 groups][16 lanes][4 bytes], then d [16] f32
+  static int64_t PanelBytes(int64_t k) { return (k / kQK) * kBlockBytes; }
+
+  RBEE_VNNI static void Pack(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel) {
+    const int64_t nb = k / kQK;
+    auto* base = static_cast<uint8_t*>(panel);
+    for (int64_t ib = 0; ib < nb; ++ib) {
+      uint8_t* blk = base + ib * kBlockBytes;
+      float* d = reinterpret_cast<float*>(blk + 512);
+      for (int r = 0; r < kRows; ++r) {
+        alignas(32) uint32_t lev[8] = {};
+        d[r] = 0.f;
+        if (r < rows) {
+          const auto& b = reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes)[ib];
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lev), T::Levels(b));
+          d[r] = f16_to_f32(b.d);
+        }
+        for (int g = 0; g < 8; ++g) std::memcpy(blk + g * 64 + r * 4, &lev[g], 4);
+      }
+    }
+  }
+
+  template <int MR>
+  RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
+                             int ncols, int64_t b0, int64_t b1, float* state) {
+    const int64_t nb = k / kQK;
+    const auto* base = static_cast<const uint8_t*>(panel);
+    const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
+    const BlockQ8_0* x[MR];
+    const float* xd[MR];
+    const int32_t* xsum[MR];
+    for (int r = 0; r < MR; ++r) {
+      const char* row = static_cast<const char*>(xv) + r * xs;
+      x[r] = reinterpret_cast<const BlockQ8_0*>(row);
+      xd[r] = reinterpret_cast<const float*>(row + side);
+      xsum[r] = reinterpret_cast<const int32_t*>(xd[r] + nb);
+    }
+    __m512 acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 16);
+    for (int64_t ib = b0; ib < b1; ++ib) {
+      const uint8_t* blk = base + ib * kBlockBytes;
+      __m512i w[8];
+      for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(blk + g * 64);
+      const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(blk + 512));
+      // The rows' block sums as MR independent chains, interleaved group by group so the out-of-order core
+      // always has MR vpdpbusd ready (vpdpbusd's latency is 5 cycles).
+      __m512i sa[MR];
+      for (int r = 0; r < MR; ++r) sa[r] = _mm512_set1_epi32(-(xsum[r][ib] * (1 << T::kShift)));
+      for (int g = 0; g < 8; ++g) {
+        for (int r = 0; r < MR; ++r) {
+          int32_t xq;
+          std::memcpy(&xq, x[r][ib].qs + 4 * g, 4);
+          sa[r] = _mm512_dpbusd_epi32(sa[r], w[g], _mm512_set1_epi32(xq));
+        }
+      }
+      for (int r = 0; r < MR; ++r) {
+        const __m512 t = _mm512_mul_ps(dw, _mm512_set1_ps(xd[r][ib]));
+        acc[r] = _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(sa[r]), acc[r]);
+      }
+    }
+    if (b1 < nb) {
+      for (int r = 0; r < MR; ++r) _mm512_store_ps(state + r * 16, acc[r]);
+      return;
+    }
+    const __mmask16 mask = (__mmask16)((1u << ncols) - 1u);
+    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
+  }
+
+  static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
+                      int ncols, int64_t b0, int64_t b1, float* state) {
+    switch (mrows) {
+      case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 4: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 5: return Tile<5>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 6: return Tile<6>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 7: return Tile<7>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      default: return Tile<8>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+    }
+  }
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, kBlockBytes, kRows, 8};
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Q4_1, Q5_1. Levels (unsigned bytes), d and mw of one block, computed as the row kernels do.
 struct PQ4_1 {
   using W = BlockQ4_1;
   using X = BlockQ8_1;
-  static constexpr bool kSigned = false, kMacc = true;
+  static constexpr bool kMacc = true;
   RBEE_VNNI static __m256i Levels(const W& b) { return Nibbles(b.qs); }
   static float Mw(const W& b) { return f16_to_f32(b.m); }
-};
-struct PQ5_0 {
-  using W = BlockQ5_0;
-  using X = BlockQ8_0;
-  static constexpr bool kSigned = false, kMacc = true;
-  RBEE_VNNI static __m256i Levels(const W& b) { return _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)); }
-  static float Mw(const W& b) { return -16.f * f16_to_f32(b.d); }
 };
 struct PQ5_1 {
   using W = BlockQ5_1;
   using X = BlockQ8_1;
-  static constexpr bool kSigned = false, kMacc = true;
+  static constexpr bool kMacc = true;
   RBEE_VNNI static __m256i Levels(const W& b) { return _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)); }
   static float Mw(const W& b) { return f16_to_f32(b.m); }
-};
-template <class Block>
-struct PQ8 {
-  using W = Block;
-  using X = BlockQ8_0;
-  static constexpr bool kSigned = true, kMacc = false;
-  RBEE_VNNI static __m256i Levels(const W& b) {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), _mm256_set1_epi8((char)0x80));
-  }
-  static float Mw(const W&) { return 0.f; }
 };
 
 template <class T>
@@ -105,7 +195,7 @@ struct Legacy {
     auto* lev = static_cast<uint8_t*>(panel);
     float* d = reinterpret_cast<float*>(lev + nb * 128);
     float* mw = d + nb * 4;
-    for (int r = 0; r < kQGemmPanelRows; ++r) {
+    for (int r = 0; r < 4; ++r) {
       uint8_t* lr = lev + (r / 2) * 64 + (r % 2) * 32;
       if (r >= rows) {
         for (int64_t ib = 0; ib < nb; ++ib) {
@@ -142,14 +232,13 @@ struct Legacy {
     }
     const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i pick1 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m512i k80 = _mm512_set1_epi8((char)0x80);
     __m512 acc[MR][2];
     __m128 macc[MR];
     for (int r = 0; r < MR; ++r) {
       const bool fresh = b0 == 0;
       acc[r][0] = fresh ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32);
       acc[r][1] = fresh ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32 + 16);
-      macc[r] = fresh ? _mm_setzero_ps() : _mm_load_ps(state + kQGemmTileRows * 32 + r * 4);
+      macc[r] = fresh ? _mm_setzero_ps() : _mm_load_ps(state + 4 * 32 + r * 4);
     }
     for (int64_t ib = b0; ib < b1; ++ib) {
       const __m512i w0 = _mm512_load_si512(lev + ib * 128), w1 = _mm512_load_si512(lev + ib * 128 + 64);
@@ -160,8 +249,7 @@ struct Legacy {
       for (int r = 0; r < MR; ++r) {
         const __m512i xb =
             _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][ib].qs)));
-        __m512i init = _mm512_setzero_si512();
-        if constexpr (T::kSigned) init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, k80, xb));
+        const __m512i init = _mm512_setzero_si512();
         const __m512i s0 = _mm512_dpbusd_epi32(init, w0, xb), s1 = _mm512_dpbusd_epi32(init, w1, xb);
         const __m512 dx = _mm512_set1_ps(xd[r][ib]);
         acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(dA, dx), _mm512_cvtepi32_ps(s0), acc[r][0]);
@@ -173,7 +261,7 @@ struct Legacy {
       for (int r = 0; r < MR; ++r) {
         _mm512_store_ps(state + r * 32, acc[r][0]);
         _mm512_store_ps(state + r * 32 + 16, acc[r][1]);
-        _mm_store_ps(state + kQGemmTileRows * 32 + r * 4, macc[r]);
+        _mm_store_ps(state + 4 * 32 + r * 4, macc[r]);
       }
       return;
     }
@@ -199,14 +287,12 @@ struct Legacy {
       default: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
     }
   }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, 128 + 32};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQK, 128 + 32, 4, 4};
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// K-quants (256-element super-blocks). Panel per super-block sb: levels [nsb][8 groups][2 pairs][64 bytes],
-// group scales [nsb][8][2][32 int16] (lanes 16h + 0..7 = row h's scale of the group's first 16 elements,
-// 16h + 8..15 of its second), corrections [nsb][2][32 int16] (row h's 16 coefficients c at 16h), d [nsb][4],
-// dc [nsb][4]. Levels as dot_kquants.cpp defines them; scales and coefficients from k_scales (kquant_scales.h).
+// K-quants (256-element super-blocks): Pair(b, s) gives the unsigned levels of 32-element groups 2s and 2s + 1
+// as dot_kquants.cpp defines them; scales and coefficients come from k_scales (kquant_scales.h).
 RBEE_VNNI inline __m256i Low2(__m256i v, int shift) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
 }
@@ -268,50 +354,48 @@ struct PK6 {
   }
 };
 
-template <class T>
-struct KQuant {
-  static constexpr int64_t kSbBytes = 1024 + 1024 + 128 + 32;
-  static int64_t PanelBytes(int64_t k) { return Round64((k / kQKK) * kSbBytes); }
+// The K-quant prompt GEMM: panels of 16 weight rows, lane c = weight row c (quant.h's order: one int32 S and
+// one int32 C per super-block, then two fmas). Panel per super-block: levels [64 groups of 4 elements][16
+// lanes][4 bytes], sub-block scales sc [16][16 lanes] int32, correction coefficients [8 pairs][16 lanes][2 int16]
+// (c[2j], c[2j + 1], dotted with Q8_K's bsums pairs by vpdpwssd), d [16] and dc [16] f32. Per sub-block of 16
+// (Q4_K / Q5_K: of 32, one scale) the products are summed exactly by vpdpbusd, multiplied by the scale (vpmulld)
+// and added to S; every int32 stays exact (|S| < 2^31 for every type's ranges).
+template <class T, bool kPer32>
+struct KSum {
+  static constexpr int kRows = 16;
+  static constexpr int64_t kSbBytes = 64 * 64 + 16 * 64 + 8 * 64 + 2 * 64;
+  static int64_t PanelBytes(int64_t k) { return (k / kQKK) * kSbBytes; }
 
   RBEE_VNNI static void Pack(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel) {
     const int64_t nsb = k / kQKK;
-    auto* lev = static_cast<uint8_t*>(panel);
-    auto* gsc = reinterpret_cast<int16_t*>(lev + nsb * 1024);
-    int16_t* cc = gsc + nsb * 512;
-    float* d = reinterpret_cast<float*>(cc + nsb * 64);
-    float* dc = d + nsb * 4;
-    for (int r = 0; r < kQGemmPanelRows; ++r) {
-      const int p = r / 2, h = r % 2;
-      const auto* b = reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes);
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        uint8_t* l = lev + sb * 1024 + p * 64 + h * 32;
-        int16_t* g = gsc + sb * 512 + p * 32 + h * 16;
-        int16_t* c = cc + sb * 64 + p * 32 + h * 16;
-        if (r >= rows) {
-          for (int gi = 0; gi < 8; ++gi) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + gi * 128), _mm256_setzero_si256());
-            std::memset(g + gi * 64, 0, 32);
+    auto* base = static_cast<uint8_t*>(panel);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* blk = base + sb * kSbBytes;
+      auto* sc = reinterpret_cast<int32_t*>(blk + 4096);
+      auto* cc = reinterpret_cast<int16_t*>(blk + 4096 + 1024);
+      auto* d = reinterpret_cast<float*>(blk + 4096 + 1024 + 512);
+      float* dc = d + 16;
+      for (int r = 0; r < kRows; ++r) {
+        alignas(32) uint8_t u[kQKK] = {};
+        KScales ks{};
+        if (r < rows) {
+          const auto& b = reinterpret_cast<const typename T::W*>(static_cast<const char*>(w) + r * w_row_bytes)[sb];
+          for (int s = 0; s < 4; ++s) {
+            __m256i qa, qb;
+            T::Pair(b, s, qa, qb);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u + 64 * s), qa);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u + 64 * s + 32), qb);
           }
-          std::memset(c, 0, 32);
-          d[sb * 4 + r] = dc[sb * 4 + r] = 0.f;
-          continue;
+          k_scales(b, ks);
         }
-        for (int s = 0; s < 4; ++s) {
-          __m256i qa, qb;
-          T::Pair(b[sb], s, qa, qb);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + (2 * s) * 128), qa);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + (2 * s + 1) * 128), qb);
+        for (int g = 0; g < 64; ++g) std::memcpy(blk + g * 64 + r * 4, u + 4 * g, 4);
+        for (int i = 0; i < 16; ++i) sc[i * 16 + r] = ks.sc[i];
+        for (int j = 0; j < 8; ++j) {
+          cc[(j * 16 + r) * 2] = ks.c[2 * j];
+          cc[(j * 16 + r) * 2 + 1] = ks.c[2 * j + 1];
         }
-        KScales ks;
-        k_scales(b[sb], ks);
-        for (int gi = 0; gi < 8; ++gi)
-          for (int e = 0; e < 8; ++e) {
-            g[gi * 64 + e] = ks.sc[2 * gi];
-            g[gi * 64 + 8 + e] = ks.sc[2 * gi + 1];
-          }
-        std::memcpy(c, ks.c, 32);
-        d[sb * 4 + r] = ks.d;
-        dc[sb * 4 + r] = ks.dc;
+        d[r] = ks.d;
+        dc[r] = ks.dc;
       }
     }
   }
@@ -320,68 +404,52 @@ struct KQuant {
   RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
                              int ncols, int64_t b0, int64_t b1, float* state) {
     const int64_t nsb = k / kQKK;
-    const auto* lev = static_cast<const uint8_t*>(panel);
-    const auto* gsc = reinterpret_cast<const int16_t*>(lev + nsb * 1024);
-    const int16_t* cc = gsc + nsb * 512;
-    const float* d = reinterpret_cast<const float*>(cc + nsb * 64);
-    const float* dc = d + nsb * 4;
+    const auto* base = static_cast<const uint8_t*>(panel);
     const BlockQ8_K* x[MR];
     for (int r = 0; r < MR; ++r) x[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
-    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i pick1 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 acc[MR][2];
-    for (int r = 0; r < MR; ++r) {
-      acc[r][0] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32);
-      acc[r][1] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 32 + 16);
-    }
+    __m512 acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 16);
+    constexpr int kSub = kPer32 ? 8 : 16;     // sub-blocks with their own scale
+    constexpr int kGroups = 64 / kSub;        // 4-element groups per sub-block
     for (int64_t sb = b0; sb < b1; ++sb) {
-      __m512i isum[MR][2];
-      for (int r = 0; r < MR; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
-      const uint8_t* l = lev + sb * 1024;
-      const int16_t* g = gsc + sb * 512;
-      for (int gi = 0; gi < 8; ++gi) {
-        const __m512i w0 = _mm512_load_si512(l + gi * 128), w1 = _mm512_load_si512(l + gi * 128 + 64);
-        const __m512i s0 = _mm512_load_si512(g + gi * 64), s1 = _mm512_load_si512(g + gi * 64 + 32);
-        for (int r = 0; r < MR; ++r) {
-          const __m512i xb = _mm512_broadcast_i64x4(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][sb].qs + 32 * gi)));
-          isum[r][0] = _mm512_dpwssd_epi32(isum[r][0], _mm512_maddubs_epi16(w0, xb), s0);
-          isum[r][1] = _mm512_dpwssd_epi32(isum[r][1], _mm512_maddubs_epi16(w1, xb), s1);
+      const uint8_t* blk = base + sb * kSbBytes;
+      const auto* sc = reinterpret_cast<const int32_t*>(blk + 4096);
+      __m512i S[MR];
+      for (int r = 0; r < MR; ++r) S[r] = _mm512_setzero_si512();
+      for (int i = 0; i < kSub; ++i) {
+        __m512i w[kGroups];
+        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
+        const __m512i scale = _mm512_load_si512(sc + (kPer32 ? 2 * i : i) * 16);
+        __m512i da[MR];
+        for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
+        for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+          for (int r = 0; r < MR; ++r) {
+            int32_t xq;
+            std::memcpy(&xq, x[r][sb].qs + (i * kGroups + g) * 4, 4);
+            da[r] = _mm512_dpbusd_epi32(da[r], w[g], _mm512_set1_epi32(xq));
+          }
         }
+        for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
       }
-      const __m512i c0 = _mm512_load_si512(cc + sb * 64), c1 = _mm512_load_si512(cc + sb * 64 + 32);
-      const __m512 d4 = _mm512_castps128_ps512(_mm_loadu_ps(d + sb * 4));
-      const __m512 dc4 = _mm512_castps128_ps512(_mm_loadu_ps(dc + sb * 4));
-      const __m512 dA = _mm512_permutexvar_ps(pick0, d4), dB = _mm512_permutexvar_ps(pick1, d4);
-      const __m512 dcA = _mm512_permutexvar_ps(pick0, dc4), dcB = _mm512_permutexvar_ps(pick1, dc4);
+      const auto* cc = blk + 4096 + 1024;
+      const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512));
+      const __m512 dc = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512) + 16);
       for (int r = 0; r < MR; ++r) {
-        const __m512i bs =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][sb].bsums)));
+        int32_t bs[8];
+        std::memcpy(bs, x[r][sb].bsums, sizeof bs);
+        __m512i c = _mm512_setzero_si512();
+        for (int j = 0; j < 8; ++j) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(cc + j * 64), _mm512_set1_epi32(bs[j]));
         const __m512 dx = _mm512_set1_ps(x[r][sb].d);
-        const __m512 corr0 = _mm512_cvtepi32_ps(_mm512_madd_epi16(bs, c0));
-        const __m512 corr1 = _mm512_cvtepi32_ps(_mm512_madd_epi16(bs, c1));
-        acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(dA, dx), _mm512_cvtepi32_ps(isum[r][0]), acc[r][0]);
-        acc[r][0] = _mm512_fnmadd_ps(_mm512_mul_ps(dcA, dx), corr0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(dB, dx), _mm512_cvtepi32_ps(isum[r][1]), acc[r][1]);
-        acc[r][1] = _mm512_fnmadd_ps(_mm512_mul_ps(dcB, dx), corr1, acc[r][1]);
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(S[r]), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c), acc[r]);
       }
     }
     if (b1 < nsb) {
-      for (int r = 0; r < MR; ++r) {
-        _mm512_store_ps(state + r * 32, acc[r][0]);
-        _mm512_store_ps(state + r * 32 + 16, acc[r][1]);
-      }
+      for (int r = 0; r < MR; ++r) _mm512_store_ps(state + r * 16, acc[r]);
       return;
     }
-    for (int r = 0; r < MR; ++r) {
-      alignas(64) float v[32];
-      _mm512_store_ps(v, acc[r][0]);
-      _mm512_store_ps(v + 16, acc[r][1]);
-      for (int c = 0; c < ncols; ++c) {
-        const float* lv = v + 8 * c;
-        out[r * os + c] = ((lv[0] + lv[4]) + (lv[2] + lv[6])) + ((lv[1] + lv[5]) + (lv[3] + lv[7]));
-      }
-    }
+    const __mmask16 mask = (__mmask16)((1u << ncols) - 1u);
+    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
   }
 
   static void TileAny(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os,
@@ -390,27 +458,31 @@ struct KQuant {
       case 1: return Tile<1>(k, panel, x, xs, out, os, ncols, b0, b1, state);
       case 2: return Tile<2>(k, panel, x, xs, out, os, ncols, b0, b1, state);
       case 3: return Tile<3>(k, panel, x, xs, out, os, ncols, b0, b1, state);
-      default: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 4: return Tile<4>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 5: return Tile<5>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 6: return Tile<6>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      case 7: return Tile<7>(k, panel, x, xs, out, os, ncols, b0, b1, state);
+      default: return Tile<8>(k, panel, x, xs, out, os, ncols, b0, b1, state);
     }
   }
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQKK, kSbBytes};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileAny, kQKK, kSbBytes, kRows, 8};
 };
 
 }  // namespace
 
 const QGemm* qgemm_avx512_vnni(DType weight) {
   switch (weight) {
-    case DType::Q4_0: return &Legacy<PQ4_0>::kGemm;
+    case DType::Q4_0: return &BlockSum<BQ4_0>::kGemm;
     case DType::Q4_1: return &Legacy<PQ4_1>::kGemm;
-    case DType::Q5_0: return &Legacy<PQ5_0>::kGemm;
+    case DType::Q5_0: return &BlockSum<BQ5_0>::kGemm;
     case DType::Q5_1: return &Legacy<PQ5_1>::kGemm;
-    case DType::Q8_0: return &Legacy<PQ8<BlockQ8_0>>::kGemm;
-    case DType::Q8_1: return &Legacy<PQ8<BlockQ8_1>>::kGemm;
-    case DType::Q2_K: return &KQuant<PK2>::kGemm;
-    case DType::Q3_K: return &KQuant<PK3>::kGemm;
-    case DType::Q4_K: return &KQuant<PK4>::kGemm;
-    case DType::Q5_K: return &KQuant<PK5>::kGemm;
-    case DType::Q6_K: return &KQuant<PK6>::kGemm;
+    case DType::Q8_0: return &BlockSum<BQ8<BlockQ8_0>>::kGemm;
+    case DType::Q8_1: return &BlockSum<BQ8<BlockQ8_1>>::kGemm;
+    case DType::Q2_K: return &KSum<PK2, false>::kGemm;
+    case DType::Q3_K: return &KSum<PK3, false>::kGemm;
+    case DType::Q4_K: return &KSum<PK4, true>::kGemm;
+    case DType::Q5_K: return &KSum<PK5, true>::kGemm;
+    case DType::Q6_K: return &KSum<PK6, false>::kGemm;
     default: return nullptr;
   }
 }

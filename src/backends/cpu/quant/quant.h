@@ -24,10 +24,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 DType activation_dtype(DType weight);
 
 // An activation row as the dot kernels take it (activation_row_bytes(weight, k) bytes): the k values quantized to
-// activation_dtype(weight), and for Q8_0 / Q8_1 rows two f32 arrays of k / 32 at byte offset
-// activation_scales_offset(k): the block scales d, then d * sum(qs) (Q8_0 rows, exact in f32 up to its
-// rounding) or the block's own f16 s (Q8_1 rows). Kernels that revisit the row for every weight row read
-// floats instead of converting f16s, and fold weight offsets and mins in with them. F32 activations are the k
+// activation_dtype(weight), and for Q8_0 / Q8_1 rows two arrays of k / 32 at byte offset
+// activation_scales_offset(k): the block scales d as f32, then for Q8_0 rows the int32 sum(qs) of each block
+// (weights stored with an offset, Q4_0's q + 8, take it out of their block's integer sum exactly), for Q8_1 rows
+// the block's own f16 s as f32 (Q4_1 / Q5_1 fold their min in with it). Kernels that revisit the row for every
+// weight row read these instead of converting f16s. F32 activations are the k
 // floats themselves (F32 weights) or the k floats rounded to f16 / bf16 (F16 / BF16 weights).
 int64_t activation_row_bytes(DType weight, int64_t k);
 int64_t activation_scales_offset(DType weight, int64_t k);
@@ -38,6 +39,20 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k)
 // w: one row of k elements of the weight type; x_r = (const char*)x + r * x_stride, an activation row (above).
 // k is a multiple of the weight's block size. Each weight block is unpacked once and used for every activation
 // row, so a tile of rows costs one pass over the weights.
+//
+// Accumulation order (the op contract; every path that computes a row follows it, so a row's result does not
+// depend on the path, its batch or its neighbours):
+//   Q4_0, Q5_0, Q8_0, Q8_1 weights (Q8_0 activations), ggml's reference order: per 32-element block b the
+//     products are summed into ONE exact int32 s_b (levels with their offset removed), then
+//     acc = fma(d_w[b] * d_x[b], float(s_b), acc) in block order from acc = 0 in f32; out = acc.
+//   Q4_1, Q5_1 (Q8_1 activations; x86 kernels and the prompt GEMM): as ggml's AVX2 kernels, 8 int32 lanes of
+//     4 products per block, each fma'd with d_w * d_x into 8 f32 lanes, the min term m_w * s_x by a scalar fma
+//     chain, then the lanes summed as ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) plus that chain
+//     (SmolLM2's logits equal llama.cpp's). The portable targets sum the same per-block terms in one chain.
+//   K-quants (Q8_K activations): per 256-element super-block ONE exact int32 S = sum of the products times
+//     their integer sub-block scales and ONE int32 C = the min / offset correction from Q8_K's bsums
+//     (kquant_scales.h), then acc = fma(d * d_x, float(S), acc), acc = fma(-(dc * d_x), float(C), acc) in
+//     super-block order from acc = 0; out = acc.
 inline constexpr int kMaxRows = 4;
 using RowDotFn = void (*)(int64_t k, const void* w, const void* x, size_t x_stride, int rows, float* out,
                           int64_t out_stride);

@@ -436,26 +436,14 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   p.vec_cache = d % 4 == 0 && reinterpret_cast<uintptr_t>(k_cache.data()) % (4 * elem) == 0 &&
                 reinterpret_cast<uintptr_t>(v_cache.data()) % (4 * elem) == 0;
 
-  // Splits: enough blocks for ~4 per multiprocessor, each split at least one key tile.
-  const int64_t max_ctx = (int64_t)max_blocks * block_size;
-  const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
-  const int64_t want = (4 * (int64_t)device_.props().multiprocessors + base_blocks - 1) / base_blocks;
+  // Splits: enough blocks for ~4 per multiprocessor, each split at least one key tile, also for short ranges.
   // Batch-invariant mode: one split (a row's keys in one pass of kt-key tiles from position 0, whatever the
   // launch) and window starts aligned to the tiles.
   const bool invariant = batch_invariant();
-  const int64_t n_splits =
-      invariant ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + kt - 1) / kt, 65535));
   if (invariant) p.key_align = kt;
-  p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + kt - 1) / kt * kt);
-  p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
-  p.out = static_cast<float*>(out.data());
-  Tensor part_acc, part_ml;
-  if (p.n_splits > 1) {
-    part_acc = Tensor::empty({p.n_splits, nq, hq, d}, DType::F32, device_);
-    part_ml = Tensor::empty({p.n_splits, nq, hq, 2}, DType::F32, device_);
-    p.part_acc = static_cast<float*>(part_acc.data());
-    p.part_ml = static_cast<float*>(part_ml.data());
-  }
+  PagedPartials partials;
+  plan_paged_splits(p, device_, (int64_t)max_blocks * block_size, kt, tiles * hkv * p.n_head_chunks,
+                    4 * (int64_t)device_.props().multiprocessors, 0, invariant, out, partials);
   RBEE_CHECK_CODE(tiles <= INT32_MAX && (int64_t)hkv * p.n_head_chunks <= 65535, ErrorCode::Unsupported,
                   "paged_attention: launch too large ({} tiles, {} kv heads)", tiles, hkv);
 
@@ -470,9 +458,7 @@ void GpuKernels::paged_attention(const Tensor& q, const Tensor& k_cache, const T
       RBEE_GPU_CHECK_LAUNCH();
     }
   });
-  if (p.n_splits > 1) {
-    launch_paged_merge(device_, PagedMergeParams{p.seqs, hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
-  }
+  merge_paged_splits(device_, p, d);
 }
 
 }  // namespace rbee::gpu

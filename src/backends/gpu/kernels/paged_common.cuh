@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/paged_flash.h"
 #include "rbee/backend/op_kinds.h"
 
 namespace rbee::gpu {
@@ -85,6 +86,42 @@ inline int64_t fill_paged_launch(PagedLaunch& p, const Tensor& q, const Tensor& 
   p.tile_tokens = std::max(1, std::min(rows / p.head_chunk, (nq + n_seq - 1) / n_seq));
   p.key_align = 0;
   return std::min<int64_t>(nq, (nq + p.tile_tokens - 1) / p.tile_tokens + n_seq);
+}
+
+// Partial results of a split launch (PagedMergeParams), kept alive until the merge is enqueued.
+struct PagedPartials {
+  Tensor acc, ml;
+};
+
+// The split of a launch's key range over blocks, for every paged attention kernel (paged.cu's merge combines the
+// partials): [0, max_ctx) in p.n_splits pieces of p.split_len keys, each a whole number of `granule` keys (what one
+// block iteration visits). No split when `single` (batch-invariant mode) or when max_ctx <= min_ctx (such a range is
+// read by one block in less time than the merge's launch takes); otherwise enough splits that base_blocks (the
+// launch's blocks without a split) times n_splits reaches target_blocks, at most one split per granule and 65535.
+// Sets p.split_len, p.n_splits and p.out (out [nq, hq, d]); with n_splits > 1 allocates the partials
+// [n_splits, nq, hq, d] and [n_splits, nq, hq, 2] from dev and points p.part_acc / p.part_ml at them.
+inline void plan_paged_splits(PagedLaunch& p, Device& dev, int64_t max_ctx, int64_t granule, int64_t base_blocks,
+                              int64_t target_blocks, int64_t min_ctx, bool single, Tensor& out,
+                              PagedPartials& partials) {
+  const int64_t keys = std::max<int64_t>(max_ctx, 1), blocks = std::max<int64_t>(base_blocks, 1);
+  const int64_t want = keys <= min_ctx ? 1 : (target_blocks + blocks - 1) / blocks;
+  const int64_t n_splits = single ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((keys + granule - 1) / granule, 65535));
+  p.split_len = (int)(((keys + n_splits - 1) / n_splits + granule - 1) / granule * granule);
+  p.n_splits = (int)((keys + p.split_len - 1) / p.split_len);
+  p.out = static_cast<float*>(out.data());
+  p.part_acc = p.part_ml = nullptr;
+  if (p.n_splits > 1) {
+    const int64_t nq = out.dim(0), hq = out.dim(1), d = out.dim(2);
+    partials.acc = Tensor::empty({p.n_splits, nq, hq, d}, DType::F32, dev);
+    partials.ml = Tensor::empty({p.n_splits, nq, hq, 2}, DType::F32, dev);
+    p.part_acc = static_cast<float*>(partials.acc.data());
+    p.part_ml = static_cast<float*>(partials.ml.data());
+  }
+}
+
+// The merge of a split launch's partials into p.out (paged.cu); nothing when p.n_splits == 1.
+inline void merge_paged_splits(GpuDevice& dev, const PagedLaunch& p, int d) {
+  if (p.n_splits > 1) launch_paged_merge(dev, PagedMergeParams{p.seqs, p.hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
 }
 
 namespace {

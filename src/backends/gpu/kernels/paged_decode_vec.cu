@@ -28,6 +28,7 @@
 #include "backends/gpu/kernels/paged_common.cuh"
 #include "backends/gpu/kernels/paged_decode_vec.h"
 #include "backends/gpu/kernels/paged_flash.h"
+#include "backends/gpu/kernels/quant_launch.h"
 
 namespace rbee::gpu {
 
@@ -70,6 +71,10 @@ __global__ void __launch_bounds__(kThreads) paged_decode_vec_kernel(PagedLaunch 
 
   const int lane = threadIdx.x % W, warp = threadIdx.x / W;
   const int sub = lane / L, li = lane % L;  // key of the step, dims 8 li .. 8 li + 7
+  // Launched after rope + cache write as a programmatic dependent launch (launch_for_group): q, the cache and the
+  // step's indices are read only after the wait.
+  grid_dependency_trigger();
+  grid_dependency_wait();
 
   int q_start = 0, q_len = 0, ctx = 0, tok0 = 0;
   const int seq = find_tile(p.seqs, 1, blockIdx.x, q_start, q_len, ctx, tok0);
@@ -215,12 +220,13 @@ __global__ void __launch_bounds__(kThreads) paged_decode_vec_kernel(PagedLaunch 
   }
 }
 
+// A programmatic dependent launch under quant::pdl_enabled() (the kernel waits for q and the cache first).
 template <class C, int D>
 void launch_for_group(GpuDevice& dev, int group, const PagedLaunch& p, dim3 grid) {
-  if (group == 1) paged_decode_vec_kernel<C, D, 1><<<grid, kThreads, 0, dev.stream()>>>(p);
-  else if (group == 2) paged_decode_vec_kernel<C, D, 2><<<grid, kThreads, 0, dev.stream()>>>(p);
-  else paged_decode_vec_kernel<C, D, kMaxGroup><<<grid, kThreads, 0, dev.stream()>>>(p);
-  RBEE_GPU_CHECK_LAUNCH();
+  auto kernel = group == 1   ? paged_decode_vec_kernel<C, D, 1>
+                : group == 2 ? paged_decode_vec_kernel<C, D, 2>
+                             : paged_decode_vec_kernel<C, D, kMaxGroup>;
+  quant::launch_decode_kernel(kernel, grid, dim3(kThreads), 0, dev.stream(), p);
 }
 
 template <class C>
@@ -264,29 +270,14 @@ bool paged_attention_decode_vec(GpuDevice& dev, const Tensor& q, const Tensor& k
   // Splits of the key range as for the tensor-core decode tiles (paged_flash.cu): none up to
   // paged_split_min_ctx() positions, else enough blocks for ~4 per multiprocessor (these blocks are small), each
   // split a whole number of block iterations.
-  const int64_t max_ctx = (int64_t)p.max_blocks * p.block_size;
   const int64_t block_keys = (int64_t)kThreads / (d / 8) * kUnroll;  // keys one block visits per iteration
-  const int64_t base_blocks = tiles * hkv;
-  const int64_t target = 4 * (int64_t)dev.props().multiprocessors;
-  const int64_t want = max_ctx <= paged_split_min_ctx() ? 1 : (target + base_blocks - 1) / base_blocks;
-  const int64_t n_splits =
-      std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + block_keys - 1) / block_keys, 65535));
-  p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + block_keys - 1) / block_keys * block_keys);
-  p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
-  p.out = static_cast<float*>(out.data());
-  Tensor part_acc, part_ml;
-  if (p.n_splits > 1) {
-    part_acc = Tensor::empty({p.n_splits, nq, hq, d}, DType::F32, dev);
-    part_ml = Tensor::empty({p.n_splits, nq, hq, 2}, DType::F32, dev);
-    p.part_acc = static_cast<float*>(part_acc.data());
-    p.part_ml = static_cast<float*>(part_ml.data());
-  }
+  PagedPartials partials;
+  plan_paged_splits(p, dev, (int64_t)p.max_blocks * p.block_size, block_keys, tiles * hkv,
+                    4 * (int64_t)dev.props().multiprocessors, paged_split_min_ctx(), false, out, partials);
   const dim3 grid((unsigned)tiles, (unsigned)hkv, (unsigned)p.n_splits);
   if (dtype == DType::F16) launch_for_head_size<f16_t>(dev, d, group, p, grid);
   else launch_for_head_size<bf16_t>(dev, d, group, p, grid);
-  if (p.n_splits > 1) {
-    launch_paged_merge(dev, PagedMergeParams{p.seqs, hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
-  }
+  merge_paged_splits(dev, p, d);
   return true;
 }
 

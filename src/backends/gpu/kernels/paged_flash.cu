@@ -79,30 +79,17 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
   // multiprocessor, prefill at one wave (the merge costs a pass over [n_splits, nq, hq, d] floats and a launch).
   // A key range of at most paged_split_min_ctx() positions is not split: a block reads it in a few tiles, less time
   // than the merge's launch (a decode step's first table-width bucket, 256 positions, e.g. every step of tg128).
-  const int64_t max_ctx = (int64_t)max_blocks * block_size;
-  const int64_t base_blocks = tiles * hkv * p.n_head_chunks;
-  const int64_t target = (rows_per_seq <= 16 ? 2 : 1) * (int64_t)dev.props().multiprocessors;
-  const int64_t want = max_ctx <= paged_split_min_ctx() ? 1 : (target + base_blocks - 1) / base_blocks;
-  const int64_t n_splits =
-      invariant ? 1 : std::clamp<int64_t>(want, 1, std::min<int64_t>((max_ctx + shape.bn - 1) / shape.bn, 65535));
+  const bool split_decode = rows_per_seq <= 16;
   if (invariant) p.key_align = shape.bn;
-  p.split_len = (int)(((max_ctx + n_splits - 1) / n_splits + shape.bn - 1) / shape.bn * shape.bn);
-  p.n_splits = (int)((max_ctx + p.split_len - 1) / p.split_len);
-  p.out = static_cast<float*>(out.data());
-  Tensor part_acc, part_ml;
-  if (p.n_splits > 1) {
-    part_acc = Tensor::empty({p.n_splits, nq, hq, d}, DType::F32, dev);
-    part_ml = Tensor::empty({p.n_splits, nq, hq, 2}, DType::F32, dev);
-    p.part_acc = static_cast<float*>(part_acc.data());
-    p.part_ml = static_cast<float*>(part_ml.data());
-  }
+  PagedPartials partials;
+  plan_paged_splits(p, dev, (int64_t)max_blocks * block_size, shape.bn, tiles * hkv * p.n_head_chunks,
+                    (split_decode ? 2 : 1) * (int64_t)dev.props().multiprocessors, paged_split_min_ctx(), invariant, out,
+                    partials);
 
   const unsigned gx = (unsigned)tiles, gy = (unsigned)(hkv * p.n_head_chunks), gz = (unsigned)p.n_splits;
   if (dtype == DType::F16) launch_paged_flash_f16(dev, config, d, p, gx, gy, gz);
   else launch_paged_flash_bf16(dev, config, d, p, gx, gy, gz);
-  if (p.n_splits > 1) {
-    launch_paged_merge(dev, PagedMergeParams{p.seqs, hq, d, p.n_splits, p.part_acc, p.part_ml, p.out});
-  }
+  merge_paged_splits(dev, p, d);
   return true;
 }
 

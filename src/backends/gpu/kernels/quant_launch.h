@@ -90,8 +90,11 @@ void launch_quant_matvec_typed(GpuDevice& device, const QmvArgs& args);
 //                        (default: 2 rows per warp, 2 items each)
 //   RBEE_MATVEC_PAIRS=1  Q4_K / Q5_K matvecs (M <= 4): a lane decodes items 2p and 2p + 1 of a block together
 //                        (one header load and scale unpack for both; 32-byte qs pieces per lane); not yet measured
-//   RBEE_PDL=1           decode-step kernels (activation passes, matvecs, rope + cache write) as programmatic
-//                        dependent launches: each may start while the kernel before it finishes (sm_90)
+//   RBEE_PDL=0           decode-step kernels (activation passes, matvecs and gemvs, rope + cache write, the vector
+//                        decode attention) as ordinary launches; by default they are programmatic dependent launches:
+//                        each may start while the kernel before it finishes and load its weights (sm_90; HIP and the
+//                        emulator launch in order). On by default since the H100 measurements of
+//                        docs/perf-notes/gpu-llm.md ("decode2, session 5")
 bool l2_prefetch_enabled();
 int matvec_rows_m1();
 bool matvec_pairs();

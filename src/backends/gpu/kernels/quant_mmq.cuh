@@ -98,10 +98,20 @@ struct MmqLayout {
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
-// kFs (Q4_K / Q5_K only): float group factors d * sc instead of integer sub-block scales (compute()).
-template <DType T, int BM, int BN, int TM, int TN, bool kFs = false>
+// Variant flags of a kernel (Mmq's kFlags; launch_mmq_tile chooses them):
+//   kMmqFloatScales (Q4_K / Q5_K only): float group factors d * sc instead of integer sub-block scales (compute()).
+//   kMmqAligned16 (Q4_K / Q5_K only): the weight rows start at 16-byte aligned addresses (144- and 176-byte blocks
+//                 then have every 16-byte field aligned): load_item's single aligned loads, half the load
+//                 instructions and registers of the unaligned form (two loads and a byte shift per field).
+inline constexpr int kMmqFloatScales = 1;
+inline constexpr int kMmqAligned16 = 2;
+
+template <DType T, int BM, int BN, int TM, int TN, int kFlags = 0>
 struct Mmq {
+  static constexpr bool kFs = (kFlags & kMmqFloatScales) != 0;
+  static constexpr bool kA16 = (kFlags & kMmqAligned16) != 0;
   static_assert(!kFs || T == DType::Q4_K || T == DType::Q5_K, "float group factors: Q4_K / Q5_K");
+  static_assert(!kA16 || T == DType::Q4_K || T == DType::Q5_K, "aligned loads: Q4_K / Q5_K");
   using Tr = MmqTraits<T>;
   using B = BlockTraits<T>;
   using L = MmqLayout<T, BM, BN>;
@@ -151,7 +161,7 @@ struct Mmq {
         const int64_t blk = s * kMmqItems + i;
         if (blk * 32 < a.k) load_item<T>(wrow + blk * B::kTS, 0, nx.w[j]);  // k is a multiple of 32, not of 128
       } else {
-        load_item<T>(wrow + (s / 2) * B::kTS, (int)(s % 2) * kMmqItems + i, nx.w[j]);
+        load_item<T, kA16>(wrow + (s / 2) * B::kTS, (int)(s % 2) * kMmqItems + i, nx.w[j]);
       }
     }
 #pragma unroll
@@ -238,22 +248,45 @@ struct Mmq {
     }
   }
 
+  // The lane's values of a per-row array p[row] for its row slots, and of a per-column array for its column slots
+  // (factor arrays of a stage: [group][BM] / [group][BN], row index fastest).
+  template <class V>
+  static __device__ __forceinline__ void gather_rows(const V* p, const int (&rows)[TM][kMmaI8Rows],
+                                                     V (&o)[TM][kMmaI8Rows]) {
+#pragma unroll
+    for (int tm = 0; tm < TM; ++tm)
+#pragma unroll
+      for (int r = 0; r < kMmaI8Rows; ++r) o[tm][r] = p[rows[tm][r]];
+  }
+  template <class V>
+  static __device__ __forceinline__ void gather_cols(const V* p, const int (&cols)[TN][kMmaI8Cols],
+                                                     V (&o)[TN][kMmaI8Cols]) {
+#pragma unroll
+    for (int tn = 0; tn < TN; ++tn)
+#pragma unroll
+      for (int c = 0; c < kMmaI8Cols; ++c) o[tn][c] = p[cols[tn][c]];
+  }
+  // Fragments of 32-element group g of the warp's TM activation tiles (at) and TN weight tiles (bt).
+  static __device__ __forceinline__ void load_frags(const int8_t* at, const int8_t* bt, int g, int lane,
+                                                    MmaI8A (&fa)[TM], MmaI8B (&fb)[TN]) {
+#pragma unroll
+    for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+#pragma unroll
+    for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+  }
   // K-quants with mins: msum = sum_k mn(k) x(k) over the step from the bias, tile by tile (fragments reloaded per
   // tile: the register cap holds acc and one msum tile); acc += -dx * (dmin * msum).
   static __device__ __forceinline__ void add_mins(const unsigned char* st, int wn_, int lane, const int8_t* at,
                                                   const int (&cols)[TN][kMmaI8Cols],
                                                   const float (&dx)[TM][kMmaI8Rows],
                                                   float (&acc)[TM][TN][kMmaI8AccPerLane]) {
-    const float* wm = reinterpret_cast<const float*>(st + L::kWm);
     const int8_t* mt = reinterpret_cast<const int8_t*>(st + L::kWmn) + wn_ * TN * 16 * kMmqLd;
     float dw[TN][kMmaI8Cols], dmb[TN][kMmaI8Cols];
+    gather_cols(reinterpret_cast<const float*>(st + L::kWm), cols, dw);  // dmin, an f16 value
 #pragma unroll
     for (int tn = 0; tn < TN; ++tn)
 #pragma unroll
-      for (int c = 0; c < kMmaI8Cols; ++c) {
-        dw[tn][c] = wm[cols[tn][c]];  // dmin, an f16 value
-        dmb[tn][c] = -kMmqBiasF * dw[tn][c];
-      }
+      for (int c = 0; c < kMmaI8Cols; ++c) dmb[tn][c] = -kMmqBiasF * dw[tn][c];
 #pragma unroll
     for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -286,34 +319,27 @@ struct Mmq {
     const int8_t* bt = reinterpret_cast<const int8_t*>(st + L::kWq) + wn_ * TN * 16 * kMmqLd;
     const float* adx = reinterpret_cast<const float*>(st + L::kAdx);
     const float* wd = reinterpret_cast<const float*>(st + L::kWd);
-    const float* wm = reinterpret_cast<const float*>(st + L::kWm);
     const int* wsc = reinterpret_cast<const int*>(st + L::kWsc);
     if constexpr (!Tr::kInt) {
+      // Legacy types: per group, acc += dw * (dx C) [ + m_w * (dx S) ].
+      const float* wm = reinterpret_cast<const float*>(st + L::kWm);
       const float* ads = reinterpret_cast<const float*>(st + L::kAsum);
 #pragma unroll
       for (int g = 0; g < kMmqItems; ++g) {
         MmaI8A fa[TM];
         MmaI8B fb[TN];
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        load_frags(at, bt, g, lane, fa, fb);
         float dx[TM][kMmaI8Rows], dxb[TM][kMmaI8Rows], ds[TM][kMmaI8Rows], dw[TN][kMmaI8Cols], mw[TN][kMmaI8Cols];
+        gather_rows(adx + g * BM, rows, dx);
+        gather_cols(wd + g * BN, cols, dw);
+        if constexpr (Tr::kMin) {
+          gather_rows(ads + g * BM, rows, ds);
+          gather_cols(wm + g * BN, cols, mw);
+        }
 #pragma unroll
         for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
-          for (int r = 0; r < kMmaI8Rows; ++r) {
-            dx[tm][r] = adx[g * BM + rows[tm][r]];
-            dxb[tm][r] = -kMmqBiasF * dx[tm][r];  // exact: dx is an f16 value
-            if constexpr (Tr::kMin) ds[tm][r] = ads[g * BM + rows[tm][r]];
-          }
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) {
-            dw[tn][c] = wd[g * BN + cols[tn][c]];
-            if constexpr (Tr::kMin) mw[tn][c] = wm[g * BN + cols[tn][c]];
-          }
+          for (int r = 0; r < kMmaI8Rows; ++r) dxb[tm][r] = -kMmqBiasF * dx[tm][r];  // exact: dx is an f16 value
 #pragma unroll
         for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -321,15 +347,13 @@ struct Mmq {
             MmaI8Acc p;
             mma_i8_k32_bias(p, fa[tm], fb[tn], kMmqBias);
 #pragma unroll
-            for (int r = 0; r < kMmaI8Rows; ++r)
-#pragma unroll
-              for (int c = 0; c < kMmaI8Cols; ++c) {
-                const int e = r * kMmaI8Cols + c;
-                const float t = fmaf(dx[tm][r], __int_as_float(p.v[e]), dxb[tm][r]);  // dx * C, one rounding
-                float v = fmaf(dw[tn][c], t, acc[tm][tn][e]);
-                if constexpr (Tr::kMin) v = fmaf(mw[tn][c], ds[tm][r], v);
-                acc[tm][tn][e] = v;
-              }
+            for (int e = 0; e < kMmaI8AccPerLane; ++e) {
+              const int r = e / kMmaI8Cols, c = e % kMmaI8Cols;
+              const float t = fmaf(dx[tm][r], __int_as_float(p.v[e]), dxb[tm][r]);  // dx * C, one rounding
+              float v = fmaf(dw[tn][c], t, acc[tm][tn][e]);
+              if constexpr (Tr::kMin) v = fmaf(mw[tn][c], ds[tm][r], v);
+              acc[tm][tn][e] = v;
+            }
           }
       }
       return;
@@ -340,26 +364,18 @@ struct Mmq {
       // the legacy epilogue's two FMAs per element and group instead of an integer isum tile per warp tile (32
       // registers fewer: at the 128-register cap ptxas sm_90 spills 64 bytes a thread instead of 104, 128 x 64).
       float dx[TM][kMmaI8Rows];
-#pragma unroll
-      for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-        for (int r = 0; r < kMmaI8Rows; ++r) dx[tm][r] = adx[rows[tm][r]];
+      gather_rows(adx, rows, dx);
 #pragma unroll
       for (int g = 0; g < kMmqItems; ++g) {
         MmaI8A fa[TM];
         MmaI8B fb[TN];
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        load_frags(at, bt, g, lane, fa, fb);
         float ds[TN][kMmaI8Cols], dsb[TN][kMmaI8Cols];
+        gather_cols(reinterpret_cast<const float*>(wsc) + g * BN, cols, ds);
 #pragma unroll
         for (int tn = 0; tn < TN; ++tn)
 #pragma unroll
-          for (int c = 0; c < kMmaI8Cols; ++c) {
-            ds[tn][c] = reinterpret_cast<const float*>(wsc)[g * BN + cols[tn][c]];
-            dsb[tn][c] = -kMmqBiasF * ds[tn][c];  // exact (above)
-          }
+          for (int c = 0; c < kMmaI8Cols; ++c) dsb[tn][c] = -kMmqBiasF * ds[tn][c];  // exact (above)
 #pragma unroll
         for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -387,10 +403,7 @@ struct Mmq {
       for (int g = 0; g < kMmqItems; ++g) {
         MmaI8A fa[TM];
         MmaI8B fb[TN];
-#pragma unroll
-        for (int tm = 0; tm < TM; ++tm) mma_i8_load_a(fa[tm], at + tm * 16 * kMmqLd + 32 * g, kMmqLd, lane);
-#pragma unroll
-        for (int tn = 0; tn < TN; ++tn) mma_i8_load_b(fb[tn], bt + tn * 16 * kMmqLd + 32 * g, kMmqLd, lane);
+        load_frags(at, bt, g, lane, fa, fb);
         if constexpr (T == DType::Q8_K) {  // sc = 1: the tensor cores accumulate
 #pragma unroll
           for (int tm = 0; tm < TM; ++tm)
@@ -398,10 +411,7 @@ struct Mmq {
             for (int tn = 0; tn < TN; ++tn) mma_i8_k32_acc(isum[tm][tn], fa[tm], fb[tn]);
         } else if constexpr (Tr::kGroup == 32) {
           int sc[TN][kMmaI8Cols];
-#pragma unroll
-          for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-            for (int c = 0; c < kMmaI8Cols; ++c) sc[tn][c] = wsc[g * BN + cols[tn][c]];
+          gather_cols(wsc + g * BN, cols, sc);
 #pragma unroll
           for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -413,13 +423,8 @@ struct Mmq {
             }
         } else {
           int sc0[TN][kMmaI8Cols], sc1[TN][kMmaI8Cols];
-#pragma unroll
-          for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-            for (int c = 0; c < kMmaI8Cols; ++c) {
-              sc0[tn][c] = wsc[(2 * g) * BN + cols[tn][c]];
-              sc1[tn][c] = wsc[(2 * g + 1) * BN + cols[tn][c]];
-            }
+          gather_cols(wsc + (2 * g) * BN, cols, sc0);
+          gather_cols(wsc + (2 * g + 1) * BN, cols, sc1);
 #pragma unroll
           for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -435,14 +440,8 @@ struct Mmq {
       }
       // acc += (dx * d) * isum
       float dx[TM][kMmaI8Rows], dw[TN][kMmaI8Cols];
-#pragma unroll
-      for (int tm = 0; tm < TM; ++tm)
-#pragma unroll
-        for (int r = 0; r < kMmaI8Rows; ++r) dx[tm][r] = adx[rows[tm][r]];
-#pragma unroll
-      for (int tn = 0; tn < TN; ++tn)
-#pragma unroll
-        for (int c = 0; c < kMmaI8Cols; ++c) dw[tn][c] = wd[cols[tn][c]];
+      gather_rows(adx, rows, dx);
+      gather_cols(wd, cols, dw);
 #pragma unroll
       for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -480,11 +479,12 @@ __device__ __forceinline__ void store_mmq_acc(const float (&acc)[TM][TN][kMmaI8A
 // the counter back to zero (so row chunks of one qmatmul can reuse the counters).
 // kMmqWarpsPerSm warps per multiprocessor (a register cap of 128 per thread): one block's barriers overlap other
 // blocks' tile products.
-template <DType T, int BM, int BN, int TM, int TN, bool kFs>
-__global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN, kFs>::kThreads), (Mmq<T, BM, BN, TM, TN, kFs>::kMinBlocks))
+template <DType T, int BM, int BN, int TM, int TN, int kFlags>
+__global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN, kFlags>::kThreads),
+                                  (Mmq<T, BM, BN, TM, TN, kFlags>::kMinBlocks))
     quant_mmq_kernel(MmqArgs a, float* __restrict__ partial, int* __restrict__ counters, int64_t steps_per_split,
                      int serial_reduce) {
-  using K = Mmq<T, BM, BN, TM, TN, kFs>;
+  using K = Mmq<T, BM, BN, TM, TN, kFlags>;
   using L = typename K::L;
   extern __shared__ __align__(16) unsigned char mmq_smem[];
   __shared__ int mmq_last;
@@ -607,13 +607,14 @@ inline int mmq_warps_per_sm() {
 }
 
 // RBEE_MMQ_PATH (measurements, back to back in one run): 0 main's MMQ as of fdaaf76 (split-K partials added one
-// element after the other), 1 this version (the default), 2 this version with wider weight tiles from M = 33 on
-// (launch_mmq_typed).
+// element after the other), 1 session 4's (quicker split-K sum, float group factors for Q4_K / Q5_K), 2 that with
+// wider weight tiles from M = 33 on (launch_mmq_typed), 3 this version (the default): 1 plus aligned weight loads
+// for Q4_K / Q5_K rows at 16-byte aligned addresses (launch_mmq_tile).
 inline int mmq_path() {
   static const int path = [] {
     const char* env = std::getenv("RBEE_MMQ_PATH");
     const std::string_view v = env != nullptr ? env : "";
-    return v == "0" ? 0 : v == "2" ? 2 : 1;
+    return v == "0" ? 0 : v == "1" ? 1 : v == "2" ? 2 : 3;
   }();
   return path;
 }
@@ -636,11 +637,11 @@ inline int64_t mmq_splits(int64_t tiles, int64_t steps, int64_t slots, bool have
 }
 
 // Launches one tile shape over all of args (rows in chunks that keep gridDim.y in range).
-template <DType T, int BM, int BN, int TM, int TN, bool kFs>
+template <DType T, int BM, int BN, int TM, int TN, int kFlags>
 void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
   constexpr int kWarps = (BM / (16 * TM)) * (BN / (16 * TN));
   constexpr int kSmem = MmqLayout<T, BM, BN>::kBytes;
-  const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN, kFs>);
+  const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN, kFlags>);
   if (kSmem > 48 * 1024) {  // above the default: opt in once per device
     static std::atomic<uint64_t> granted{0};
     const uint64_t bit = uint64_t{1} << (device.index() % 64);
@@ -675,23 +676,38 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
     }
     const dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)splits);
     const int serial = mmq_path() == 0 ? 1 : 0;
-    quant_mmq_kernel<T, BM, BN, TM, TN, kFs><<<grid, threads, kSmem, device.stream()>>>(c, pp, a.counters, per, serial);
+    quant_mmq_kernel<T, BM, BN, TM, TN, kFlags><<<grid, threads, kSmem, device.stream()>>>(c, pp, a.counters, per,
+                                                                                        serial);
     RBEE_GPU_CHECK_LAUNCH();
   }
 }
 
 // One tile shape; Q4_K / Q5_K take the float group factors (Mmq's kFs) from the 32-row tile on unless
-// RBEE_MMQ_PATH=0 (main's integer form). ptxas sm_90, bytes spilled a thread at the 128-register cap, integer / float
-// factors (Q4_K): 32 x 64 44 / 16, 64 x 64 40 / 20, 128 x 64 104 / 64, 128 x 128 104 / 40 (16 x 64: 12 integer).
+// RBEE_MMQ_PATH=0 (main's integer form), and aligned loads (kMmqAligned16) where the rows allow unless
+// RBEE_MMQ_PATH=1 or 2. ptxas sm_90 (nvcc 13), bytes spilled a thread at the 128-register cap, Q4_K:
+//   integer / float factors (session 4): 32 x 64 44 / 16, 64 x 64 40 / 20, 128 x 64 104 / 64, 128 x 128 104 / 40;
+//   float factors unaligned / aligned (session 5): 16 x 64 (integer) 4 / 0, 32 x 64 24 / 40, 64 x 64 24 / 12,
+//   128 x 64 64 / 48, 128 x 128 48 / 56: the 32-row tile (M 17..32) keeps the unaligned form.
 template <DType T, int BM, int BN, int TM, int TN>
 void launch_mmq_tile(GpuDevice& device, const MmqArgs& a) {
-  if constexpr ((T == DType::Q4_K || T == DType::Q5_K) && BM > 16) {
-    if (mmq_path() != 0) {
-      launch_mmq_shape<T, BM, BN, TM, TN, true>(device, a);
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    const int path = mmq_path();
+    constexpr int kFs = BM > 16 ? kMmqFloatScales : 0;
+    if constexpr (BM != 32) {
+      // Every block of a row at a 16-byte aligned address: the row start and the row stride (K-quant rows are
+      // multiples of 144 / 176 bytes, so only a view at an odd offset misses it).
+      const bool aligned = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
+      if (path >= 3 && aligned) {
+        launch_mmq_shape<T, BM, BN, TM, TN, kFs | kMmqAligned16>(device, a);
+        return;
+      }
+    }
+    if (path != 0) {
+      launch_mmq_shape<T, BM, BN, TM, TN, kFs>(device, a);
       return;
     }
   }
-  launch_mmq_shape<T, BM, BN, TM, TN, false>(device, a);
+  launch_mmq_shape<T, BM, BN, TM, TN, 0>(device, a);
 }
 
 // Tile shapes by M: the block's activation rows follow M up to 128 (fewer padded rows for batched decode), with

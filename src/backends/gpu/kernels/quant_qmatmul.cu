@@ -35,6 +35,7 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
+#include "backends/gpu/kernels/quant_gemv_fused.h"
 #include "backends/gpu/kernels/quant_launch.h"
 
 namespace rbee::gpu {
@@ -180,7 +181,7 @@ bool l2_prefetch_enabled() {
   return on;
 }
 bool pdl_enabled() {
-  static const bool on = env_flag("RBEE_PDL", false);
+  static const bool on = env_flag("RBEE_PDL", true);
   return on;
 }
 bool matvec_pairs() {
@@ -242,6 +243,13 @@ void GpuKernels::norm_qmatmul(const Tensor& x, const Tensor& w, const Tensor& no
     run_quantized(device_, acts, w, m, dst, nullptr);
     return;
   }
+  // One row: the norm inside the gemv (not in batch-invariant mode: the sum of squares' order differs from the
+  // row pass that several rows take).
+  if (m == 1 && quant::fused_float_gemv_enabled() && quant::fused_float_gemv_fits(w.dtype(), k) &&
+      aligned16({w.data()}) && !batch_invariant()) {
+    quant::launch_fused_float_gemv(device_, w.dtype(), true, {w.data(), w.dim(0), k, xp, res, nw, eps, sum, dst, nullptr});
+    return;
+  }
   Tensor h = Tensor::empty({m, k}, DType::F32, device_);
   quant::launch_norm_rows(device_, xp, res, nw, eps, m, k, sum, static_cast<float*>(h.data()), prefetch_of(w));
   run_float(device_, h, w, dst, nullptr);
@@ -267,6 +275,12 @@ void GpuKernels::swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Te
                                            dtype_block_size(w.dtype()) == 256, scratch, mmq_counters(m),
                                            prefetch_of(w));
     added = run_quantized(device_, acts, w, m, dst, res);
+  } else if (m == 1 && quant::fused_float_gemv_enabled() && quant::fused_float_gemv_fits(w.dtype(), inner) &&
+             aligned16({w.data()})) {  // one row: silu * up inside the gemv (elementwise: the same x')
+    quant::launch_fused_float_gemv(device_, w.dtype(), false,
+                                   {w.data(), w.dim(0), inner, static_cast<const float*>(gate_up.data()), nullptr,
+                                    nullptr, 0.f, nullptr, dst, res});
+    added = true;
   } else {
     Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
     quant::launch_swiglu_rows(device_, static_cast<const float*>(gate_up.data()), m, inner,
