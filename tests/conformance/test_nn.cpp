@@ -1,4 +1,4 @@
-// Conformance: rms_norm, layer_norm, group_norm, add_rms_norm, swiglu, rope (+ rope_inv_freq) and attention on
+// Conformance: rms_norm, layer_norm, group_norm, add_rms_norm, swiglu, geglu, rope (+ rope_inv_freq) and attention on
 // every backend vs naive double references written here, plus the ops' error paths.
 #include <cmath>
 #include <functional>
@@ -241,6 +241,43 @@ INSTANTIATE_TEST_SUITE_P(Ops, SwigluConformance,
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
 RBEE_CONFORMANCE_SUITE(Swiglu, SwigluConformance);
+
+// ----------------------------------------------------------------------------------------------------- geglu
+class GegluConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
+TEST_P(GegluConformance, MatchesDoubleReference) {
+  const auto& [backend, dtype, layout] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  // [..., 2F]: odd F (element by element on GPUs), F a multiple of 8 (16-byte vectors), SD's 64x64 rows at width
+  // 2 x 1280 (fewer rows), rank 3, one feature.
+  for (const Shape& shape : {Shape{5, 2 * 37}, Shape{9, 2 * 64}, Shape{33, 2 * 1280}, Shape{2, 7, 2 * 24}, Shape{1, 2}}) {
+    SCOPED_TRACE(shape.to_string());
+    const int64_t f = shape.at(-1) / 2, rows = shape.numel() / (2 * f);
+    auto xv = random_values(shape.numel(), dtype, 510, -5, 5);
+    xv[(size_t)f] = round_to_dtype(-30.0, dtype);  // gates far in the tails: gelu -> -0 and the gate itself
+    if (rows > 1) xv[(size_t)(3 * f)] = round_to_dtype(30.0, dtype);
+    const Tensor x = make_tensor(xv, shape, dtype, *device, layout);
+    Shape out_shape = shape;
+    out_shape[out_shape.rank() - 1] = f;
+    poison_allocations(*device, bytes_of(out_shape, dtype));
+    const Tensor out = ops::geglu(x);
+    ASSERT_EQ(out.shape(), out_shape);
+    std::vector<double> want((size_t)(rows * f));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < f; ++i) {
+        const double h = xv[(size_t)(r * 2 * f + i)], g = xv[(size_t)(r * 2 * f + f + i)];
+        want[(size_t)(r * f + i)] = h * 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+      }
+    }
+    Tolerance tol = default_tolerance(dtype);
+    if (dtype == DType::F32) tol = {2e-6, 2e-5};  // erff and a product, as for the unary functions
+    EXPECT_TRUE(all_close(to_doubles(out), want, tol));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, GegluConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
+                         dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Geglu, GegluConformance);
 
 // ------------------------------------------------------------------------------------------------------ rope
 // How the rope input is laid out: [N, H, D] contiguous; [N, H, D] cut out of a fused [N, H, 3, D] qkv buffer
@@ -706,6 +743,7 @@ TEST_P(NnErrors, NormsRejectBadArguments) {
   expect_invalid([&] { ops::add_rms_norm(x, x, Tensor(), 1e-5f); }, "weight");
   expect_invalid([&] { ops::swiglu(x, ops::ones({8, 4}, DType::F32, *device)); }, "shape");
   expect_invalid([&] { ops::swiglu(x, ops::ones({4, 8}, DType::F64, *device)); }, "swiglu");
+  expect_invalid([&] { ops::geglu(ops::ones({4, 7}, DType::F32, *device)); }, "even last dimension");
 }
 
 TEST_P(NnErrors, RopeRejectsBadArguments) {
