@@ -84,7 +84,11 @@ class LayerNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {
 TEST_P(LayerNormConformance, MatchesDoubleReference) {
   const auto& [backend, dtype, layout] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
-  for (const Shape& shape : kRowShapes) {
+  // Beside kRowShapes, SD's transformer widths (320 and 1280 features: one GPU warp per row) and a row narrower than
+  // a warp's vectors.
+  std::vector<Shape> shapes = kRowShapes;
+  for (const Shape& s : {Shape{256, 320}, Shape{40, 1280}, Shape{7, 64}}) shapes.push_back(s);
+  for (const Shape& shape : shapes) {
     const int64_t n = shape[shape.rank() - 1];
     // An offset mean so that forgetting to subtract it shows.
     const auto xv = random_values(shape.numel(), dtype, 200 + n, 1, 5);
@@ -119,9 +123,19 @@ void check_group_norm(const std::string& backend, DType dtype, Layout layout, bo
     Shape shape;
     int groups;
   };
-  // [N, C, H, W] with small odd planes, and an SD-like [N, C, H, W] large enough for several threads.
-  // The last has groups of 20000 values, which the GPU reduces in several blocks.
-  for (const Case& c : {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2}, Case{{1, 4, 100, 100}, 2}}) {
+  // [N, C, H, W] with small odd planes, and an SD-like [N, C, H, W] large enough for several threads. Groups of
+  // 20000 values take the GPU's one-launch path (one block per group); groups of 180000 values are reduced in
+  // several blocks (statistics, finalize and apply kernels). 16-bit contiguous inputs also get SD 1.5's UNet shapes
+  // (batch 2 for the two guidance halves, 32 groups, 64x64 .. 8x8 maps; 960 channels: the largest one-launch group).
+  std::vector<Case> cases = {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2},
+                             Case{{1, 4, 100, 100}, 2}, Case{{1, 2, 300, 300}, 1}};
+  if ((dtype == DType::F16 || dtype == DType::BF16) && layout == Layout::Contiguous) {
+    for (const Case& c : {Case{{2, 320, 64, 64}, 32}, Case{{2, 960, 64, 64}, 32}, Case{{2, 640, 32, 32}, 32},
+                          Case{{2, 1280, 16, 16}, 32}, Case{{2, 2560, 8, 8}, 32}, Case{{2, 1280, 8, 8}, 32}}) {
+      cases.push_back(c);
+    }
+  }
+  for (const Case& c : cases) {
     SCOPED_TRACE(c.shape.to_string());
     const int64_t batch = c.shape[0], channels = c.shape[1];
     const int64_t spatial = c.shape.numel() / (batch * channels);
