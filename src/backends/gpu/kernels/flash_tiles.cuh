@@ -150,23 +150,42 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
       }
     }
 
-    // Scale, softcap, masks; the tile's row maxima.
+    // Scale, softcap, masks; the tile's row maxima. FAST: a lane whose rows all see every key of the warp's part of
+    // the tile (no causal edge, window edge or tile past the keys; most tiles of long rows) skips the mask tests.
     const int key0 = k0 + wk * Cfg::kWarpKeys;
+    bool full = Cfg::kFast && !capped;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int s = 0; s < R; ++s) full = full && row_lo[mt][s] <= key0 && key0 + Cfg::kWarpKeys <= row_hi[mt][s];
+    }
     float tmax[MT][R];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int s = 0; s < R; ++s) tmax[mt][s] = -INFINITY;
+      if (full) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-        for (int i = 0; i < A; ++i) {
-          const int slot = mma_acc_slot(i), key = key0 + 16 * nt + mma_acc_col(i);
-          float s = sc[mt][nt].v[i] * qk_mul;
-          if (capped) s = cap_mul * tanhf(s);
-          s = key >= row_lo[mt][slot] && key < row_hi[mt][slot] ? s : -INFINITY;
-          sc[mt][nt].v[i] = s;
-          tmax[mt][slot] = fmaxf(tmax[mt][slot], s);
+          for (int i = 0; i < A; ++i) {
+            const float s = sc[mt][nt].v[i] * qk_mul;
+            sc[mt][nt].v[i] = s;
+            tmax[mt][mma_acc_slot(i)] = fmaxf(tmax[mt][mma_acc_slot(i)], s);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int i = 0; i < A; ++i) {
+            const int slot = mma_acc_slot(i), key = key0 + 16 * nt + mma_acc_col(i);
+            float s = sc[mt][nt].v[i] * qk_mul;
+            if (capped) s = cap_mul * tanhf(s);
+            s = key >= row_lo[mt][slot] && key < row_hi[mt][slot] ? s : -INFINITY;
+            sc[mt][nt].v[i] = s;
+            tmax[mt][slot] = fmaxf(tmax[mt][slot], s);
+          }
         }
       }
       mma_rows_max(tmax[mt]);
@@ -183,12 +202,19 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
         st.m[mt][s] = mn;
         st.l[mt][s] *= corr[mt][s];
       }
+      // FAST: a row whose maximum is still -inf has only -inf scores, and exp2(-inf - 0) = 0: one subtraction and
+      // exp2 per score, no test (the same values as the test below).
+      float msub[R];
+#pragma unroll
+      for (int s = 0; s < R; ++s) msub[s] = st.m[mt][s] == -INFINITY ? 0.f : st.m[mt][s];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int i = 0; i < A; ++i) {
           const int s = mma_acc_slot(i);
-          const float e = st.m[mt][s] == -INFINITY ? 0.f : exp2f(sc[mt][nt].v[i] - st.m[mt][s]);
+          float e;
+          if constexpr (Cfg::kFast) e = exp2f(sc[mt][nt].v[i] - msub[s]);
+          else e = st.m[mt][s] == -INFINITY ? 0.f : exp2f(sc[mt][nt].v[i] - st.m[mt][s]);
           sc[mt][nt].v[i] = e;
           st.l[mt][s] += e;
         }

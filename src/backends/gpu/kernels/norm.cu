@@ -163,22 +163,32 @@ struct AddSums {
   }
 };
 
-// x [groups_total, chunk]: block (g, slice) sums slice `slice` of group g into partial[g * slices + slice].
-template <class T>
+// x [groups_total, chunk]: block (g, slice) sums slice `slice` of group g into partial[g * slices + slice]. V
+// elements per 16-byte load when chunk % V == 0 and x is 16-byte aligned (kGroupSlice is a multiple of every V);
+// per-thread sums in f32 for 16-bit x (32 values a thread), else f64.
+template <class T, int V>
 __global__ void group_stats_kernel(const T* x, int64_t groups_total, int64_t chunk, int64_t slices,
                                    ShiftedSums* partial) {
+  using C = compute_t<T>;
+  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   ShiftedSums* scratch = dynamic_smem<ShiftedSums>();
   for (int64_t item = blockIdx.x; item < groups_total * slices; item += gridDim.x) {
     const int64_t g = item / slices, slice = item % slices;
     const T* xg = x + g * chunk;
-    const double shift = (double)load(xg);
+    const Acc shift = (Acc)load(xg);
     const int64_t begin = slice * kGroupSlice, end = chunk < begin + kGroupSlice ? chunk : begin + kGroupSlice;
-    ShiftedSums acc{0, 0};
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const double d = (double)load(xg + i) - shift;
-      acc.s1 += d;
-      acc.s2 += d * d;
+    Acc s1 = 0, s2 = 0;
+    for (int64_t i = begin + threadIdx.x * V; i < end; i += blockDim.x * V) {
+      C v[V];
+      load_vec<T, V>(xg + i, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const Acc d = (Acc)v[k] - shift;
+        s1 += d;
+        s2 += d * d;
+      }
     }
+    ShiftedSums acc{(double)s1, (double)s2};
     acc = group_reduce(acc, AddSums{}, scratch, blockDim.x);
     if (threadIdx.x == 0) partial[item] = acc;
   }
@@ -204,21 +214,30 @@ __global__ void group_finalize_kernel(const T* x, const ShiftedSums* partial, in
 
 // x, out [batch, channels, spatial]; group g of image i covers channels [g * per_group, (g + 1) * per_group).
 // SILU: out = silu(normalized value) in the compute type, rounded once (group_norm_silu).
-template <class T, bool SILU>
+// V elements per 16-byte vector when spatial % V == 0 and x / out are 16-byte aligned (a vector stays in one
+// channel), else 1.
+template <class T, bool SILU, int V>
 __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const T* w, const T* b, int64_t total,
                                    int64_t channels, int64_t spatial, int64_t per_group, T* out) {
   using C = compute_t<T>;
   const bool small = total <= 0x7fffffff;  // then the index math below runs in 32 bits
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t e = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) * V; e < total;
+       e += (int64_t)gridDim.x * blockDim.x * V) {
     const int64_t ch = small ? (int64_t)((uint32_t)e / (uint32_t)spatial % (uint32_t)channels) : e / spatial % channels;
     // image * groups + group
     const int64_t g = small ? (int64_t)((uint32_t)e / (uint32_t)(spatial * per_group)) : e / (spatial * per_group);
     const C mean = stats[2 * g], rstd = stats[2 * g + 1];
     const C a = w ? rstd * load(w + ch) : rstd;
     const C shift_b = b ? load(b + ch) : C(0);
-    C v = (load(x + e) - mean) * a + shift_b;
-    if constexpr (SILU) v = v / (C(1) + exp(-v));
-    store(out + e, v);
+    C v[V];
+    load_vec<T, V>(x + e, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C y = (v[k] - mean) * a + shift_b;
+      if constexpr (SILU) y = y / (C(1) + exp(-y));
+      v[k] = y;
+    }
+    store_vec<T, V>(out + e, v);
   }
 }
 
@@ -382,16 +401,28 @@ void group_norm_impl(GpuDevice& device_, const Tensor& x, int groups, const Tens
                                        device_);
     const T* px = static_cast<const T*>(x.data());
     auto* sums = static_cast<ShiftedSums*>(partial.data());
-    group_stats_kernel<T><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
-                            device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    constexpr int V16 = kVec16<T>;
+    if (vec16_ok({px}, {chunk}, V16)) {
+      group_stats_kernel<T, V16><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
+                                   device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    } else {
+      group_stats_kernel<T, 1><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
+                                 device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    }
     RBEE_GPU_CHECK_LAUNCH();
     group_finalize_kernel<T><<<grid_for(groups_total, kThreads), kThreads, 0, device_.stream()>>>(
         px, sums, groups_total, chunk, slices, eps, static_cast<C*>(stats.data()));
     RBEE_GPU_CHECK_LAUNCH();
     const int64_t total = x.numel();
-    group_apply_kernel<T, SILU><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
-        px, static_cast<const C*>(stats.data()), data_or_null<T>(weight), data_or_null<T>(bias), total, channels,
-        spatial, per_group, static_cast<T*>(out.data()));
+    T* po = static_cast<T*>(out.data());
+    const C* pstats = static_cast<const C*>(stats.data());
+    if (vec16_ok({px, po}, {spatial}, V16)) {
+      group_apply_kernel<T, SILU, V16><<<grid_for(total / V16, kThreads), kThreads, 0, device_.stream()>>>(
+          px, pstats, data_or_null<T>(weight), data_or_null<T>(bias), total, channels, spatial, per_group, po);
+    } else {
+      group_apply_kernel<T, SILU, 1><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
+          px, pstats, data_or_null<T>(weight), data_or_null<T>(bias), total, channels, spatial, per_group, po);
+    }
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
