@@ -35,7 +35,15 @@ constexpr int kThreads = 256;
 constexpr int64_t kColumnBudget = 1 << 25;
 // Bytes of the 16-bit column scratch of one conv step (whole images while they fit, e.g. both CFG halves of SD's
 // 960-channel 64x64 convolutions in one batched GEMM).
-constexpr int64_t kColumnBytes16 = int64_t{256} << 20;
+// RBEE_CONV_COLUMN_MB=N sets it to N MiB (A/B: columns small enough to stay in L2 between their write and the GEMM).
+int64_t column_bytes16() {
+  static const int64_t bytes = [] {
+    const char* env = std::getenv("RBEE_CONV_COLUMN_MB");
+    const long mb = env ? std::strtol(env, nullptr, 10) : 0;
+    return mb > 0 ? int64_t{mb} << 20 : int64_t{256} << 20;
+  }();
+  return bytes;
+}
 // Position chunks are multiples of this, so every row of the columns starts 16-byte aligned (16-bit tensor-core
 // GEMM operands; odd row lengths send cuBLAS to much slower kernels).
 constexpr int64_t kPositionAlign = 64;
@@ -137,7 +145,7 @@ bool conv_gemm(GpuDevice& dev, const GemmSpec& s, bool first) {
 int conv_split_slices(const GpuDevice& dev, const ConvGeometry& g) {
   const int64_t depth = g.cin * g.kh * g.kw, cols_n = g.n * g.ho * g.wo;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  if (g.groups != 1 || pointwise || depth * cols_n * 2 > kColumnBytes16 || !fits_row_columns(g, g.n, g.ho * g.wo))
+  if (g.groups != 1 || pointwise || depth * cols_n * 2 > column_bytes16() || !fits_row_columns(g, g.n, g.ho * g.wo))
     return 1;
   const int64_t tiles = ceil_div(g.cout, 128) * ceil_div(cols_n, 128);
   const int64_t sms = std::max(1, dev.props().multiprocessors);
@@ -196,7 +204,7 @@ bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     return conv_gemm<T, S>(dev, s, true);
   }
   const int64_t per_image = g.cin * g.kh * g.kw * positions;
-  const int64_t budget = sizeof(T) == 2 ? kColumnBytes16 / 2 : kColumnBudget;
+  const int64_t budget = sizeof(T) == 2 ? column_bytes16() / 2 : kColumnBudget;
   int64_t imgs = 1, count = positions;
   if (per_image <= budget) {
     imgs = std::min(g.n, std::max<int64_t>(1, budget / per_image));
