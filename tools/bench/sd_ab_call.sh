@@ -8,7 +8,8 @@
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
 # over MEMCHECK_FILTER), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
-# last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS).
+# last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
+# only with PROFILE_LAST_ONLY=1).
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
 set -u
 C=${C:?C=carry folder}
@@ -78,7 +79,9 @@ if has batch; then
   note "batch done"
 fi
 if has profile; then
-  for c in "$first" "$last"; do
+  pcs=("$first" "$last")
+  [ "${PROFILE_LAST_ONLY:-0}" = 1 ] && pcs=("$last")
+  for c in "${pcs[@]}"; do
     name=${c%%:*}
     env ${c#*:} RBEE_OP_PROFILE=1 "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 \
       --width 512 --height 512 --runs 1 --warmup 1 > "$out/profile_${name}.txt" 2>&1
