@@ -213,14 +213,14 @@ HWY_INLINE void LoadRowF32(D df, const C* HWY_RESTRICT src, float* HWY_RESTRICT 
   }
 }
 
-// True where the blocked kernel serves this head size on the current target and RBEE_CPU_BLOCKED_ATTENTION=1 asks
-// for it. Opt-in for now: its scores are summed in another order than the unblocked kernel's (within the op
-// contract, the conformance cases pass), and that moves one near-tie greedy token of
-// MultiDevice.TensorSplitDefaultModelUnevenHeads (reference vs tensor split, both on this kernel).
+// True where the blocked kernel serves this head size on the current target, unless RBEE_CPU_BLOCKED_ATTENTION=0
+// (A/B runs: the unblocked kernel below). Its scores are summed in another order than the unblocked kernel's
+// (within the op contract, the conformance cases pass); MultiDevice.TensorSplitDefaultModelUnevenHeads reports
+// the one near-tie greedy token this moves (reference vs tensor split, both on this kernel).
 inline bool BlockedAttentionFits(int64_t d) {
   static const bool wanted = [] {
     const char* v = std::getenv("RBEE_CPU_BLOCKED_ATTENTION");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   if (!wanted) return false;
   const hn::ScalableTag<float> df;
