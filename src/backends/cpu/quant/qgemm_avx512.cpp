@@ -75,6 +75,13 @@ inline float Load32f(const uint8_t* p) {
   return v;
 }
 
+// acc + the 4-byte products of w (unsigned) with the int32 at p broadcast (signed), as one vpdpbusd with an
+// embedded broadcast (one fused uop; the compiler otherwise issues a separate broadcast load per vpdpbusd).
+RBEE_VNNI inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Legacy (32-element) blocks. Q4_1 / Q5_1 panel: levels [nb][2 pairs][64 bytes], then d [nb][4] f32, then the
 // per-block min m [nb][4] f32.
@@ -219,7 +226,7 @@ struct BlockSum {
       __m512i sa[MR];
       for (int r = 0; r < MR; ++r) sa[r] = _mm512_set1_epi32(Load32i(xb + 288 + 4 * r));
       for (int g = 0; g < 8; ++g) {
-        for (int r = 0; r < MR; ++r) sa[r] = _mm512_dpbusd_epi32(sa[r], w[g], _mm512_set1_epi32(Load32i(xb + 32 * r + 4 * g)));
+        for (int r = 0; r < MR; ++r) sa[r] = DpbusdBcast(sa[r], w[g], xb + 32 * r + 4 * g);
       }
       for (int r = 0; r < MR; ++r) {
         const __m512 t = _mm512_mul_ps(dw, _mm512_set1_ps(Load32f(xb + 256 + 4 * r)));
@@ -492,19 +499,43 @@ struct KSum {
       const auto* sc = reinterpret_cast<const int32_t*>(blk + 4096);
       __m512i S[MR];
       for (int r = 0; r < MR; ++r) S[r] = _mm512_setzero_si512();
-      for (int i = 0; i < kSub; ++i) {
-        __m512i w[kGroups];
-        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
-        const __m512i scale = _mm512_load_si512(sc + (kPer32 ? 2 * i : i) * 16);
+      // 16-element sub-blocks two at a time: 2 * MR independent vpdpbusd chains (a sub-block's chain alone is 4
+      // long, and its vpmulld waits for it: one sub-block at a time left the core waiting on latencies; Q4_K /
+      // Q5_K's chains of 8 run best one sub-block at a time).
+      constexpr int kStep = kPer32 ? 1 : 2;
+      for (int i = 0; i < kSub; i += kStep) {
+        if constexpr (kStep == 1) {
+          __m512i w[kGroups];
+          for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
+          const __m512i scale = _mm512_load_si512(sc + 2 * i * 16);
+          const uint8_t* xi = xb + i * kGroups * 4;
+          __m512i da[MR];
+          for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
+          for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+            for (int r = 0; r < MR; ++r) {
+              da[r] = DpbusdBcast(da[r], w[g], xi + 256 * r + 4 * g);
+            }
+          }
+          for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
+          continue;
+        }
         const uint8_t* xi = xb + i * kGroups * 4;
-        __m512i da[MR];
-        for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
-        for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+        __m512i da[MR], db[MR];
+        for (int r = 0; r < MR; ++r) da[r] = db[r] = _mm512_setzero_si512();
+        for (int g = 0; g < kGroups; ++g) {
+          const __m512i wa = _mm512_load_si512(blk + (i * kGroups + g) * 64);
+          const __m512i wb = _mm512_load_si512(blk + ((i + 1) * kGroups + g) * 64);
           for (int r = 0; r < MR; ++r) {
-            da[r] = _mm512_dpbusd_epi32(da[r], w[g], _mm512_set1_epi32(Load32i(xi + 256 * r + 4 * g)));
+            da[r] = DpbusdBcast(da[r], wa, xi + 256 * r + 4 * g);
+            db[r] = DpbusdBcast(db[r], wb, xi + 256 * r + 4 * (kGroups + g));
           }
         }
-        for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
+        const __m512i sa = _mm512_load_si512(sc + i * 16);
+        const __m512i sb2 = _mm512_load_si512(sc + (i + 1) * 16);
+        for (int r = 0; r < MR; ++r) {
+          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], sa));
+          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(db[r], sb2));
+        }
       }
       const auto* cc = blk + 4096 + 1024;
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512));
