@@ -10,6 +10,7 @@
 // packed per call, register-blocked tiles, results bit-for-bit those of the row kernels.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_common.h"
@@ -50,13 +51,13 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
   const int64_t chunk = std::clamp<int64_t>((panels + want_tasks - 1) / want_tasks, 1, max_chunk);
   const int64_t tasks = (panels + chunk - 1) / chunk;
   // Activation tiles packed once (gemm.pack_x: the tile's rows interleaved block by block), else the rows.
-  std::vector<unsigned char> xpack;
+  std::unique_ptr<unsigned char[]> xpack;  // not value-initialized: pack_x writes every byte
   const unsigned char* xtiles = nullptr;
   const int64_t x_tile_bytes = gemm.pack_x ? gemm.x_tile_bytes(k) : 0;
   if (gemm.pack_x) {
     const int64_t ntiles = (m + tr - 1) / tr;
-    xpack.resize((size_t)(ntiles * x_tile_bytes + 64));
-    unsigned char* xb = xpack.data() + (64 - reinterpret_cast<uintptr_t>(xpack.data()) % 64) % 64;
+    xpack.reset(new unsigned char[(size_t)(ntiles * x_tile_bytes + 64)]);
+    unsigned char* xb = xpack.get() + (64 - reinterpret_cast<uintptr_t>(xpack.get()) % 64) % 64;
     pool.run(ntiles, [&](int64_t t) {
       gemm.pack_x(xp + t * tr * x_row_bytes, (size_t)x_row_bytes, (int)std::min<int64_t>(tr, m - t * tr), k,
                   xb + t * x_tile_bytes);

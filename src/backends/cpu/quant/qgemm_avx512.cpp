@@ -191,7 +191,7 @@ struct BlockSum {
     const int64_t nb = k / kQK;
     const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
     auto* o = static_cast<uint8_t*>(dst);
-    std::memset(o, 0, (size_t)XTileBytes(k));
+    if (rows < 8) std::memset(o, 0, (size_t)XTileBytes(k));  // the missing rows are zeros
     for (int r = 0; r < rows; ++r) {
       const char* row = static_cast<const char*>(xv) + r * xs;
       const auto* x = reinterpret_cast<const BlockQ8_0*>(row);
@@ -471,7 +471,7 @@ struct KSum {
   static void PackX(const void* xv, size_t xs, int rows, int64_t k, void* dst) {
     const int64_t nsb = k / kQKK;
     auto* o = static_cast<uint8_t*>(dst);
-    std::memset(o, 0, (size_t)XTileBytes(k));
+    if (rows < 8) std::memset(o, 0, (size_t)XTileBytes(k));  // the missing rows are zeros
     for (int r = 0; r < rows; ++r) {
       const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
       for (int64_t sb = 0; sb < nsb; ++sb) {
