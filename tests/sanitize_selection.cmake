@@ -25,6 +25,11 @@ set(kLeftToOptimizedBuild
   "^SpeculativeScheduler\\.StopSequencesMaxTokensAndAWarmPrefixCacheStayExact"
   # Batched-equals-alone comparisons over the default model (SchedulerTest's other cases run the scheduler).
   "^SchedulerTest\\.(GreedyBatchedEqualsAlone|GreedyBatchedEqualsAloneWithSmallPrefillChunks|SeededSamplingBatchedEqualsAlone|LongPromptDoesNotStallOtherStreams)$"
+  # Choices and logprobs over the default model, each compared with a second run of it (the cheaper cases of
+  # SchedulerChoices stay: refusals, stop ids, min tokens, prompt-only jobs, embeddings, biased logprobs).
+  "^SchedulerChoices\\.(GreedyChoicesShareOnePromptEvaluation|LogprobsAndPenaltiesDoNotChangeSeededTokens|SeededChoicesDifferAndTheFirstMatchesNEqualsOne|LogprobsEqualLogSoftmaxOfTheLogits)$"
+  # The grammar mask checked token by token over the whole vocabulary (the other Grammar cases stay).
+  "^Grammar\\.MasksMatchATokenByTokenCheck$"
   # Model splits over host instances, whole-model runs compared bit for bit with the unsplit model.
   "^MultiDevice\\.(SchedulerOnASplitModel|TensorSplitDefaultModelUnevenHeads|TensorSplitEveryArchitecture|BenchDecodeStepsAreGreedyGeneration)$"
   # Loads the default model twice (host and an instance) to compare its plan with the bytes really allocated.
