@@ -1,0 +1,15 @@
+// Where tests find the files of the source tree (tests/data: goldens, tiny models, tokenizers).
+#pragma once
+
+#include <string>
+
+namespace rbee::test {
+
+// The source tree's root, the first of: the environment variable RBEE_SOURCE_DIR; the tree the tests were built
+// from (the compile-time RBEE_SOURCE_DIR) when it still holds tests/data; the first folder holding tests/data among
+// the test binary's folder and its parents, then the working directory and its parents (a packed build run from a
+// copy of the tree on another machine, e.g. a GPU machine's .devpack-*/tests/rbee_unit_tests). Falls back to the
+// compile-time path, so a missing file is reported under the name the tests were built with.
+const std::string& source_dir();
+
+}  // namespace rbee::test
