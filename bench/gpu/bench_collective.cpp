@@ -6,8 +6,8 @@
 // Sizes: one decode row of a 4096-wide model (Llama-2-7B), of an 8192-wide one (70B), and 64 rows of 4096.
 //
 // Usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50]
-// Programmatic dependent launch (RBEE_PDL, default on) decides whether consecutive all-reduces of a graph overlap
-// their launches; run it with RBEE_PDL=0 as well to see that part.
+// Programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the one-shot kernel alone)
+// decides whether consecutive all-reduces of a graph overlap their launches; run it with each setting.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -102,8 +102,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     const char* pdl = std::getenv("RBEE_PDL");
-    fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_PDL={}\n", ranks,
-               devices[0]->id(), comm->name(), why, count, reps, pdl ? pdl : "(unset: on)");
+    const char* ar_pdl = std::getenv("RBEE_ALLREDUCE_PDL");
+    fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_PDL={} "
+               "RBEE_ALLREDUCE_PDL={}\n", ranks, devices[0]->id(), comm->name(), why, count, reps,
+               pdl ? pdl : "(unset: on)", ar_pdl ? ar_pdl : "(unset: on)");
     fmt::print("| floats | bytes | us per all-reduce in a graph | us per eager all-reduce |\n|---|---|---|---|\n");
     for (int64_t n : {(int64_t)4096, (int64_t)8192, (int64_t)64 * 4096}) {
       std::vector<Tensor> x((size_t)ranks);

@@ -15,10 +15,10 @@
 #
 #   OUT=/tmp/out tools/bench/multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]
 #   e.g. (device machine)  cd .devpack-multidev && OUT=$OUT ./multi_gpu_session.sh . llama.cpp /tmp/rbee-models
-#   5. the all-reduce latency (bench/rbee_bench_collective: one decode row, 64 rows; with and without
-#      programmatic dependent launch) and, with AB=1, 7B tensor-split tg128 with this session's tensor-split
-#      changes switched off (RBEE_TP_FOLD_RESIDUAL=0 RBEE_ALLREDUCE_PDL=0) beside the default, alternating.
-# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1, PLAN_7B=0 (plan only the
+#   5. the all-reduce latency (bench/rbee_bench_collective: one decode row, 64 rows; the one-shot kernel as a
+#      programmatic dependent launch (default) and as an ordinary launch) and, with AB=1 or AB=batched,
+#      7B tensor-split tg128 or 64-stream S_TG with a change switched off beside the default (see below).
+# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, PLAN_7B=0 (plan only the
 # 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
@@ -133,27 +133,39 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   grep -E "FAILED|^\||^devices" "$out/bench.log" | tee -a "$out/summary.txt"
 fi
 if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" ]; then
-  for pdl in 1 0; do
-    note "$(stamp) all-reduce latency over $ngpu GPUs, RBEE_PDL=$pdl"
-    RBEE_PDL=$pdl timeout 120 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 | tee -a "$out/summary.txt" ||
+  for envs in "RBEE_PDL=1" "RBEE_ALLREDUCE_PDL=0"; do
+    note "$(stamp) all-reduce latency over $ngpu GPUs, $envs"
+    # shellcheck disable=SC2086
+    env $envs timeout 120 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 | tee -a "$out/summary.txt" ||
       status=1
   done
 fi
 
-# AB=1: the tensor split's tg128 with this session's changes switched off, beside the default and one GPU,
-# alternating in two rounds (rbee bench -r 2 each), so the change is measured against its own baseline.
-if [ "${AB:-0}" = 1 ]; then
+# AB=1: the tensor split's tg128 with this session's changes switched off (RBEE_TP_FOLD_RESIDUAL=0
+# RBEE_ALLREDUCE_PDL=0), beside the default and one GPU; AB=batched: S_TG of 64 streams with the one-shot all-reduce
+# as an ordinary launch (RBEE_ALLREDUCE_PDL=0) beside the default and one GPU. Alternating, two rounds, so each
+# change is measured against its own baseline.
+ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
+  local envs=${1%%|*} rest=${1#*|}
+  local mode=${rest%%|*}; rest=${rest#*|}
+  local args=${rest%%|*} keep=${rest#*|}
+  [ "$envs" = default ] && envs=""
+  note "$(stamp) A/B round $round: ${envs:-default} rbee bench 7B F16 $args ($mode)"
+  # shellcheck disable=SC2086
+  env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
+}
+case "${AB:-0}" in
+  1) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+               "RBEE_TP_FOLD_RESIDUAL=0 RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+               "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
+                     "RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
+                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1|^\|  +128 ") ;;
+  *) ab_specs=() ;;
+esac
+if [ "${#ab_specs[@]}" -gt 0 ]; then
   for round in 1 2; do
-    for spec in "default|--devices $devices --split tensor" \
-                "RBEE_TP_FOLD_RESIDUAL=0 RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor" \
-                "default|--backend cuda"; do
-      envs=${spec%%|*}; mode=${spec#*|}
-      [ "$envs" = default ] && envs=""
-      note "$(stamp) A/B round $round: ${envs:-default} rbee bench 7B F16 tg128 ($mode)"
-      # shellcheck disable=SC2086
-      env $envs timeout 120 "$rbee" bench -m "$m7" $mode -p 0 -n 128 -r 2 2>&1 | grep -E "tg128|limits measured" |
-        tee -a "$out/summary.txt" || status=1
-    done
+    for spec in "${ab_specs[@]}"; do ab_run "$spec"; done
   done
 fi
 note "$(stamp) session end, status $status"

@@ -124,8 +124,12 @@ __global__ void one_shot_all_reduce(OneShotArgs a) {
   if (threadIdx.x == 0) a.rounds[b] = round;
 }
 
-// The one-shot kernel as a decode kernel (programmatic dependent launch where RBEE_PDL allows), unless
-// RBEE_ALLREDUCE_PDL=0: an ordinary launch, as before (for comparisons).
+// Whether the one-shot kernel is a programmatic dependent launch (launch_decode_kernel, where RBEE_PDL allows):
+// yes unless RBEE_ALLREDUCE_PDL=0 (an ordinary launch, as before; for comparisons). Measured on two H100s over NVLink
+// (docs/perf-notes/multi-device.md, third session): 64 all-reduces in a graph (bench/rbee_bench_collective) of one
+// decode row, 4096 / 8192 floats, 2.8 / 2.7 us each with it against 3.4 / 3.5-4.5 us without; at 64 rows (1 MiB)
+// 10.9-14.7 us either way, but 7B F16 S_TG of 64 streams over two cards 10347 / 10387 t/s with it against 10219 /
+// 10001 without (same call, alternating).
 bool all_reduce_pdl() {
   static const bool on = [] {
     const char* v = std::getenv("RBEE_ALLREDUCE_PDL");
