@@ -112,9 +112,13 @@ if [ "${SKIP_PLAN:-0}" != 1 ]; then
     cat "$out/plan.tmp" >> "$out/plan.log"
   done
   if [ -f "$m70" ]; then
-    note "$(stamp) rbee plan 70B Q8_0: one GPU (refused with the numbers), then two"
+    # 70B Q8_0 is 68.3 GiB of weights: at 4096 positions it fits one 80 GB H100 (70.1 of 78.6 GiB), so the
+    # model that does not fit one card is this one with 65536 positions (20 GiB of KV cache): one GPU (refused
+    # with the numbers), then two (planned against held).
+    note "$(stamp) rbee plan 70B Q8_0: one GPU at 4096 and 65536 positions, then two at 65536 (--check)"
     "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c 4096 2>&1 | tee -a "$out/summary.txt"
-    "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c 4096 --check 2>&1 | tee -a "$out/summary.txt"
+    "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c 65536 2>&1 | tee -a "$out/summary.txt"
+    "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c 65536 --check 2>&1 | tee -a "$out/summary.txt"
   fi
   rm -f "$out/plan.tmp"
 fi
