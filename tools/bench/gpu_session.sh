@@ -33,36 +33,38 @@ stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s"; }
 
 case "$phase" in
 pack)
-  rm -rf "$carry" /tmp/rbee-pack-tmp && mkdir -p "$carry" /tmp/rbee-pack-tmp
-  scripts/pack_build.sh build/ci /tmp/rbee-pack-tmp/pack >/dev/null
-  scripts/pack_cuda_kit.sh build/ci /tmp/rbee-pack-tmp/pack
+  # A staging folder of its own: two worktrees may pack at the same time.
+  stage=$(mktemp -d /tmp/rbee-pack-XXXXXX)
+  rm -rf "$carry" && mkdir -p "$carry"
+  scripts/pack_build.sh build/ci "$stage"/pack >/dev/null
+  scripts/pack_cuda_kit.sh build/ci "$stage"/pack
   # A plug-in compiled here from this tree (scripts/build_cuda_plugin.sh; newer than every file of src/ and include/
   # and than the engine it links) travels stripped and xz-compressed (~12 MB of 76): prepare then compiles nothing.
   # Otherwise the device compiles it (PACK_PLUGIN=0 forces that).
-  rm -f /tmp/rbee-pack-tmp/pack/librbee_backend_cuda.so
+  rm -f "$stage"/pack/librbee_backend_cuda.so
   plugin=build/cuda-plugin/librbee_backend_cuda.so
   if [ -f $plugin ] && [ "${PACK_PLUGIN:-1}" = 1 ] && [ $plugin -nt build/ci/librbee_engine.so ] &&
      [ -z "$(find src include cmake -newer $plugin -print -quit)" ]; then
-    rm -rf /tmp/rbee-pack-tmp/pack/obj
-    strip --strip-unneeded -o /tmp/rbee-pack-tmp/plugin.so build/cuda-plugin/librbee_backend_cuda.so
-    xz -T0 -6 -c /tmp/rbee-pack-tmp/plugin.so > "$carry/plugin.so.xz"
+    rm -rf "$stage"/pack/obj
+    strip --strip-unneeded -o "$stage"/plugin.so build/cuda-plugin/librbee_backend_cuda.so
+    xz -T0 -6 -c "$stage"/plugin.so > "$carry/plugin.so.xz"
     echo "gpu_session.sh: the CUDA plug-in compiled here travels ($(du -h "$carry/plugin.so.xz" | cut -f1))"
   fi
   # PACK_XZ=1: pack.tar.xz (~30% smaller; only this script's prepare reads it), else pack.tgz (the other session
   # scripts read that).
-  if [ "${PACK_XZ:-0}" = 1 ]; then XZ_OPT="-T0 -6" tar -C /tmp/rbee-pack-tmp -cJf "$carry/pack.tar.xz" pack
-  else tar -C /tmp/rbee-pack-tmp -czf "$carry/pack.tgz" pack; fi
+  if [ "${PACK_XZ:-0}" = 1 ]; then XZ_OPT="-T0 -6" tar -C "$stage" -cJf "$carry/pack.tar.xz" pack
+  else tar -C "$stage" -czf "$carry/pack.tgz" pack; fi
   if [ "${NO_LLAMA:-0}" != 1 ] && [ -n "${LLAMA_BIN:-}" ]; then
     cp "$LLAMA_BIN"/llama-bin.tar.xz.* "$carry/"       # llama.cpp built in an earlier session (LLAMA_SAVE=1)
   elif [ "${NO_LLAMA:-0}" != 1 ]; then
-    if [ -n "${LLAMA_SRC:-}" ]; then cp -r "$LLAMA_SRC" /tmp/rbee-pack-tmp/llama.cpp    # a cut made earlier
-    else tools/bench/llamacpp_source.sh /tmp/rbee-pack-tmp/llama.cpp >/dev/null; fi
-    tar -C /tmp/rbee-pack-tmp -czf "$carry/llama.tgz" llama.cpp
+    if [ -n "${LLAMA_SRC:-}" ]; then cp -r "$LLAMA_SRC" "$stage"/llama.cpp    # a cut made earlier
+    else tools/bench/llamacpp_source.sh "$stage"/llama.cpp >/dev/null; fi
+    tar -C "$stage" -czf "$carry/llama.tgz" llama.cpp
   fi
   # The source tree the plug-in compiles from travels too: the device machine sees the lead's checkout, and a pack
   # made from another worktree must compile that worktree's kernels.
   tar -czf "$carry/tree.tgz" src include cmake
-  rm -rf /tmp/rbee-pack-tmp
+  rm -rf "$stage"
   du -sh "$carry"
   ;;
 prepare)
