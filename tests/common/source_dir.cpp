@@ -24,22 +24,26 @@ fs::path search_up(fs::path dir) {
   return {};
 }
 
-std::string find_source_dir() {
-  if (const char* env = std::getenv("RBEE_SOURCE_DIR"); env && *env) return env;
-  if (holds_test_data(RBEE_SOURCE_DIR)) return RBEE_SOURCE_DIR;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    if (fs::path found = search_up(exe.parent_path()); !found.empty()) return found.string();
-  }
-  if (fs::path found = search_up(fs::current_path(ec)); !ec && !found.empty()) return found.string();
-  return RBEE_SOURCE_DIR;
-}
-
 }  // namespace
 
+std::string find_source_dir(const char* env, const std::string& built, const std::string& exe_dir,
+                            const std::string& cwd) {
+  if (env && *env) return env;
+  if (holds_test_data(built)) return built;
+  for (const std::string& start : {exe_dir, cwd}) {
+    if (fs::path found = search_up(start); !found.empty()) return found.string();
+  }
+  return built;
+}
+
 const std::string& source_dir() {
-  static const std::string dir = find_source_dir();
+  static const std::string dir = [] {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    const std::string exe_dir = ec ? std::string() : exe.parent_path().string();
+    const fs::path cwd = fs::current_path(ec);
+    return find_source_dir(std::getenv("RBEE_SOURCE_DIR"), RBEE_SOURCE_DIR, exe_dir, ec ? std::string() : cwd.string());
+  }();
   return dir;
 }
 

@@ -12,4 +12,9 @@ namespace rbee::test {
 // compile-time path, so a missing file is reported under the name the tests were built with.
 const std::string& source_dir();
 
+// The choice source_dir() makes, from its inputs (env: the variable's value or null; built: the compile-time path;
+// exe_dir / cwd: the folders searched upwards, either may be empty).
+std::string find_source_dir(const char* env, const std::string& built, const std::string& exe_dir,
+                            const std::string& cwd);
+
 }  // namespace rbee::test
