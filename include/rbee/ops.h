@@ -85,6 +85,9 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, co
 // q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, Hq, Tq, Dv]
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// hidden * gelu(gate) (erf form) for x [..., 2F] = [hidden | gate]: [..., F], computed in f32, rounded once
+// (diffusers' GEGLU).
+Tensor geglu(const Tensor& x);
 // Returns {x + residual, rms_norm(x + residual) * weight}.
 std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps);
 

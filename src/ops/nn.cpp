@@ -280,6 +280,23 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   return out;
 }
 
+Tensor geglu(const Tensor& x) {
+  check_defined("geglu", "x", x);
+  Device& device = x.device();
+  RBEE_CHECK(x.rank() >= 1 && x.dim(-1) % 2 == 0, "geglu: x {} must have an even last dimension ([..., 2F])",
+             x.shape().to_string());
+  check_supported("geglu", device, OpKind::Geglu, {x.dtype(), x.dtype()});
+  const int64_t f = x.dim(-1) / 2, rows = f == 0 ? 0 : x.numel() / (2 * f);
+  Shape shape = x.shape();
+  shape[shape.rank() - 1] = f;
+  Tensor out = Tensor::empty(shape, x.dtype(), device);
+  if (out.numel() == 0) return out;
+  const Tensor xc = x.contiguous().view({rows, 2 * f});
+  Tensor o2 = out.view({rows, f});
+  device.kernels().geglu(xc, o2);
+  return out;
+}
+
 std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
   check_defined("add_rms_norm", "x", x);
   check_defined("add_rms_norm", "residual", residual);

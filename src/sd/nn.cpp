@@ -170,4 +170,16 @@ Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right) {
 
 Tensor quick_gelu(const Tensor& x) { return ops::mul(x, ops::unary(UnaryOp::Sigmoid, ops::affine(x, 1.702, 0.0))); }
 
+Tensor geglu(const Tensor& h) {
+  static const bool fused = [] {
+    const char* env = std::getenv("RBEE_SD_GEGLU_FUSED");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  profile::Scope scope("geglu", h);
+  if (fused) return ops::geglu(h);
+  const int64_t f = h.dim(-1) / 2;
+  const Tensor hidden = h.narrow(h.rank() - 1, 0, f), gate = h.narrow(h.rank() - 1, f, f);
+  return ops::mul(hidden, ops::gelu(gate, /*tanh_approximation=*/false));
+}
+
 }  // namespace rbee::sd::nn

@@ -59,5 +59,8 @@ Tensor concat(const Tensor& a, const Tensor& b, int axis);
 Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right);
 // x * sigmoid(1.702 x) (CLIP's quick_gelu)
 Tensor quick_gelu(const Tensor& x);
+// GEGLU of a feed-forward projection h [..., 2F] = [hidden | gate]: hidden * gelu(gate) (erf form), [..., F]. One
+// pass (ops::geglu); RBEE_SD_GEGLU_FUSED=0: gelu then mul over the two halves (for A/B).
+Tensor geglu(const Tensor& h);
 
 }  // namespace rbee::sd::nn

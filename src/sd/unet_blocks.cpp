@@ -89,10 +89,8 @@ Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) cons
   } else {
     out = o2(nn::mha(q2(h), k2(context), v2(context), heads, false), out);
   }
-  h = ff_in(norm3(out));  // GEGLU: [hidden | gate]
-  const int64_t f = h.dim(-1) / 2;
-  Tensor hidden = h.narrow(h.rank() - 1, 0, f), gate = h.narrow(h.rank() - 1, f, f);
-  return ff_out(ops::mul(hidden, ops::gelu(gate, /*tanh_approximation=*/false)), out);
+  h = ff_in(norm3(out));  // [hidden | gate]
+  return ff_out(nn::geglu(h), out);
 }
 
 SpatialTransformer SpatialTransformer::load(const Weights& w, int64_t c, int64_t heads, int64_t cross, int layers,

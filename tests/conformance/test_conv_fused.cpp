@@ -1,7 +1,7 @@
 // Conformance: conv2d_fused (a convolution with bias, residual and silu in its epilogue) on every backend, against
 // naive double-precision loops written here. The cases cover both GPU paths: the implicit GEMM on matrix tiles
 // (F16 / BF16, groups 1, 1x1 or 3x3, Cin * KH * KW % 8 == 0; partial tiles in every direction, split-K on small
-// maps with deep K) and the im2col fallback (F32, F64, groups, Cin 4, 5x5 kernels).
+// maps with deep K; the im2col + Blas path's split-K of deep K on small maps) and the im2col fallback (F32, F64, groups, Cin 4, 5x5 kernels).
 #include <cmath>
 #include <string>
 
@@ -31,6 +31,8 @@ const std::vector<FusedCase> kCases = {
     {"k3_image_bias_silu", 2, 24, 10, 7, 20, 3, 1, 1, 1, BiasKind::PerImage, false, true},
     {"k3_stride2", 2, 16, 13, 10, 24, 3, 2, 1, 1, BiasKind::PerChannel, false, false},
     {"k3_split_k", 2, 64, 6, 5, 40, 3, 1, 1, 1, BiasKind::PerImage, true, false},
+    // Deep K on a 4x4 map: the 16-bit im2col + Blas path splits K (8 slices on 132 SMs, 2 on the emulator's 4).
+    {"k3_split_k_deep", 2, 256, 4, 4, 64, 3, 1, 1, 1, BiasKind::PerImage, true, true},
     {"k3_no_epilogue", 1, 8, 17, 19, 9, 3, 1, 1, 1, BiasKind::None, false, false},
     {"k1_residual", 2, 32, 9, 8, 48, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
     {"k1_silu_only", 1, 16, 5, 5, 17, 1, 1, 0, 1, BiasKind::None, false, true},

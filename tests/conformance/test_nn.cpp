@@ -1,4 +1,4 @@
-// Conformance: rms_norm, layer_norm, group_norm, add_rms_norm, swiglu, rope (+ rope_inv_freq) and attention on
+// Conformance: rms_norm, layer_norm, group_norm, add_rms_norm, swiglu, geglu, rope (+ rope_inv_freq) and attention on
 // every backend vs naive double references written here, plus the ops' error paths.
 #include <cmath>
 #include <functional>
@@ -84,7 +84,11 @@ class LayerNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {
 TEST_P(LayerNormConformance, MatchesDoubleReference) {
   const auto& [backend, dtype, layout] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
-  for (const Shape& shape : kRowShapes) {
+  // Beside kRowShapes, SD's transformer widths (320 and 1280 features: one GPU warp per row) and a row narrower than
+  // a warp's vectors.
+  std::vector<Shape> shapes = kRowShapes;
+  for (const Shape& s : {Shape{256, 320}, Shape{40, 1280}, Shape{7, 64}}) shapes.push_back(s);
+  for (const Shape& shape : shapes) {
     const int64_t n = shape[shape.rank() - 1];
     // An offset mean so that forgetting to subtract it shows.
     const auto xv = random_values(shape.numel(), dtype, 200 + n, 1, 5);
@@ -119,9 +123,19 @@ void check_group_norm(const std::string& backend, DType dtype, Layout layout, bo
     Shape shape;
     int groups;
   };
-  // [N, C, H, W] with small odd planes, and an SD-like [N, C, H, W] large enough for several threads.
-  // The last has groups of 20000 values, which the GPU reduces in several blocks.
-  for (const Case& c : {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2}, Case{{1, 4, 100, 100}, 2}}) {
+  // [N, C, H, W] with small odd planes, and an SD-like [N, C, H, W] large enough for several threads. Groups of
+  // 20000 values take the GPU's one-launch path (one block per group); groups of 180000 values are reduced in
+  // several blocks (statistics, finalize and apply kernels). 16-bit contiguous inputs also get SD 1.5's UNet shapes
+  // (batch 2 for the two guidance halves, 32 groups, 64x64 .. 8x8 maps; 960 channels: the largest one-launch group).
+  std::vector<Case> cases = {Case{{2, 6, 5, 7}, 3}, Case{{2, 32, 12, 16}, 8}, Case{{3, 4}, 2},
+                             Case{{1, 4, 100, 100}, 2}, Case{{1, 2, 300, 300}, 1}};
+  if ((dtype == DType::F16 || dtype == DType::BF16) && layout == Layout::Contiguous) {
+    for (const Case& c : {Case{{2, 320, 64, 64}, 32}, Case{{2, 960, 64, 64}, 32}, Case{{2, 640, 32, 32}, 32},
+                          Case{{2, 1280, 16, 16}, 32}, Case{{2, 2560, 8, 8}, 32}, Case{{2, 1280, 8, 8}, 32}}) {
+      cases.push_back(c);
+    }
+  }
+  for (const Case& c : cases) {
     SCOPED_TRACE(c.shape.to_string());
     const int64_t batch = c.shape[0], channels = c.shape[1];
     const int64_t spatial = c.shape.numel() / (batch * channels);
@@ -241,6 +255,43 @@ INSTANTIATE_TEST_SUITE_P(Ops, SwigluConformance,
                                             ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
                          dtype_layout_name);
 RBEE_CONFORMANCE_SUITE(Swiglu, SwigluConformance);
+
+// ----------------------------------------------------------------------------------------------------- geglu
+class GegluConformance : public ::testing::TestWithParam<DTypeLayoutParam> {};
+TEST_P(GegluConformance, MatchesDoubleReference) {
+  const auto& [backend, dtype, layout] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  // [..., 2F]: odd F (element by element on GPUs), F a multiple of 8 (16-byte vectors), SD's 64x64 rows at width
+  // 2 x 1280 (fewer rows), rank 3, one feature.
+  for (const Shape& shape : {Shape{5, 2 * 37}, Shape{9, 2 * 64}, Shape{33, 2 * 1280}, Shape{2, 7, 2 * 24}, Shape{1, 2}}) {
+    SCOPED_TRACE(shape.to_string());
+    const int64_t f = shape.at(-1) / 2, rows = shape.numel() / (2 * f);
+    auto xv = random_values(shape.numel(), dtype, 510, -5, 5);
+    xv[(size_t)f] = round_to_dtype(-30.0, dtype);  // gates far in the tails: gelu -> -0 and the gate itself
+    if (rows > 1) xv[(size_t)(3 * f)] = round_to_dtype(30.0, dtype);
+    const Tensor x = make_tensor(xv, shape, dtype, *device, layout);
+    Shape out_shape = shape;
+    out_shape[out_shape.rank() - 1] = f;
+    poison_allocations(*device, bytes_of(out_shape, dtype));
+    const Tensor out = ops::geglu(x);
+    ASSERT_EQ(out.shape(), out_shape);
+    std::vector<double> want((size_t)(rows * f));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < f; ++i) {
+        const double h = xv[(size_t)(r * 2 * f + i)], g = xv[(size_t)(r * 2 * f + f + i)];
+        want[(size_t)(r * f + i)] = h * 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+      }
+    }
+    Tolerance tol = default_tolerance(dtype);
+    if (dtype == DType::F32) tol = {2e-6, 2e-5};  // erff and a product, as for the unary functions
+    EXPECT_TRUE(all_close(to_doubles(out), want, tol));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, GegluConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kFloatDTypes), ::testing::ValuesIn(kLayouts)),
+                         dtype_layout_name);
+RBEE_CONFORMANCE_SUITE(Geglu, GegluConformance);
 
 // ------------------------------------------------------------------------------------------------------ rope
 // How the rope input is laid out: [N, H, D] contiguous; [N, H, D] cut out of a fused [N, H, 3, D] qkv buffer
@@ -706,6 +757,7 @@ TEST_P(NnErrors, NormsRejectBadArguments) {
   expect_invalid([&] { ops::add_rms_norm(x, x, Tensor(), 1e-5f); }, "weight");
   expect_invalid([&] { ops::swiglu(x, ops::ones({8, 4}, DType::F32, *device)); }, "shape");
   expect_invalid([&] { ops::swiglu(x, ops::ones({4, 8}, DType::F64, *device)); }, "swiglu");
+  expect_invalid([&] { ops::geglu(ops::ones({4, 7}, DType::F32, *device)); }, "even last dimension");
 }
 
 TEST_P(NnErrors, RopeRejectsBadArguments) {

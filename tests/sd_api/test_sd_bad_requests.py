@@ -74,7 +74,8 @@ def test_bad_job_request(sd_worker, change, status, field, text):
 
 OPENAI_CASES = [
     ({"prompt": None}, 400, "prompt", "required"),
-    ({"n": 2}, 400, "n", "n=1"),
+    ({"n": 17}, 400, "n", "[1, 16]"),
+    ({"n": 0}, 400, "n", "[1, 16]"),
     ({"size": "256"}, 400, "size", "<width>x<height>"),
     ({"size": "250x256"}, 400, "size", "multiple of 8"),
     ({"size": "4096x4096"}, 400, "size", "[256, 2048]"),

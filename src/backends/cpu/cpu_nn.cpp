@@ -1,4 +1,5 @@
-// CPU fused SwiGLU: out = silu(gate) * up, elementwise over contiguous tensors.
+// CPU fused SwiGLU: out = silu(gate) * up, elementwise over contiguous tensors; GEGLU: out = hidden * gelu(gate)
+// over the two halves of each row of x [rows, 2F].
 //
 // The other neural-network kernels live in cpu_norm.cpp (rms/layer/group norm, add_rms_norm), cpu_rope.cpp and
 // cpu_attention.cpp (+ cpu_attention_blocks.cpp).
@@ -11,6 +12,7 @@
 
 #include <cmath>
 
+#include "backends/common/scalar_ops.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
 #include "backends/cpu/exp_ggml-inl.h"
@@ -70,7 +72,29 @@ void swiglu_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
   });
 }
 
+// out [rows, F] = x[:, :F] * gelu_erf(x[:, F:]) in the compute type (f32 for 16-bit storage), rounded once.
+template <class T>
+void geglu_impl(const Tensor& x, Tensor& out) {
+  using C = nn_compute_t<T>;
+  const int64_t rows = out.dim(0), f = out.dim(1);
+  const T* px = static_cast<const T*>(x.data());
+  T* po = static_cast<T*>(out.data());
+  parallel_rows(rows, 2 * f, [&](int64_t r0, int64_t r1) {
+    C* h = scratch<C>(0, (size_t)(2 * f));
+    C* o = scratch<C>(1, (size_t)f);
+    for (int64_t r = r0; r < r1; ++r) {
+      load_row(px + r * 2 * f, h, 2 * f);
+      for (int64_t i = 0; i < f; ++i) o[i] = h[i] * scalar::unary_value<C>(UnaryOp::GeluErf, h[f + i], C(0));
+      store_row(o, po + r * f, f);
+    }
+  });
+}
+
 }  // namespace
+
+void CpuKernels::geglu(const Tensor& x, Tensor& out) {
+  visit_float_dtype(x.dtype(), [&](auto tag) { geglu_impl<decltype(tag)>(x, out); });
+}
 
 void CpuKernels::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   visit_float_dtype(gate.dtype(), [&](auto tag) { swiglu_impl<decltype(tag)>(gate, up, out); });

@@ -112,6 +112,15 @@ __device__ __forceinline__ void mma_store(const MmaAcc& c, uint16_t* s, int ld) 
   }
 }
 
+// The accumulator layout of the two halves is the A layout of one k16 fragment: a0 = (v0, v1) at (g, 2t..),
+// a1 = (v2, v3) at (g+8, 2t..), a2 = (v4, v5) at (g, 2t+8..), a3 = (v6, v7) at (g+8, 2t+8..). No shared memory.
+inline constexpr bool kMmaAccToARegisters = true;
+template <MmaElem E>
+__device__ __forceinline__ void mma_acc_to_a(MmaA& a, const MmaAcc& c, uint16_t*, int) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) a.r[j] = mma_pack2<E>(c.v[2 * j], c.v[2 * j + 1]);
+}
+
 // A row's 16 columns sit in the 4 lanes of a quad (same g), 4 per lane.
 __device__ __forceinline__ void mma_rows_max(float (&x)[kMmaRowsPerLane]) {
 #pragma unroll

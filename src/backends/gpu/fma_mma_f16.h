@@ -87,6 +87,15 @@ __device__ __forceinline__ void mma_store(const MmaAcc& c, uint16_t* s, int ld) 
   for (int i = 0; i < kMmaAccPerLane; ++i) s[mma_acc_row(i) * ld + mma_acc_col(i)] = mma_float_to_elem<E>(c.v[i]);
 }
 
+// Through the scratch tile: the fragment is a view of it (mma reads it there).
+inline constexpr bool kMmaAccToARegisters = false;
+template <MmaElem E>
+__device__ __forceinline__ void mma_acc_to_a(MmaA& a, const MmaAcc& c, uint16_t* s, int ld) {
+  mma_store<E>(c, s, ld);
+  warp_sync();
+  mma_load_a(a, s, ld);
+}
+
 // A row's 16 columns sit in the 16 lanes that share lane / 16.
 __device__ __forceinline__ void mma_rows_max(float (&x)[kMmaRowsPerLane]) {
 #pragma unroll

@@ -26,6 +26,11 @@
 //   mma<E>(c, a, b)           c += A . B, products exact, sums in f32
 //   mma_store<E>(c, s, ld)    s[m * ld + n] = c[m][n] rounded to E (nearest even)
 //   mma_zero(c)               c = 0
+//   mma_acc_to_a<E>(a, c, s, ld)  A[m][k] = c[m][k] rounded to E: an accumulator tile (e.g. softmax P) as the A
+//                             operand of the next product. Where kMmaAccToARegisters is true (CUDA) the fragment is
+//                             built in registers and s is never touched (a caller may leave it unallocated);
+//                             elsewhere c goes through the per-warp 16 x 16 scratch tile s (store, warp_sync,
+//                             load), which the fragment may go on referring to (the rule below).
 // s (uint16_t*) in shared memory, 16-byte aligned, ld a multiple of 8. Every lane of the warp makes each call.
 // A fragment may go on referring to the shared memory it was loaded from (the FMA implementations read it
 // inside mma): that memory must not change until the last mma using the fragment.

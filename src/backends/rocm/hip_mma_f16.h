@@ -96,6 +96,15 @@ __device__ __forceinline__ void mma_store(const MmaAcc& c, uint16_t* s, int ld) 
   for (int i = 0; i < kMmaAccPerLane; ++i) s[(4 * (l >> 4) + i) * ld + (l & 15)] = mma_float_to_elem<E>(c.v[i]);
 }
 
+// C holds columns per lane, A rows per lane: through the scratch tile (store, warp_sync, load).
+inline constexpr bool kMmaAccToARegisters = false;
+template <MmaElem E>
+__device__ __forceinline__ void mma_acc_to_a(MmaA& a, const MmaAcc& c, uint16_t* s, int ld) {
+  mma_store<E>(c, s, ld);
+  warp_sync();
+  mma_load_a(a, s, ld);
+}
+
 // A row's 16 columns sit in the 16 lanes of a lane group (same l / 16), one per lane.
 __device__ __forceinline__ void mma_rows_max(float (&x)[kMmaRowsPerLane]) {
 #pragma unroll

@@ -18,6 +18,7 @@ sd::GenerateRequest to_generate_request(const ImageRequest& r, uint64_t seed) {
   g.sampler = r.sampler;
   g.noise = r.noise;
   g.strength = r.strength;
+  g.batch = r.n;
   return g;
 }
 

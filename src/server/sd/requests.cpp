@@ -160,12 +160,7 @@ ImageRequest parse_openai_image(const nlohmann::json& body, const RequestDefault
   const JsonFields f(body);
   ImageRequest r;
   parse_common(f, d, r);
-  if (auto n = f.find("n")) {
-    if (!n->is_number() || *n != 1) {
-      throw ApiError(400, "unsupported", "field 'n': this worker makes one image per request (n=1), got " +
-                                             JsonFields::describe(*n), "n");
-    }
-  }
+  r.n = (int)f.integer("n", 1, sd::kMaxBatch).value_or(1);
   const std::string format = f.string("response_format").value_or("b64_json");
   if (format != "b64_json") {
     throw ApiError(400, "unsupported",

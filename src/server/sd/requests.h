@@ -52,6 +52,7 @@ struct ImageRequest {
   sd::Image init_image;          // transform and inpaint (RGB8, width x height)
   sd::Image mask;                // inpaint: 1 channel stored as RGB8; white repaints, black keeps
   int preview_every = 5;
+  int n = 1;  // images of one text-to-image request (OpenAI's "n"), made as one batch; image i from seed + i
 };
 
 // POST /v1/jobs. "operation" is required; images come as base64 PNG ("input_image" for image_transform and
@@ -59,7 +60,7 @@ struct ImageRequest {
 // and height are absent they default to the input image's size.
 ImageRequest parse_image_job(const nlohmann::json& body, const RequestDefaults& defaults);
 
-// POST /v1/images/generations: prompt, n (1 only), size "WxH", response_format "b64_json" (url: 400, the worker
+// POST /v1/images/generations: prompt, n (1 .. sd::kMaxBatch images, one UNet batch), size "WxH", response_format "b64_json" (url: 400, the worker
 // keeps no files), plus the rbee extensions negative_prompt, steps, guidance_scale, seed and sampler.
 ImageRequest parse_openai_image(const nlohmann::json& body, const RequestDefaults& defaults);
 

@@ -113,10 +113,13 @@ void post_openai_image(SdWorkerContext& ctx, const httplib::Request& req, httpli
   }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
-  send_json(res, 200,
-            {{"created", now},
-             {"data", nlohmann::json::array({{{"b64_json", last.png_base64}, {"revised_prompt", job->request.prompt},
-                                              {"seed", last.seed}}})}});
+  nlohmann::json data = nlohmann::json::array();
+  data.push_back({{"b64_json", last.png_base64}, {"revised_prompt", job->request.prompt}, {"seed", last.seed}});
+  for (size_t i = 0; i < last.more_png_base64.size(); ++i) {  // n > 1: image i + 1 from seed + i + 1
+    data.push_back({{"b64_json", last.more_png_base64[i]}, {"revised_prompt", job->request.prompt},
+                    {"seed", last.seed + i + 1}});
+  }
+  send_json(res, 200, {{"created", now}, {"data", std::move(data)}});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "server/sd/requests.h"
 #include "server/channel.h"
@@ -17,7 +18,8 @@ struct SdEvent {
   enum class Type { Progress, Preview, Complete, Error };
   Type type = Type::Progress;
   int step = 0, total = 0;  // Progress, Preview
-  std::string png_base64;   // Preview, Complete
+  std::string png_base64;   // Preview, Complete (the first image of a batch)
+  std::vector<std::string> more_png_base64;  // Complete: images 2 .. n of a request with n > 1 (seeds seed + i)
   uint64_t seed = 0;        // Complete
   int width = 0, height = 0;
   double seconds = 0;       // Complete: generation time (not counting the queue)

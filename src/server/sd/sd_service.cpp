@@ -220,7 +220,7 @@ void SdService::run_job(SdJob& job) {
     return !job.cancel_requested && !timed_out;
   };
   g.on_latents = [&](int step, int total, const Tensor& latents) {
-    if (r.preview_every <= 0 || step % r.preview_every != 0 || step == total || job.cancel_requested) return;
+    if (g.batch > 1 || r.preview_every <= 0 || step % r.preview_every != 0 || step == total || job.cancel_requested) return;
     SdEvent ev;
     ev.type = SdEvent::Type::Preview;
     ev.step = step;
@@ -234,19 +234,28 @@ void SdService::run_job(SdJob& job) {
     if (job.cancel_requested) RBEE_THROW(ErrorCode::Cancelled, "cancelled before it started");
     if (r.operation != Operation::Generate) g.init_image = pipeline_.from_image(r.init_image);
     if (r.operation == Operation::Inpaint) g.mask = mask_tensor(r.mask, pipeline_.device());
-    const sd::Image image = pipeline_.generate(g);
-    const std::string params = sd::generation_parameters(g, options_.model_name);
+    const std::vector<sd::Image> images =
+        g.batch > 1 ? pipeline_.generate_batch(g) : std::vector<sd::Image>{pipeline_.generate(g)};
+    for (size_t i = 0; i < images.size(); ++i) {
+      sd::GenerateRequest gi = g;  // image i's parameters: its own seed
+      gi.seed = g.seed + i;
+      gi.batch = 1;
+      std::string png =
+          base64_encode(sd::encode_png(images[i], {{"parameters", sd::generation_parameters(gi, options_.model_name)}}));
+      if (i == 0) last.png_base64 = std::move(png);
+      else last.more_png_base64.push_back(std::move(png));
+    }
+    const sd::Image& image = images.front();
     last.type = SdEvent::Type::Complete;
-    last.png_base64 = base64_encode(sd::encode_png(image, {{"parameters", params}}));
     last.seed = job.seed;
     last.width = image.width;
     last.height = image.height;
     last.seconds = seconds_since(started);
-    metrics_.add("rbee_images_total");
+    metrics_.add("rbee_images_total", (double)images.size());
     metrics_.observe("rbee_image_seconds", last.seconds);
     {
       std::lock_guard lock(mutex_);
-      ++images_;
+      images_ += images.size();
     }
     log::info("job={} event=finished outcome=complete seconds={:.3f} it_per_s={:.2f}", job.id, last.seconds,
               r.steps / std::max(last.seconds, 1e-9));

@@ -95,10 +95,11 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) dense_flas
 }
 
 // Tile configurations by padded head size: 4 warps of 32 rows (16 at 160 columns: the O accumulators of 32 rows
-// would not fit the registers), 64-key tiles up to 80 columns, 32-key tiles above. Shared memory: 60 KiB at 48
-// columns, 84 KiB at 80, 78 KiB at 128, 68 KiB at 160.
-template <int Dp>
-using DenseCfg = FlashCfg<Dp, 4, 1, (Dp <= 128 ? 2 : 1), (Dp <= 80 ? 64 : 32)>;
+// would not fit the registers), 64-key tiles up to 80 columns, 32-key tiles above. Shared memory with P tiles
+// (FAST false, or a platform without kMmaAccToARegisters): 60 KiB at 48 columns, 84 KiB at 80, 78 KiB at 128, 68
+// KiB at 160; FAST on CUDA keeps P in registers: 42, 66, 68 and 63 KiB.
+template <int Dp, bool FAST>
+using DenseCfg = FlashCfg<Dp, 4, 1, (Dp <= 128 ? 2 : 1), (Dp <= 80 ? 64 : 32), FAST>;
 
 int padded_head(int d) {
   for (const int dp : {48, 64, 80, 128, 160}) {
@@ -107,16 +108,25 @@ int padded_head(int d) {
   return 0;
 }
 
-template <class F>
+template <bool FAST, class F>
 bool visit_dense_cfg(int dp, F&& f) {
   switch (dp) {
-    case 48: f(DenseCfg<48>{}); return true;
-    case 64: f(DenseCfg<64>{}); return true;
-    case 80: f(DenseCfg<80>{}); return true;
-    case 128: f(DenseCfg<128>{}); return true;
-    case 160: f(DenseCfg<160>{}); return true;
+    case 48: f(DenseCfg<48, FAST>{}); return true;
+    case 64: f(DenseCfg<64, FAST>{}); return true;
+    case 80: f(DenseCfg<80, FAST>{}); return true;
+    case 128: f(DenseCfg<128, FAST>{}); return true;
+    case 160: f(DenseCfg<160, FAST>{}); return true;
     default: return false;
   }
+}
+
+// RBEE_ATTN_FAST_TILES=0: the key-tile loop with P through shared memory and Q reloaded per tile (A/B).
+bool dense_fast_tiles() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_ATTN_FAST_TILES");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
 }
 
 }  // namespace
@@ -156,7 +166,7 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
 
   const size_t smem_limit = std::max(dev.props().shared_mem_per_block_optin, dev.props().shared_mem_per_block);
   bool launched = false;
-  visit_dense_cfg(dp, [&](auto cfg_tag) {
+  auto launch = [&](auto cfg_tag) {
     using Cfg = decltype(cfg_tag);
     if ((size_t)Cfg::kSmemBytes > smem_limit) return;
     const dim3 grid((unsigned)((Tq + Cfg::kRows - 1) / Cfg::kRows), (unsigned)Hq, (unsigned)B);
@@ -167,7 +177,9 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
       launch_flash_kernel<dense_flash_kernel<Cfg, MmaElem::BF16>>(dev, grid, threads, Cfg::kSmemBytes, p);
     }
     launched = true;
-  });
+  };
+  if (dense_fast_tiles()) visit_dense_cfg<true>(dp, launch);
+  else visit_dense_cfg<false>(dp, launch);
   return launched;
 }
 

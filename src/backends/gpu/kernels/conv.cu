@@ -35,7 +35,15 @@ constexpr int kThreads = 256;
 constexpr int64_t kColumnBudget = 1 << 25;
 // Bytes of the 16-bit column scratch of one conv step (whole images while they fit, e.g. both CFG halves of SD's
 // 960-channel 64x64 convolutions in one batched GEMM).
-constexpr int64_t kColumnBytes16 = int64_t{256} << 20;
+// RBEE_CONV_COLUMN_MB=N sets it to N MiB (A/B: columns small enough to stay in L2 between their write and the GEMM).
+int64_t column_bytes16() {
+  static const int64_t bytes = [] {
+    const char* env = std::getenv("RBEE_CONV_COLUMN_MB");
+    const long mb = env ? std::strtol(env, nullptr, 10) : 0;
+    return mb > 0 ? int64_t{mb} << 20 : int64_t{256} << 20;
+  }();
+  return bytes;
+}
 // Position chunks are multiples of this, so every row of the columns starts 16-byte aligned (16-bit tensor-core
 // GEMM operands; odd row lengths send cuBLAS to much slower kernels).
 constexpr int64_t kPositionAlign = 64;
@@ -66,17 +74,21 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
 // The same columns with one block row per (image, column row): blockIdx.z = image, blockIdx.y = row (channel, ky,
 // kx), and each thread kRowPer consecutive positions, so the row's index math is done once, the position math is
 // 32-bit and incremental, and 16-bit columns are stored as 16-byte vectors when count is a multiple of kRowPer
-// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns).
+// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns). Row `row` of image `img`
+// starts at cols + img * img_stride + row * row_stride: [imgs][rows][count] (img_stride = rows * count, row_stride =
+// count), or the split-K layout [rows][imgs * count] (img_stride = count, row_stride = imgs * count).
 constexpr int kRowPer = 8;
 template <class T>
-__global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count, T* cols) {
+__global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count,
+                                        int64_t img_stride, int64_t row_stride, T* cols) {
   const int taps = (int)(g.kh * g.kw), row = (int)blockIdx.y, kw = (int)g.kw;
   const int c = row / taps, ky = row % taps / kw, kx = row % kw;
   const int h = (int)g.h, w = (int)g.w, wo = (int)g.wo;
   const int oy_off = ky * (int)g.dh - (int)g.ph, ox_off = kx * (int)g.dw - (int)g.pw, sh = (int)g.sh, sw = (int)g.sw;
   const T* xc = x + ((img0 + blockIdx.z) * g.cin + c) * g.h * g.w;
-  T* dst = cols + ((int64_t)blockIdx.z * gridDim.y + row) * count;
-  const bool vec = sizeof(T) * kRowPer == 16 && count % kRowPer == 0;
+  T* dst = cols + (int64_t)blockIdx.z * img_stride + (int64_t)row * row_stride;
+  const bool vec = sizeof(T) * kRowPer == 16 && count % kRowPer == 0 && img_stride % kRowPer == 0 &&
+                   row_stride % kRowPer == 0;
   T zero;
   store(&zero, compute_t<T>(0));
   for (int q = (int)(blockIdx.x * blockDim.x + threadIdx.x) * kRowPer; q < count;
@@ -126,12 +138,54 @@ bool conv_gemm(GpuDevice& dev, const GemmSpec& s, bool first) {
   }
 }
 
+// Split-K for 16-bit convolutions whose output is too small to fill the GPU (SD's 8x8 and 16x16 maps: 10-40 output
+// tiles of 128 x 128 for 132 SMs, with K = Cin * 9 up to 23040): the number of K slices (1: no split). Taken only
+// for groups 1, k x k kernels other than the plain 1x1 (those read x itself), columns of the whole call in one
+// step, and slices of K that keep every slice's start 16-byte aligned (K / slices % 8 == 0).
+int conv_split_slices(const GpuDevice& dev, const ConvGeometry& g) {
+  const int64_t depth = g.cin * g.kh * g.kw, cols_n = g.n * g.ho * g.wo;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  if (g.groups != 1 || pointwise || depth * cols_n * 2 > column_bytes16() || !fits_row_columns(g, g.n, g.ho * g.wo))
+    return 1;
+  const int64_t tiles = ceil_div(g.cout, 128) * ceil_div(cols_n, 128);
+  const int64_t sms = std::max(1, dev.props().multiprocessors);
+  int slices = 1;
+  while (slices < 8 && tiles * slices * 2 <= sms && depth % (slices * 2 * 8) == 0 && depth / (slices * 2) >= 256)
+    slices *= 2;
+  return slices;
+}
+
 // out = conv(x, w) with S the type of out: T, or float for 16-bit T (f32 sums, vendor Blas only). False when the
-// f32-sum product is not available (nothing written).
+// f32-sum product is not available (nothing written). slices > 1 (conv_split_slices; S = float): out holds that many
+// partial sums over consecutive K ranges, [slices][cout][n][positions] (the epilogue adds them up and reorders).
 template <class T, class S = T>
-bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, S* out) {
+bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const ConvGeometry& g, S* out, int slices = 1) {
   const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
   const int64_t depth = cin_g * g.kh * g.kw, positions = g.ho * g.wo, plane = g.h * g.w;
+  if (slices > 1) {
+    // Columns [depth][n * positions] (all images side by side), then one strided-batched product over the slices:
+    // out[s] [cout, n * positions] = w[:, s Ks .. (s + 1) Ks] . cols[s Ks .. (s + 1) Ks, :].
+    const int64_t ks = depth / slices, cols_n = g.n * positions;
+    const Tensor scratch = Tensor::empty({depth * cols_n}, dtype, dev);
+    T* cols = static_cast<T*>(scratch.data());
+    const dim3 grid((unsigned)std::min<int64_t>(ceil_div(positions, kThreads * kRowPer), 64), (unsigned)depth,
+                    (unsigned)g.n);
+    conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, 0, 0, (int)positions, positions, cols_n,
+                                                                    cols);
+    RBEE_GPU_CHECK_LAUNCH();
+    GemmSpec s;
+    s.dtype = dtype;
+    s.c_f32 = true;
+    s.m = g.cout;
+    s.n = cols_n;
+    s.k = ks;
+    s.batch_rank = 1;
+    s.batch_shape[0] = slices;
+    s.a = {const_cast<T*>(w), depth, 1, {ks}};
+    s.b = {cols, cols_n, 1, {ks * cols_n}};
+    s.c = {out, cols_n, 1, {g.cout * cols_n}};
+    return conv_gemm<T, S>(dev, s, true);
+  }
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 
   GemmSpec s;
@@ -150,7 +204,7 @@ bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     return conv_gemm<T, S>(dev, s, true);
   }
   const int64_t per_image = g.cin * g.kh * g.kw * positions;
-  const int64_t budget = sizeof(T) == 2 ? kColumnBytes16 / 2 : kColumnBudget;
+  const int64_t budget = sizeof(T) == 2 ? column_bytes16() / 2 : kColumnBudget;
   int64_t imgs = 1, count = positions;
   if (per_image <= budget) {
     imgs = std::min(g.n, std::max<int64_t>(1, budget / per_image));
@@ -169,7 +223,8 @@ bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
       if (fits_row_columns(g, ni, positions)) {
         const dim3 grid((unsigned)std::min<int64_t>(ceil_div(nq, kThreads * kRowPer), 64),
                         (unsigned)(g.cin * g.kh * g.kw), (unsigned)ni);
-        conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)nq, cols);
+        conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)nq,
+                                                                        g.cin * g.kh * g.kw * nq, nq, cols);
       } else {
         conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
       }
@@ -309,6 +364,30 @@ void conv_epilogue(GpuDevice& dev, const S* sum, const T* bias, int64_t bias_img
   RBEE_GPU_CHECK_LAUNCH();
 }
 
+// The split-K epilogue: out[img][co][q] = act(sum over s < slices of part[s][co][img][q] + bias + residual),
+// rounded once (part from conv_forward with slices > 1). Same grid as conv_epilogue_kernel.
+template <class T>
+__global__ void conv_splitk_epilogue_kernel(const float* part, int slices, const T* bias, int64_t bias_img_stride,
+                                            const T* residual, int silu, int64_t n, int64_t cout, int64_t positions,
+                                            T* out) {
+  using C = compute_t<T>;
+  const int64_t slice_stride = cout * n * positions;
+  for (int64_t row = blockIdx.y; row < n * cout; row += gridDim.y) {
+    const int64_t co = row % cout, img = row / cout, base = row * positions;
+    const float* src = part + (co * n + img) * positions;
+    const C b = bias ? (C)load(bias + img * bias_img_stride + co) : C(0);
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < positions; q += (int64_t)gridDim.x * blockDim.x) {
+      float acc = 0.f;
+      for (int s = 0; s < slices; ++s) acc += src[s * slice_stride + q];
+      C v = (C)acc;
+      if (bias) v += b;
+      if (residual) v += load(residual + base + q);
+      if (silu) v = v / (C(1) + exp(-v));
+      store(out + base + q, v);
+    }
+  }
+}
+
 // ---- im2col op ----
 
 // out [n, ho * wo, c * kh * kw]: row (oy, ox), column (ci, ky, kx).
@@ -349,6 +428,17 @@ void GpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
   });
 }
 
+namespace {
+// RBEE_CONV_SPLIT_K=0: no split-K on the im2col + Blas path (A/B).
+bool conv_split_k_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_CONV_SPLIT_K");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+}  // namespace
+
 void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                               const Conv2dParams& p, bool silu, Tensor& out) {
   device_.activate();
@@ -368,15 +458,26 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
     visit_float_storage(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (!std::is_same_v<T, compute_t<T>>) {
-        const Tensor sum = Tensor::empty({out.numel()}, DType::F32, device_);
+        const int slices = conv_split_k_enabled() ? conv_split_slices(device_, g) : 1;
+        const Tensor sum = Tensor::empty({out.numel() * slices}, DType::F32, device_);
         float* sf = static_cast<float*>(sum.data());
         if (!conv_forward<T, float>(device_, x.dtype(), static_cast<const T*>(x.data()),
-                                    static_cast<const T*>(w.data()), g, sf))
+                                    static_cast<const T*>(w.data()), g, sf, slices))
           return;
-        conv_epilogue<T, float>(device_, sf, bias ? static_cast<const T*>(bias->data()) : nullptr,
-                                bias && bias->rank() == 2 ? g.cout : 0,
-                                residual ? static_cast<const T*>(residual->data()) : nullptr, silu, g.n, g.cout,
-                                g.ho * g.wo, static_cast<T*>(out.data()));
+        const T* bp = bias ? static_cast<const T*>(bias->data()) : nullptr;
+        const int64_t bstride = bias && bias->rank() == 2 ? g.cout : 0;
+        const T* rp = residual ? static_cast<const T*>(residual->data()) : nullptr;
+        T* op = static_cast<T*>(out.data());
+        if (slices > 1) {
+          const int64_t positions = g.ho * g.wo;
+          const dim3 grid((unsigned)std::min<int64_t>(ceil_div(positions, kThreads), 64),
+                          (unsigned)std::min<int64_t>(g.n * g.cout, 65535));
+          conv_splitk_epilogue_kernel<T><<<grid, kThreads, 0, device_.stream()>>>(
+              sf, slices, bp, bstride, rp, silu ? 1 : 0, g.n, g.cout, positions, op);
+          RBEE_GPU_CHECK_LAUNCH();
+        } else {
+          conv_epilogue<T, float>(device_, sf, bp, bstride, rp, silu, g.n, g.cout, g.ho * g.wo, op);
+        }
         done = true;
       }
     });

@@ -9,6 +9,10 @@
 // [16 MT wr, 16 MT (wr + 1)) and, of every key tile of BN positions, keys [BN/WK wk, BN/WK (wk + 1)).
 // Shared memory (FlashCfg's offsets): Q [kRows][kLd], then K stage 0, K stage 1, V stage 0, V stage 1 (each
 // [BN][kLd]), then one P tile [16 MT][kPld] per warp. Elements are 16-bit (uint16_t bit patterns).
+// FAST (the default): P goes from the score accumulators to the A fragments of P V through mma_acc_to_a (in
+// registers where kMmaAccToARegisters, CUDA: then no P tiles are allocated), and Q fragments are loaded once and
+// kept in registers across key tiles when MT x kDT <= 8 (kQInRegs: 32 registers on CUDA). FAST false: P through the
+// P tiles (store, warp_sync, load) and Q fragments reloaded for every key tile (the session-5 loop, for A/B).
 #pragma once
 
 #include <atomic>
@@ -21,7 +25,7 @@
 namespace rbee::gpu {
 namespace {
 
-template <int D_, int WR_, int WK_, int MT_, int BN_>
+template <int D_, int WR_, int WK_, int MT_, int BN_, bool FAST_ = true>
 struct FlashCfg {
   static constexpr int D = D_;                  // head size (of the tiles: a caller may pad its rows with zeros)
   static constexpr int WR = WR_, WK = WK_;      // warps along rows x along keys
@@ -34,11 +38,14 @@ struct FlashCfg {
   static constexpr int kDT = D / 16;            // 16-dim tiles
   static constexpr int kLd = D + 8;             // row stride of Q / K / V in shared memory (16-bit elements)
   static constexpr int kPld = kWarpKeys + 8;    // row stride of a warp's P tile
+  static constexpr bool kFast = FAST_;
+  static constexpr bool kQInRegs = FAST_ && MT * (D / 16) <= 8;
+  static constexpr bool kPInRegs = FAST_ && kMmaAccToARegisters;  // no P tiles
   static_assert(D % 16 == 0 && kWarpKeys % 16 == 0 && kNT >= 1, "tile shape");
   // Shared memory, bytes (every region a multiple of 16).
   static constexpr int kQBytes = kRows * kLd * 2;
   static constexpr int kKvStageBytes = BN * kLd * 2;  // one K (or V) stage
-  static constexpr int kPBytes = kWarps * 16 * MT * kPld * 2;
+  static constexpr int kPBytes = kPInRegs ? 0 : kWarps * 16 * MT * kPld * 2;
   static constexpr int kMergeBytes = WK > 1 ? kWarps * 16 * MT * (D + 2) * 4 : 0;  // reuses the K / V stages
   static constexpr int kKvOff = kQBytes;
   static constexpr int kPOff = kKvOff + 4 * kKvStageBytes;
@@ -97,6 +104,8 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
   const int wr = warp / Cfg::WK, wk = warp % Cfg::WK;
   uint16_t* p_tile = reinterpret_cast<uint16_t*>(smem + Cfg::kPOff) + warp * 16 * MT * kPld;
   const int row0 = wr * 16 * MT;  // the warp's first row in the block
+  constexpr bool kQRegs = Cfg::kQInRegs;
+  [[maybe_unused]] MmaA qf[kQRegs ? MT : 1][kQRegs ? DT : 1] = {};  // Q fragments kept across key tiles
 
   if (n_tiles > 0) stage(key_lo, 0);
   for (int t = 0; t < n_tiles; ++t) {
@@ -107,6 +116,15 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
     if (t + 1 < n_tiles) stage(k0 + BN, sg ^ 1);
     const uint16_t* kt = kv + sg * BN * kLd + wk * Cfg::kWarpKeys * kLd;
     const uint16_t* vt = kv + (2 + sg) * BN * kLd + wk * Cfg::kWarpKeys * kLd;
+    if constexpr (kQRegs) {
+      if (t == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int kk = 0; kk < DT; ++kk) mma_load_a(qf[mt][kk], q_tile + (row0 + 16 * mt) * kLd + 16 * kk, kLd);
+        }
+      }
+    }
 
     // S = Q K^T for the warp's rows x keys.
     MmaAcc sc[MT][NT];
@@ -119,7 +137,10 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
     for (int kk = 0; kk < DT; ++kk) {
       MmaA qa[MT];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) mma_load_a(qa[mt], q_tile + (row0 + 16 * mt) * kLd + 16 * kk, kLd);
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kQRegs) qa[mt] = qf[kQRegs ? mt : 0][kQRegs ? kk : 0];
+        else mma_load_a(qa[mt], q_tile + (row0 + 16 * mt) * kLd + 16 * kk, kLd);
+      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         MmaB kb;
@@ -129,29 +150,49 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
       }
     }
 
-    // Scale, softcap, masks; the tile's row maxima.
+    // Scale, softcap, masks; the tile's row maxima. FAST: a lane whose rows all see every key of the warp's part of
+    // the tile (no causal edge, window edge or tile past the keys; most tiles of long rows) skips the mask tests.
     const int key0 = k0 + wk * Cfg::kWarpKeys;
+    bool full = Cfg::kFast && !capped;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int s = 0; s < R; ++s) full = full && row_lo[mt][s] <= key0 && key0 + Cfg::kWarpKeys <= row_hi[mt][s];
+    }
     float tmax[MT][R];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int s = 0; s < R; ++s) tmax[mt][s] = -INFINITY;
+      if (full) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-        for (int i = 0; i < A; ++i) {
-          const int slot = mma_acc_slot(i), key = key0 + 16 * nt + mma_acc_col(i);
-          float s = sc[mt][nt].v[i] * qk_mul;
-          if (capped) s = cap_mul * tanhf(s);
-          s = key >= row_lo[mt][slot] && key < row_hi[mt][slot] ? s : -INFINITY;
-          sc[mt][nt].v[i] = s;
-          tmax[mt][slot] = fmaxf(tmax[mt][slot], s);
+          for (int i = 0; i < A; ++i) {
+            const float s = sc[mt][nt].v[i] * qk_mul;
+            sc[mt][nt].v[i] = s;
+            tmax[mt][mma_acc_slot(i)] = fmaxf(tmax[mt][mma_acc_slot(i)], s);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int i = 0; i < A; ++i) {
+            const int slot = mma_acc_slot(i), key = key0 + 16 * nt + mma_acc_col(i);
+            float s = sc[mt][nt].v[i] * qk_mul;
+            if (capped) s = cap_mul * tanhf(s);
+            s = key >= row_lo[mt][slot] && key < row_hi[mt][slot] ? s : -INFINITY;
+            sc[mt][nt].v[i] = s;
+            tmax[mt][slot] = fmaxf(tmax[mt][slot], s);
+          }
         }
       }
       mma_rows_max(tmax[mt]);
     }
-    // Online softmax: new maxima, corrections, P (f32 into the sums, rounded into the P tile).
+    // Online softmax: new maxima, corrections, P (f32 into the sums, rounded into the A fragments of P V).
     float corr[MT][R];
+    [[maybe_unused]] MmaA pa[Cfg::kFast ? MT : 1][Cfg::kFast ? NT : 1];  // P as A fragments (FAST)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -161,16 +202,28 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
         st.m[mt][s] = mn;
         st.l[mt][s] *= corr[mt][s];
       }
+      // FAST: a row whose maximum is still -inf has only -inf scores, and exp2(-inf - 0) = 0: one subtraction and
+      // exp2 per score, no test (the same values as the test below).
+      float msub[R];
+#pragma unroll
+      for (int s = 0; s < R; ++s) msub[s] = st.m[mt][s] == -INFINITY ? 0.f : st.m[mt][s];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int i = 0; i < A; ++i) {
           const int s = mma_acc_slot(i);
-          const float e = st.m[mt][s] == -INFINITY ? 0.f : exp2f(sc[mt][nt].v[i] - st.m[mt][s]);
+          float e;
+          if constexpr (Cfg::kFast) e = exp2f(sc[mt][nt].v[i] - msub[s]);
+          else e = st.m[mt][s] == -INFINITY ? 0.f : exp2f(sc[mt][nt].v[i] - st.m[mt][s]);
           sc[mt][nt].v[i] = e;
           st.l[mt][s] += e;
         }
-        mma_store<E>(sc[mt][nt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
+        if constexpr (Cfg::kFast) {
+          mma_acc_to_a<E>(pa[Cfg::kFast ? mt : 0][Cfg::kFast ? nt : 0], sc[mt][nt], p_tile + 16 * mt * kPld + 16 * nt,
+                          kPld);
+        } else {
+          mma_store<E>(sc[mt][nt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
+        }
       }
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
@@ -178,19 +231,22 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
         for (int i = 0; i < A; ++i) st.o[mt][dt].v[i] *= corr[mt][mma_acc_slot(i)];
       }
     }
-    warp_sync();  // the warp's P tile written by all its lanes
+    if constexpr (!Cfg::kFast) warp_sync();  // the warp's P tile written by all its lanes
     // O += P V.
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      MmaA pa[MT];
+      MmaA pc[MT];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) mma_load_a(pa[mt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Cfg::kFast) pc[mt] = pa[Cfg::kFast ? mt : 0][Cfg::kFast ? nt : 0];
+        else mma_load_a(pc[mt], p_tile + 16 * mt * kPld + 16 * nt, kPld);
+      }
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
         MmaB vb;
         mma_load_b_kn(vb, vt + 16 * nt * kLd + 16 * dt, kLd);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma<E>(st.o[mt][dt], pa[mt], vb);
+        for (int mt = 0; mt < MT; ++mt) mma<E>(st.o[mt][dt], pc[mt], vb);
       }
     }
     __syncthreads();  // stage sg and the P tiles consumed before they are refilled

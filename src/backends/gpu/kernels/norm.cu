@@ -5,12 +5,17 @@
 // taken from the deviations (two passes over the row, kept in shared memory when it fits). group_norm, whose
 // groups can hold millions of values, splits each group over many blocks: partial sums of (x - s) and (x - s)^2
 // in f64 with the group's first value as the shift s (numerically safe as the mean of shifted data), merged in a
-// fixed order, then one elementwise pass.
+// fixed order, then one elementwise pass. Groups of at most kGroupBlockMaxChunk values (all of SD's UNet) take one
+// launch instead: one block per (image, group) sums its group and normalizes it (group_norm_block_kernel).
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
+#include <type_traits>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
 
 namespace rbee::gpu {
 
@@ -85,6 +90,68 @@ __global__ void norm_rows_kernel(const T* x, const T* w, const T* b, int64_t row
   }
 }
 
+// One warp per row for rows of at most W * VPL 16-byte vectors (SD's 320 .. 1280 features): the row stays in
+// registers (VPL vectors of V elements per lane), mean by warp shuffles, then the variance from the deviations, then
+// the output; no shared memory and no block barriers. x, out [rows, n], w, b [n] or null; n % V == 0 and every
+// pointer 16-byte aligned when V * sizeof(T) == 16. Every warp of a block makes the same shuffles (a warp past the
+// last row computes nothing but still shuffles), as tools/gpu_emu requires.
+template <class T, int V, int VPL>
+__global__ void norm_rows_warp_kernel(const T* x, const T* w, const T* b, int64_t rows, int n, float eps, T* out) {
+  using C = compute_t<T>;
+  constexpr int W = RBEE_DEVICE_WARP_SIZE;
+  const int lane = threadIdx.x % W, warps = blockDim.x / W;
+  const int nv = n / V;
+  for (int64_t base = (int64_t)blockIdx.x * warps; base < rows; base += (int64_t)gridDim.x * warps) {
+    const int64_t r = base + threadIdx.x / W;
+    const int lim = r < rows ? nv : 0;  // vectors this lane's row has (none past the last row)
+    const T* xr = x + r * n;
+    C v[VPL][V];
+    C s = 0;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int c = lane + j * W;
+      if (c < lim) {
+        load_vec<T, V>(xr + c * V, v[j]);
+#pragma unroll
+        for (int k = 0; k < V; ++k) s += v[j][k];
+      }
+    }
+    for (int m = W / 2; m > 0; m >>= 1) s += shfl_xor(s, m);
+    const C mean = s / C(n);
+    C ss = 0;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      if (lane + j * W < lim) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C d = v[j][k] - mean;
+          ss += d * d;
+        }
+      }
+    }
+    for (int m = W / 2; m > 0; m >>= 1) ss += shfl_xor(ss, m);
+    const C rstd = C(1) / sqrt(ss / C(n) + C(eps));
+    T* yr = out + r * n;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int c = lane + j * W;
+      if (c < lim) {
+        C wv[V], bv[V];
+        if (w) load_vec<T, V>(w + c * V, wv);
+        if (b) load_vec<T, V>(b + c * V, bv);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          C y = (v[j][k] - mean) * rstd;
+          if (w) y *= wv[k];
+          if (b) y += bv[k];
+          v[j][k] = y;
+        }
+        store_vec<T, V>(yr + c * V, v[j]);
+      }
+    }
+  }
+}
+
 // ---- group norm ----
 
 struct ShiftedSums {
@@ -96,22 +163,32 @@ struct AddSums {
   }
 };
 
-// x [groups_total, chunk]: block (g, slice) sums slice `slice` of group g into partial[g * slices + slice].
-template <class T>
+// x [groups_total, chunk]: block (g, slice) sums slice `slice` of group g into partial[g * slices + slice]. V
+// elements per 16-byte load when chunk % V == 0 and x is 16-byte aligned (kGroupSlice is a multiple of every V);
+// per-thread sums in f32 for 16-bit x (32 values a thread), else f64.
+template <class T, int V>
 __global__ void group_stats_kernel(const T* x, int64_t groups_total, int64_t chunk, int64_t slices,
                                    ShiftedSums* partial) {
+  using C = compute_t<T>;
+  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   ShiftedSums* scratch = dynamic_smem<ShiftedSums>();
   for (int64_t item = blockIdx.x; item < groups_total * slices; item += gridDim.x) {
     const int64_t g = item / slices, slice = item % slices;
     const T* xg = x + g * chunk;
-    const double shift = (double)load(xg);
+    const Acc shift = (Acc)load(xg);
     const int64_t begin = slice * kGroupSlice, end = chunk < begin + kGroupSlice ? chunk : begin + kGroupSlice;
-    ShiftedSums acc{0, 0};
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const double d = (double)load(xg + i) - shift;
-      acc.s1 += d;
-      acc.s2 += d * d;
+    Acc s1 = 0, s2 = 0;
+    for (int64_t i = begin + threadIdx.x * V; i < end; i += blockDim.x * V) {
+      C v[V];
+      load_vec<T, V>(xg + i, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const Acc d = (Acc)v[k] - shift;
+        s1 += d;
+        s2 += d * d;
+      }
     }
+    ShiftedSums acc{(double)s1, (double)s2};
     acc = group_reduce(acc, AddSums{}, scratch, blockDim.x);
     if (threadIdx.x == 0) partial[item] = acc;
   }
@@ -137,22 +214,107 @@ __global__ void group_finalize_kernel(const T* x, const ShiftedSums* partial, in
 
 // x, out [batch, channels, spatial]; group g of image i covers channels [g * per_group, (g + 1) * per_group).
 // SILU: out = silu(normalized value) in the compute type, rounded once (group_norm_silu).
-template <class T, bool SILU>
+// V elements per 16-byte vector when spatial % V == 0 and x / out are 16-byte aligned (a vector stays in one
+// channel), else 1.
+template <class T, bool SILU, int V>
 __global__ void group_apply_kernel(const T* x, const compute_t<T>* stats, const T* w, const T* b, int64_t total,
                                    int64_t channels, int64_t spatial, int64_t per_group, T* out) {
   using C = compute_t<T>;
   const bool small = total <= 0x7fffffff;  // then the index math below runs in 32 bits
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t e = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) * V; e < total;
+       e += (int64_t)gridDim.x * blockDim.x * V) {
     const int64_t ch = small ? (int64_t)((uint32_t)e / (uint32_t)spatial % (uint32_t)channels) : e / spatial % channels;
     // image * groups + group
     const int64_t g = small ? (int64_t)((uint32_t)e / (uint32_t)(spatial * per_group)) : e / (spatial * per_group);
     const C mean = stats[2 * g], rstd = stats[2 * g + 1];
     const C a = w ? rstd * load(w + ch) : rstd;
     const C shift_b = b ? load(b + ch) : C(0);
-    C v = (load(x + e) - mean) * a + shift_b;
-    if constexpr (SILU) v = v / (C(1) + exp(-v));
-    store(out + e, v);
+    C v[V];
+    load_vec<T, V>(x + e, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C y = (v[k] - mean) * a + shift_b;
+      if constexpr (SILU) y = y / (C(1) + exp(-y));
+      v[k] = y;
+    }
+    store_vec<T, V>(out + e, v);
   }
+}
+
+// One launch per group_norm(_silu) for groups of <= kGroupBlockMaxChunk values: block `item` = image * groups +
+// group owns the contiguous chunk [item * chunk, (item + 1) * chunk) of x, out [batch, channels, spatial]
+// (per_group channels x spatial). Pass 1 sums (x - s) and (x - s)^2 with s the group's first value (per thread in
+// f32 for 16-bit x, else f64; across the block in f64, fixed order); pass 2 re-reads the chunk (an L2 hit: the
+// block just read it) and writes act((x - mean) * rstd * w[ch] + b[ch]). V elements per 16-byte vector when
+// spatial % V == 0 and x / out are 16-byte aligned (a vector never straddles two channels), else V = 1.
+// blockDim.x a multiple of the warp size, <= 1024; dynamic shared memory: 32 doubles.
+constexpr int kGroupBlockThreads = 1024;
+constexpr int64_t kGroupBlockMaxChunk = 131072;
+
+template <class T, int V, bool SILU>
+__global__ void group_norm_block_kernel(const T* x, const T* w, const T* b, int64_t chunk, int64_t spatial,
+                                        int64_t per_group, int64_t groups, float eps, T* out) {
+  using C = compute_t<T>;
+  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
+  double* scratch = dynamic_smem<double>();
+  const int64_t item = blockIdx.x;
+  const T* xg = x + item * chunk;
+  T* yg = out + item * chunk;
+  const int64_t ch0 = (item % groups) * per_group;
+  const uint32_t nvec = (uint32_t)(chunk / V), sp = (uint32_t)spatial;
+  const Acc shift = (Acc)load(xg);
+  Acc s1 = 0, s2 = 0;
+#pragma unroll 4
+  for (uint32_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    C v[V];
+    load_vec<T, V>(xg + (int64_t)i * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const Acc d = (Acc)v[k] - shift;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  const double t1 = group_sum<double>((double)s1, scratch, (int)blockDim.x);
+  const double t2 = group_sum<double>((double)s2, scratch, (int)blockDim.x);
+  const double count = (double)chunk;
+  const double var = fmax((t2 - t1 * t1 / count) / count, 0.0);
+  const C mean = (C)((double)shift + t1 / count);
+  const C rstd = (C)(1.0 / sqrt(var + (double)eps));
+#pragma unroll 4
+  for (uint32_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const uint32_t e = i * V;
+    const int64_t ch = ch0 + e / sp;
+    const C a = w ? rstd * load(w + ch) : rstd;
+    const C shift_b = b ? load(b + ch) : C(0);
+    C v[V];
+    load_vec<T, V>(xg + e, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C y = (v[k] - mean) * a + shift_b;
+      if constexpr (SILU) y = y / (C(1) + exp(-y));
+      v[k] = y;
+    }
+    store_vec<T, V>(yg + e, v);
+  }
+}
+
+// RBEE_LAYER_NORM_WARP=0: every layer_norm through norm_rows_kernel (A/B).
+bool layer_norm_warp_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_LAYER_NORM_WARP");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+
+// RBEE_GROUP_NORM_ONE_LAUNCH=0: every group through the statistics + finalize + apply kernels (A/B).
+bool group_norm_one_launch_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_GROUP_NORM_ONE_LAUNCH");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
 }
 
 template <class T>
@@ -169,6 +331,27 @@ void GpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor*
   const int64_t rows = x.numel() / n;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    constexpr int V = kVec16<T>;
+    const int warp = device_.props().warp_size;
+    const T* px = static_cast<const T*>(x.data());
+    T* po = static_cast<T*>(out.data());
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
+    const int64_t nv = n / V;
+    if (layer_norm_warp_enabled() && vec16_ok({px, po, pw, pb}, {n}, V) && nv <= 8 * warp) {
+      const int rows_per_block = kThreads / warp;
+      const unsigned grid = blocks_for(rows, rows_per_block);
+      auto launch = [&](auto vpl_tag) {
+        constexpr int VPL = decltype(vpl_tag)::value;
+        norm_rows_warp_kernel<T, V, VPL><<<grid, kThreads, 0, device_.stream()>>>(px, pw, pb, rows, (int)n, eps, po);
+      };
+      if (nv <= warp) launch(std::integral_constant<int, 1>{});
+      else if (nv <= 2 * warp) launch(std::integral_constant<int, 2>{});
+      else if (nv <= 4 * warp) launch(std::integral_constant<int, 4>{});
+      else launch(std::integral_constant<int, 8>{});
+      RBEE_GPU_CHECK_LAUNCH();
+      return;
+    }
     const RowPlan p = row_plan<compute_t<T>>(n);
     norm_rows_kernel<T><<<blocks_for(rows, p.per_block), kThreads, p.smem, device_.stream()>>>(
         static_cast<const T*>(x.data()), data_or_null<T>(weight), data_or_null<T>(bias), rows, n, eps, p.group,
@@ -187,6 +370,28 @@ void group_norm_impl(GpuDevice& device_, const Tensor& x, int groups, const Tens
   const int64_t batch = x.dim(0), channels = x.dim(1), spatial = x.dim(2);
   const int64_t per_group = channels / groups, chunk = per_group * spatial, groups_total = batch * groups;
   if (chunk == 0 || batch == 0) return;
+  if (chunk <= kGroupBlockMaxChunk && group_norm_one_launch_enabled()) {
+    visit_float_storage(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      constexpr int V16 = kVec16<T>;
+      const T* px = static_cast<const T*>(x.data());
+      T* po = static_cast<T*>(out.data());
+      const bool vec = vec16_ok({px, po}, {spatial}, V16);
+      const T* pw = data_or_null<T>(weight);
+      const T* pb = data_or_null<T>(bias);
+      const unsigned grid = (unsigned)groups_total;
+      constexpr size_t smem = 32 * sizeof(double);
+      if (vec) {
+        group_norm_block_kernel<T, V16, SILU><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
+            px, pw, pb, chunk, spatial, per_group, (int64_t)groups, eps, po);
+      } else {
+        group_norm_block_kernel<T, 1, SILU><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
+            px, pw, pb, chunk, spatial, per_group, (int64_t)groups, eps, po);
+      }
+      RBEE_GPU_CHECK_LAUNCH();
+    });
+    return;
+  }
   const int64_t slices = ceil_div(chunk, kGroupSlice);
   const Tensor partial = Tensor::empty({groups_total * slices * 2}, DType::F64, device_);
   visit_float_storage(x.dtype(), [&](auto tag) {
@@ -196,16 +401,28 @@ void group_norm_impl(GpuDevice& device_, const Tensor& x, int groups, const Tens
                                        device_);
     const T* px = static_cast<const T*>(x.data());
     auto* sums = static_cast<ShiftedSums*>(partial.data());
-    group_stats_kernel<T><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
-                            device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    constexpr int V16 = kVec16<T>;
+    if (vec16_ok({px}, {chunk}, V16)) {
+      group_stats_kernel<T, V16><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
+                                   device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    } else {
+      group_stats_kernel<T, 1><<<blocks_for(groups_total * slices, 1), kThreads, kThreads * sizeof(ShiftedSums),
+                                 device_.stream()>>>(px, groups_total, chunk, slices, sums);
+    }
     RBEE_GPU_CHECK_LAUNCH();
     group_finalize_kernel<T><<<grid_for(groups_total, kThreads), kThreads, 0, device_.stream()>>>(
         px, sums, groups_total, chunk, slices, eps, static_cast<C*>(stats.data()));
     RBEE_GPU_CHECK_LAUNCH();
     const int64_t total = x.numel();
-    group_apply_kernel<T, SILU><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
-        px, static_cast<const C*>(stats.data()), data_or_null<T>(weight), data_or_null<T>(bias), total, channels,
-        spatial, per_group, static_cast<T*>(out.data()));
+    T* po = static_cast<T*>(out.data());
+    const C* pstats = static_cast<const C*>(stats.data());
+    if (vec16_ok({px, po}, {spatial}, V16)) {
+      group_apply_kernel<T, SILU, V16><<<grid_for(total / V16, kThreads), kThreads, 0, device_.stream()>>>(
+          px, pstats, data_or_null<T>(weight), data_or_null<T>(bias), total, channels, spatial, per_group, po);
+    } else {
+      group_apply_kernel<T, SILU, 1><<<grid_for(total, kThreads), kThreads, 0, device_.stream()>>>(
+          px, pstats, data_or_null<T>(weight), data_or_null<T>(bias), total, channels, spatial, per_group, po);
+    }
     RBEE_GPU_CHECK_LAUNCH();
   });
 }

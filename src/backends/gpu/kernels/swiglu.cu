@@ -1,8 +1,12 @@
-// GPU swiglu: out = silu(gate) * up = gate / (1 + e^-gate) * up, elementwise over contiguous tensors, with the
-// CPU's numerics (cpu_nn.cpp): f16/bf16/f32 in f32 (e^-gate clamped so it stays finite), f64 in f64.
-// Memory-bound: each thread moves 16 bytes of each tensor per step when all three are 16-byte aligned; the last
-// n % V elements go element by element.
+// GPU gated activations, with the CPU's numerics (cpu_nn.cpp), f16/bf16/f32 in f32, f64 in f64:
+//   swiglu: out = silu(gate) * up = gate / (1 + e^-gate) * up over contiguous tensors (e^-gate clamped so it stays
+//           finite);
+//   geglu:  out [rows, F] = hidden * gelu_erf(gate) for x [rows, 2F] = [hidden | gate] (scalar_ops.h's formula).
+// Memory-bound: each thread moves 16 bytes of each operand per step when the pointers (and for geglu F) allow
+// 16-byte vectors; else element by element.
 #include <cmath>
+
+#include "backends/common/scalar_ops.h"
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -40,7 +44,41 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const T* gate, const T
   for (int64_t i = nv * V + tid; i < n; i += stride) store(out + i, silu_mul(load(gate + i), load(up + i)));
 }
 
+// x [rows, 2F], out [rows, F]; V consecutive features per step (F % V == 0 and 16-byte aligned rows when V > 1).
+template <class T, int V>
+__global__ void __launch_bounds__(kThreads) geglu_kernel(const T* x, int64_t rows, int64_t f, T* out) {
+  using C = compute_t<T>;
+  const int64_t fv = f / V, n = rows * fv, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = i / fv, c = i % fv * V;
+    C h[V], g[V];
+    load_vec<T, V>(x + r * 2 * f + c, h);
+    load_vec<T, V>(x + r * 2 * f + f + c, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k) h[k] *= scalar::unary_value<C>(UnaryOp::GeluErf, g[k], C(0));
+    store_vec<T, V>(out + r * f + c, h);
+  }
+}
+
 }  // namespace
+
+void GpuKernels::geglu(const Tensor& x, Tensor& out) {
+  device_.activate();
+  const int64_t rows = out.dim(0), f = out.dim(1);
+  if (rows == 0 || f == 0) return;
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kV = kVec16<T>;
+    const T* px = static_cast<const T*>(x.data());
+    T* po = static_cast<T*>(out.data());
+    if (vec16_ok({px, po}, {f}, kV)) {
+      geglu_kernel<T, kV><<<grid_for(rows * (f / kV), kThreads), kThreads, 0, device_.stream()>>>(px, rows, f, po);
+    } else {
+      geglu_kernel<T, 1><<<grid_for(rows * f, kThreads), kThreads, 0, device_.stream()>>>(px, rows, f, po);
+    }
+    RBEE_GPU_CHECK_LAUNCH();
+  });
+}
 
 void GpuKernels::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   device_.activate();

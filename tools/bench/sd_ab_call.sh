@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One device call that checks and A/B-times the SD kernels of issue 18 by their switches, run from the repository
+# root on the device machine with a carry folder C made here from the worktree to measure:
+#   PACK_XZ=1 NO_LLAMA=1 tools/bench/gpu_session.sh pack MAIN/.devpack-NAME && cp tools/bench/sd_ab_call.sh MAIN/.devpack-NAME/
+# There: C=.devpack-NAME [STAGES=...] bash .devpack-NAME/sd_ab_call.sh    (logs and summary.txt in $OUT)
+# The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
+# core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
+# STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
+# over MEMCHECK_FILTER), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
+# 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
+# last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
+# only with PROFILE_LAST_ONLY=1).
+# CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
+set -u
+C=${C:?C=carry folder}
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+STAGES=${STAGES:-conformance,memcheck,tiny,bench,batch,profile}
+has() { [[ ",$STAGES," == *",$1,"* ]]; }
+note() { echo "== [$SECONDS s] $*" | tee -a "$out/summary.txt"; }
+work=/tmp/rbee-session
+P=$work/pack
+if [ -x "$P/rbee_sd_bench" ] && [ -f "$P/librbee_backend_cuda.so" ] && cmp -s "$C/tree.tgz" "$work/tree.tgz"; then
+  note "pack and plug-in reused from the warm machine"
+else
+  rm -rf "$work" && mkdir -p "$work/tree"
+  if [ -f "$C/pack.tar.xz" ]; then tar -C "$work" -xJf "$C/pack.tar.xz"; else tar -C "$work" -xzf "$C/pack.tgz"; fi
+  tar -C "$work/tree" -xzf "$C/tree.tgz"
+  if [ -f "$C/plugin.so.xz" ]; then
+    xz -dc "$C/plugin.so.xz" > "$P/librbee_backend_cuda.so"
+    note "plug-in: compiled before packing"
+  else
+    ROOT=$work/tree JOBS=$(nproc) "$P/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1
+    note "plug-in: $(tail -n 1 "$out/cuda_plugin.log")"
+  fi
+  [ -f "$P/librbee_backend_cuda.so" ] || { note "no CUDA plug-in"; tail -n 30 "$out/cuda_plugin.log"; exit 1; }
+  cp "$C/tree.tgz" "$work/tree.tgz"
+fi
+export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
+note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+tok=tests/data/tiny_sd/sd15/tokenizer
+if has conformance; then
+  timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
+    --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
+    > "$out/conformance.log" 2>&1
+  note "conformance exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
+fi
+if has memcheck && command -v compute-sanitizer >/dev/null; then
+  timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
+    --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
+    > "$out/memcheck.log" 2>&1
+  note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
+fi
+if has tiny; then
+  for size in ${TINY_SIZES:-128}; do
+    "$P/rbee_sd_bench" --model tests/data/tiny_sd/sd15 --backend cuda --f16 --compare-cpu --steps 4 --width "$size" \
+      --height "$size" 2>&1 | grep compare-cpu | tee -a "$out/summary.txt"
+  done
+  note "tiny checks done"
+fi
+bench() {  # bench NAME "ENV..." ARGS...
+  local name=$1 envs=$2
+  shift 2
+  env $envs "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 --width 512 \
+    --height 512 "$@" > "$out/bench_${name}.txt" 2>&1
+  grep -E "^run|result|first" "$out/bench_${name}.txt" | sed "s/^/$name [$envs]: /" | tee -a "$out/summary.txt"
+}
+CONFIGS=${CONFIGS:-"all_off:RBEE_SD_GEGLU_FUSED=0 RBEE_GROUP_NORM_ONE_LAUNCH=0 RBEE_LAYER_NORM_WARP=0 RBEE_ATTN_FAST_TILES=0 RBEE_CONV_SPLIT_K=0;all_on:"}
+IFS=';' read -r -a configs <<< "$CONFIGS"
+first=${configs[0]}
+last=${configs[${#configs[@]}-1]}
+if has bench; then
+  for c in "${configs[@]}"; do bench "${c%%:*}" "${c#*:}" --runs "${RUNS:-3}" --warmup 1; done
+  note "bench done"
+fi
+if has batch; then
+  for c in "$first" "$last"; do bench "${c%%:*}_batch${BATCH:-4}" "${c#*:}" --runs 2 --warmup 1 --batch "${BATCH:-4}"; done
+  note "batch done"
+fi
+if has profile; then
+  pcs=("$first" "$last")
+  [ "${PROFILE_LAST_ONLY:-0}" = 1 ] && pcs=("$last")
+  for c in "${pcs[@]}"; do
+    name=${c%%:*}
+    env ${c#*:} RBEE_OP_PROFILE=1 "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 \
+      --width 512 --height 512 --runs 1 --warmup 1 > "$out/profile_${name}.txt" 2>&1
+    grep -E "kind|profile:" "$out/profile_${name}.txt" | head -16 | sed "s/^/profile $name: /" | tee -a "$out/summary.txt"
+  done
+  note "profile done"
+fi
+note "done"
