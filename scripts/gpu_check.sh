@@ -136,6 +136,9 @@ if want_only sanitize; then
       [ -n "${GTEST_TOTAL_SHARDS:-}" ] && shard=" shard ${GTEST_SHARD_INDEX:-0}/$GTEST_TOTAL_SHARDS"
       echo "sanitize: $tool over '$filter'$shard: $done_cases cases passed, $failed_cases failed, $n errors, exit $rc, $(( $(date +%s) - start )) s (log $log)"
       grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$log" | head -20
+      # The tools' own totals: memcheck's leaks (allocations still held when the context went away), racecheck's
+      # hazards with their severities.
+      grep -E 'LEAK SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c
       if [ "$rc" = 124 ] && [ "$n" = 0 ] && [ "$failed_cases" = 0 ]; then
         echo "sanitize: $tool stopped by RBEE_SANITIZE_TIMEOUT after $done_cases cases, none with an error"
       else

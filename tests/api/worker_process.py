@@ -29,7 +29,8 @@ class WorkerProcess:
         self.lines = []
         self._port = None
         self._listening = threading.Event()
-        threading.Thread(target=self._read_log, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
         if not self._listening.wait(60):
             self.kill()
             raise RuntimeError("worker did not start listening:\n" + "\n".join(self.lines))
@@ -88,7 +89,13 @@ class WorkerProcess:
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        if code != 0:
+            # The end of its log, where a sanitizer's report at exit would be (scripts/test_sanitized.sh runs these
+            # tests against ASan workers with LeakSanitizer on): pytest shows it with the failing test.
+            self._reader.join(5)
+            print(f"worker exited with {code}; the end of its log:\n" + "\n".join(self.lines[-80:]))
+        return code
 
     def kill(self):
         if self.proc.poll() is None:

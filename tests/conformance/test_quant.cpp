@@ -17,6 +17,7 @@
 
 #include "common/expect_error.h"
 #include "common/harness.h"
+#include "common/source_dir.h"
 #include "conformance/op_suites.h"
 #include "conformance/qmatmul_reference.h"
 #include "rbee/core/half.h"
@@ -31,7 +32,7 @@ const std::vector<DType> kBlockTypes = {DType::Q4_0, DType::Q4_1, DType::Q5_0, D
 const std::vector<DType> kLegacyQuantizeTypes = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 
 std::vector<unsigned char> read_file(const std::string& name) {
-  const std::string path = std::string(RBEE_SOURCE_DIR) + "/tests/data/quant/" + name;
+  const std::string path = test::source_dir() + "/tests/data/quant/" + name;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open golden file " + path);
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});

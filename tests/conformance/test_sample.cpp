@@ -20,6 +20,7 @@
 #include "backends/common/sampling.h"
 #include "common/expect_error.h"
 #include "common/harness.h"
+#include "common/source_dir.h"
 #include "conformance/op_suites.h"
 #include "rbee/llm/sampler.h"
 #include "rbee/ops.h"
@@ -280,7 +281,7 @@ TEST_P(SampleStoredLogits, EqualsTheCpuSampler) {
   const int64_t vocab = 320;
   std::vector<float> logits;
   for (const char* arch : {"llama", "qwen2", "gemma2", "phi3"}) {
-    const auto l = read_f32(std::string(RBEE_SOURCE_DIR) + "/tests/data/tiny_models/" + arch + "/logits.f32");
+    const auto l = read_f32(test::source_dir() + "/tests/data/tiny_models/" + arch + "/logits.f32");
     logits.insert(logits.end(), l.begin(), l.end());
   }
   const int64_t rows = (int64_t)logits.size() / vocab;

@@ -11,12 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/source_dir.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/model.h"
 
 namespace rbee::test {
 
-inline std::string golden_data_dir() { return std::string(RBEE_SOURCE_DIR) + "/tests/data"; }
+inline std::string golden_data_dir() { return source_dir() + "/tests/data"; }
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

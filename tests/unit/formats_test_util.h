@@ -15,11 +15,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "common/source_dir.h"
 #include "rbee/core/error.h"
 
 namespace rbee::test {
 
-inline std::string source_path(const std::string& relative) { return std::string(RBEE_SOURCE_DIR) + "/" + relative; }
+inline std::string source_path(const std::string& relative) { return source_dir() + "/" + relative; }
 
 inline std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/source_dir.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/chat_template.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-const std::string kDataDir = std::string(RBEE_SOURCE_DIR) + "/tests/data/chat_templates/";
+const std::string kDataDir = test::source_dir() + "/tests/data/chat_templates/";
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "common/source_dir.h"
 #include "llm/models/architecture.h"
 #include "rbee/core/error.h"
 #include "rbee/formats/gguf.h"
@@ -216,7 +217,7 @@ TEST(ModelConfigGguf, UnknownArchitectureIsRefusedByName) {
 }
 
 TEST(ChatFamily, FromTheArchitectureOrTheLlamaVocabulary) {
-  const std::string dir = std::string(RBEE_SOURCE_DIR) + "/tests/data/tokenizers/";
+  const std::string dir = test::source_dir() + "/tests/data/tokenizers/";
   const auto smollm2 = Tokenizer::from_hf_json(dir + "smollm2/tokenizer.json");  // a Llama with ChatML tokens
   const auto llama2 = Tokenizer::from_gguf(gguf::File::open(dir + "ggml-vocab-llama-spm.gguf"));
   const auto llama3 = Tokenizer::from_hf_json(dir + "llama-bpe/tokenizer.json");

@@ -17,8 +17,10 @@
 //    tensor split over them through the backend's collectives against the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -321,10 +323,54 @@ TEST(MultiDevice, SchedulerOnASplitModel) {
   }
 }
 
+// Greedy tokens of `split` against `reference`'s 16 (issue 14: "greedy tokens equal, or margins at the splits
+// stated"). Both models run the reference's greedy sequence teacher-forced (the prompt, then its tokens one decode
+// step each), so every step compares the two argmaxes on the same context. A step may differ only where the
+// reference's top-2 logit margin is below `near_tie` times the logits' scale (max |logit| of that step): a near tie
+// that the split's summation order can flip. Each such step is reported (stdout and the test's properties); any
+// other difference fails. near_tie = 0 keeps the plain check: the free-running greedy tokens are equal.
+void expect_greedy_tokens_match(Model& reference, Model& split, double near_tie) {
+  constexpr int kSteps = 16, kPrompt = 9;  // greedy()'s
+  const std::vector<TokenId> want = greedy(reference, kSteps);
+  if (near_tie == 0) {
+    EXPECT_EQ(want, greedy(split, kSteps));
+    return;
+  }
+  std::vector<TokenId> ids = prompt_ids(reference, kPrompt);
+  ids.insert(ids.end(), want.begin(), want.end() - 1);
+  KvCache ca(reference.kv_layout(), 16, 16), cb(split.kv_layout(), 16, 16);
+  const auto a = test::run_sequence(reference, ca, ids, kPrompt), b = test::run_sequence(split, cb, ids, kPrompt);
+  const size_t vocab = (size_t)reference.config().vocab_size;
+  ASSERT_EQ(a.size(), ids.size() * vocab);
+  ASSERT_EQ(b.size(), a.size());
+  int flipped = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const float* ra = a.data() + (size_t)(kPrompt - 1 + i) * vocab;
+    const float* rb = b.data() + (size_t)(kPrompt - 1 + i) * vocab;
+    const size_t top_a = (size_t)(std::max_element(ra, ra + vocab) - ra);
+    const size_t top_b = (size_t)(std::max_element(rb, rb + vocab) - rb);
+    ASSERT_EQ((TokenId)top_a, want[(size_t)i]) << "step " << i << ": teacher forcing is not generate()'s path";
+    if (top_b == top_a) continue;
+    float second = -INFINITY, scale = 0.f;
+    for (size_t v = 0; v < vocab; ++v) {
+      if (v != top_a) second = std::max(second, ra[v]);
+      scale = std::max(scale, std::fabs(ra[v]));
+    }
+    const double margin = (ra[top_a] - second) / std::max(scale, 1e-30f);
+    ++flipped;
+    std::printf("[ near tie ] step %d: reference token %zu, split token %zu; reference top-2 margin %.3g of the "
+                "logits' scale (%.4g), bound %.3g\n", i, top_a, top_b, margin, (double)scale, near_tie);
+    ::testing::Test::RecordProperty("near_tie_step_" + std::to_string(i), std::to_string(margin));
+    EXPECT_LT(margin, near_tie) << "step " << i << ": the split changed a token that was no near tie";
+  }
+  ::testing::Test::RecordProperty("near_tie_steps", flipped);
+}
+
 // Tensor split: partial sums added in another order; logits within f32 summation-order tolerance.
 // `f32`: F32 weights (on the CPU), whose logits must differ (by summation order) unless the sums were not split.
+// `near_tie`: greedy tokens as expect_greedy_tokens_match states (0: equal).
 void expect_tensor_split_matches(const std::string& path, const std::vector<Device*>& devices, double tol,
-                                 bool f32 = true, const std::vector<double>& shares = {}) {
+                                 bool f32 = true, const std::vector<double>& shares = {}, double near_tie = 0) {
   SCOPED_TRACE(path);
   std::unique_ptr<Model> own = load(path, {});
   Model* reference = own.get();
@@ -340,7 +386,7 @@ void expect_tensor_split_matches(const std::string& path, const std::vector<Devi
   if (f32) {
     EXPECT_GT(r, 0.0) << "bit-identical: were the partial sums really split?";
   }
-  EXPECT_EQ(greedy(*reference, 16), greedy(*split, 16));
+  expect_greedy_tokens_match(*reference, *split, near_tie);
 }
 
 // F32 bound: the tiny models' logits moved by 2.1e-5 to 2.8e-5 (relative; phi3, gemma3) on the merged main, where
@@ -380,10 +426,13 @@ TEST(MultiDevice, TensorSplitDefaultModelUnevenHeads) {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model missing: run scripts/setup.sh";
   // SmolLM2: 3 kv heads over 2 devices -> 2 and 1 (6 and 3 query heads); Q4_1 weights cut on whole blocks. Its
   // products quantize their input to 8 bits per 32-element block (steps of 1/127 of the block's largest value),
-  // through 30 layers: 3.2% of the logits' scale was measured, greedy tokens equal.
+  // through 30 layers: 3.2% of the logits' scale was measured. Greedy tokens: equal, except near ties (top-2
+  // margin below 1% of the logits' scale, a third of the runs' measured logit difference; any margin below twice
+  // that difference can flip): with the CPU's blocked attention (issue 17; scores summed per key block) step 10
+  // is one, reference token 33 vs split token 40 at a margin of 0.00026 of the scale (30.1), and is reported.
   const auto p = tensor(describe_model(path), {&cpu(0), &cpu(3)});
   EXPECT_EQ(p.q_heads, (std::vector<int>{6, 3}));
-  expect_tensor_split_matches(path, {&cpu(0), &cpu(3)}, 0.1, false);
+  expect_tensor_split_matches(path, {&cpu(0), &cpu(3)}, 0.1, false, {}, 0.01);
 }
 
 TEST(MultiDevice, TensorSplitOverGpuDevices) {

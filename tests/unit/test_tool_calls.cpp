@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/source_dir.h"
 #include "rbee/llm/tool_calls.h"
 
 namespace rbee::llm {
@@ -17,7 +18,7 @@ std::string read(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-const std::filesystem::path kData = std::filesystem::path(RBEE_SOURCE_DIR) / "tests/data";
+const std::filesystem::path kData = std::filesystem::path(test::source_dir()) / "tests/data";
 
 ToolFormat format_named(const std::string& name) {
   if (name == "hermes") return ToolFormat::Hermes;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/source_dir.h"
 #include "rbee/llm/tokenizer.h"
 
 namespace rbee::test {
@@ -21,7 +22,7 @@ struct TokenizerCase {
   std::optional<std::string> decoded;                  // HF decode(ids), special tokens kept
 };
 
-inline std::string tokenizer_data_dir() { return std::string(RBEE_SOURCE_DIR) + "/tests/data/tokenizers"; }
+inline std::string tokenizer_data_dir() { return source_dir() + "/tests/data/tokenizers"; }
 
 // cases: the HF goldens; llama_cpp: llama.cpp's .inp/.out pairs (present for llama-bpe, qwen2, llama-spm).
 inline std::vector<TokenizerCase> load_tokenizer_cases(const std::string& name, bool llama_cpp_pairs = false) {

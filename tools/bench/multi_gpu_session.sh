@@ -15,8 +15,13 @@
 #
 #   OUT=/tmp/out tools/bench/multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]
 #   e.g. (device machine)  cd .devpack-multidev && OUT=$OUT ./multi_gpu_session.sh . llama.cpp /tmp/rbee-models
-# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, ROWS=7b,batched,70b (bench rows), REPS=3,
+#   5. the all-reduce latency (bench/rbee_bench_collective: one decode row, 64 rows; the one-shot kernel as a
+#      programmatic dependent launch (default) and as an ordinary launch) and, with AB=1 or AB=batched,
+#      7B tensor-split tg128 or 64-stream S_TG with a change switched off beside the default (see below).
+# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, PLAN_7B=0 (plan only the
+# 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
+# The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
 pack=$(cd "${1:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}" && pwd)
 llama_src=${2:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}
@@ -28,6 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out" "$models"
 export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RBEE_BACKEND_PATH="$pack"
+if [ -z "${RBEE_SOURCE_DIR:-}" ] && [ -d "$here/../../tests/data" ]; then export RBEE_SOURCE_DIR="$(cd "$here/../.." && pwd)"; fi
 # NVLink multicast stays off (it can take a shared host's GPUs out of service). NCCL is opened at run time
 # (libnccl.so.2): add the Python wheel's copy (nvidia-nccl) to the search path where the system has none.
 export NCCL_NVLS_ENABLE=0
@@ -77,7 +83,7 @@ done
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   note "$(stamp) unit tests on the GPUs"
   RBEE_LOG_LEVEL=warn timeout "${TEST_TIMEOUT:-300}" "$pack/tests/rbee_unit_tests" --gtest_brief=1 \
-    --gtest_filter='MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecodeSteps*:Collective.*:MemoryPlan.*' \
+    --gtest_filter='MultiDevice.*:Collective.*:MemoryPlan.*' \
     > "$out/unit.log" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/unit.log" | tee -a "$out/summary.txt"
 fi
@@ -95,7 +101,9 @@ if [ "${SKIP_COMPARE:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_PLAN:-0}" != 1 ]; then
-  for mode in "--backend cuda" "--devices $devices --split tensor" "--devices $devices --split layer"; do
+  plan_modes=("--backend cuda" "--devices $devices --split tensor" "--devices $devices --split layer")
+  [ "${PLAN_7B:-1}" = 0 ] && plan_modes=()
+  for mode in "${plan_modes[@]}"; do
     note "$(stamp) rbee plan --check 7B F16 ($mode), 8 sequences, 264-token steps"
     # shellcheck disable=SC2086
     timeout 120 "$rbee" plan -m "$m7" $mode -c 4096 --parallel 8 --batch-tokens 264 --check > "$out/plan.tmp" 2>&1 ||
@@ -104,9 +112,13 @@ if [ "${SKIP_PLAN:-0}" != 1 ]; then
     cat "$out/plan.tmp" >> "$out/plan.log"
   done
   if [ -f "$m70" ]; then
-    note "$(stamp) rbee plan 70B Q8_0: one GPU (refused with the numbers), then two"
+    # 70B Q8_0 is 68.3 GiB of weights: at 4096 positions it fits one 80 GB H100 (70.1 of 78.6 GiB), so the
+    # model that does not fit one card is this one with 65536 positions (20 GiB of KV cache): one GPU (refused
+    # with the numbers), then two (planned against held).
+    note "$(stamp) rbee plan 70B Q8_0: one GPU at 4096 and 65536 positions, then two at 65536 (--check)"
     "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c 4096 2>&1 | tee -a "$out/summary.txt"
-    "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c 4096 --check 2>&1 | tee -a "$out/summary.txt"
+    "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c 65536 2>&1 | tee -a "$out/summary.txt"
+    "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c 65536 --check 2>&1 | tee -a "$out/summary.txt"
   fi
   rm -f "$out/plan.tmp"
 fi
@@ -123,6 +135,42 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   note "$(stamp) speed: rbee and llama.cpp, same files, same run"
   "${bench_py[@]}" > "$out/bench.log" 2>&1 || status=1
   grep -E "FAILED|^\||^devices" "$out/bench.log" | tee -a "$out/summary.txt"
+fi
+if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" ]; then
+  for envs in "RBEE_PDL=1" "RBEE_ALLREDUCE_PDL=0"; do
+    note "$(stamp) all-reduce latency over $ngpu GPUs, $envs"
+    # shellcheck disable=SC2086
+    env $envs timeout 120 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 | tee -a "$out/summary.txt" ||
+      status=1
+  done
+fi
+
+# AB=1: the tensor split's tg128 with this session's changes switched off (RBEE_TP_FOLD_RESIDUAL=0
+# RBEE_ALLREDUCE_PDL=0), beside the default and one GPU; AB=batched: S_TG of 64 streams with the one-shot all-reduce
+# as an ordinary launch (RBEE_ALLREDUCE_PDL=0) beside the default and one GPU. Alternating, two rounds, so each
+# change is measured against its own baseline.
+ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
+  local envs=${1%%|*} rest=${1#*|}
+  local mode=${rest%%|*}; rest=${rest#*|}
+  local args=${rest%%|*} keep=${rest#*|}
+  [ "$envs" = default ] && envs=""
+  note "$(stamp) A/B round $round: ${envs:-default} rbee bench 7B F16 $args ($mode)"
+  # shellcheck disable=SC2086
+  env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
+}
+case "${AB:-0}" in
+  1) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+               "RBEE_TP_FOLD_RESIDUAL=0 RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+               "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
+                     "RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
+                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1|^\|  +128 ") ;;
+  *) ab_specs=() ;;
+esac
+if [ "${#ab_specs[@]}" -gt 0 ]; then
+  for round in 1 2; do
+    for spec in "${ab_specs[@]}"; do ab_run "$spec"; done
+  done
 fi
 note "$(stamp) session end, status $status"
 exit $status

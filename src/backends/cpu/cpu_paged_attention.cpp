@@ -195,7 +195,7 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
 // blocks that hold a key in its causal / window range, in order, so its result does not depend on the other rows
 // of its task (decode, prompt tiles and continuous batching give it the same bits). The op contract's 16-bit
 // rounding: q rounded to the cache type, p_j rounded to it before it weights v_j, the denominator sums the f32 p_j.
-constexpr int64_t kTileTokens = 8;
+constexpr int64_t kTileTokens = 16;
 constexpr int64_t kKeyBlock = 32;
 constexpr int kRowGroup = 4;  // query rows computed together (independent FMA chains)
 
@@ -213,14 +213,53 @@ HWY_INLINE void LoadRowF32(D df, const C* HWY_RESTRICT src, float* HWY_RESTRICT 
   }
 }
 
-// True where the blocked kernel serves this head size on the current target and RBEE_CPU_BLOCKED_ATTENTION=1 asks
-// for it. Opt-in for now: its scores are summed in another order than the unblocked kernel's (within the op
-// contract, the conformance cases pass), and that moves one near-tie greedy token of
-// MultiDevice.TensorSplitDefaultModelUnevenHeads (reference vs tensor split, both on this kernel).
+// sc[u][0..kKeyBlock) = scale * (q row u . the block's keys) for the NR rows at q (d apart), kt the block's keys
+// transposed ([d][kKeyBlock] f32); every row's lanes summed over i in order (compile-time row count: a runtime
+// one made the compiler branch inside the FMA loop).
+template <int NR, class D>
+HWY_INLINE void ScoresOfRows(D df, const float* HWY_RESTRICT q, int64_t d, const float* HWY_RESTRICT kt,
+                             float scale, float* HWY_RESTRICT sc) {
+  using V = hn::Vec<D>;
+  constexpr int64_t N = (int64_t)hn::MaxLanes(D());
+  constexpr int64_t nk = kKeyBlock / N;
+  V s[NR][nk];
+  for (int u = 0; u < NR; ++u)
+    for (int64_t v = 0; v < nk; ++v) s[u][v] = hn::Zero(df);
+  for (int64_t i = 0; i < d; ++i) {
+    for (int64_t v = 0; v < nk; ++v) {
+      const V kv = hn::LoadU(df, kt + i * kKeyBlock + v * N);
+      for (int u = 0; u < NR; ++u) s[u][v] = hn::MulAdd(hn::Set(df, q[u * d + i]), kv, s[u][v]);
+    }
+  }
+  const V vscale = hn::Set(df, scale);
+  for (int u = 0; u < NR; ++u)
+    for (int64_t v = 0; v < nk; ++v) hn::StoreU(hn::Mul(s[u][v], vscale), df, sc + u * kKeyBlock + v * N);
+}
+
+// a[0..NV * N) = a * correction + sum_{c = c_lo..c_hi} p[c] * v_c[0..NV * N), v_c = vf + c * d (in c order).
+template <int NV, class D>
+HWY_INLINE void AccumulatePV(D df, float* HWY_RESTRICT a, const float* HWY_RESTRICT vf, int64_t d,
+                             const float* HWY_RESTRICT p, int64_t c_lo, int64_t c_hi, float correction) {
+  using V = hn::Vec<D>;
+  constexpr int64_t N = (int64_t)hn::MaxLanes(D());
+  const V vc = hn::Set(df, correction);
+  V o[NV];
+  for (int v = 0; v < NV; ++v) o[v] = hn::Mul(hn::LoadU(df, a + v * N), vc);
+  for (int64_t c = c_lo; c <= c_hi; ++c) {
+    const V pc = hn::Set(df, p[c]);
+    for (int v = 0; v < NV; ++v) o[v] = hn::MulAdd(pc, hn::LoadU(df, vf + c * d + v * N), o[v]);
+  }
+  for (int v = 0; v < NV; ++v) hn::StoreU(o[v], df, a + v * N);
+}
+
+// True where the blocked kernel serves this head size on the current target, unless RBEE_CPU_BLOCKED_ATTENTION=0
+// (A/B runs: the unblocked kernel below). Its scores are summed in another order than the unblocked kernel's
+// (within the op contract, the conformance cases pass); MultiDevice.TensorSplitDefaultModelUnevenHeads reports
+// the one near-tie greedy token this moves (reference vs tensor split, both on this kernel).
 inline bool BlockedAttentionFits(int64_t d) {
   static const bool wanted = [] {
     const char* v = std::getenv("RBEE_CPU_BLOCKED_ATTENTION");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   if (!wanted) return false;
   const hn::ScalableTag<float> df;
@@ -271,12 +310,17 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
       lo = std::min(lo, first);
       hi = std::max(hi, pos);
       const float* qv = a.q_row(t, h);
-      for (int64_t i = 0; i < d; ++i) qf[r * d + i] = RoundToCache<C>(qv[i * a.q_s2]);
+      if (std::is_same_v<C, hwy::float16_t> && a.q_s2 == 1) {
+        // RoundToCache<f16> by vectors: the conversion rounds to nearest even (as the p_j rounding below).
+        const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+        for (int64_t i = 0; i < d; i += N) hn::StoreU(hn::PromoteTo(df, hn::DemoteTo(dh, hn::LoadU(df, qv + i))), df, qf + r * d + i);
+      } else {
+        for (int64_t i = 0; i < d; ++i) qf[r * d + i] = RoundToCache<C>(qv[i * a.q_s2]);
+      }
       for (int64_t i = 0; i < d; ++i) acc[r * d + i] = 0.0f;
       state[2 * r] = -std::numeric_limits<float>::infinity();
       state[2 * r + 1] = 0.0f;
     }
-    const V vscale = hn::Set(df, params.scale);
     for (int64_t j0 = lo / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
       const int64_t j1 = std::min(j0 + kKeyBlock, hi + 1);
       // The block's keys and values as f32; positions past j1 are zeros (their p is 0).
@@ -303,30 +347,35 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
         }
         if (!any) continue;
         // Scores of the rows: s[u][c] = scale * sum_i q[u][i] k[c][i].
-        V s[kRowGroup][kKeyBlock];  // nk = kKeyBlock / N of them used
-        for (int u = 0; u < kRowGroup; ++u)
-          for (int64_t v = 0; v < nk; ++v) s[u][v] = hn::Zero(df);
-        for (int64_t i = 0; i < d; ++i) {
-          for (int64_t v = 0; v < nk; ++v) {
-            const V kv = hn::LoadU(df, kt + i * kKeyBlock + v * N);
-            for (int u = 0; u < nr; ++u) s[u][v] = hn::MulAdd(hn::Set(df, qf[(r0 + u) * d + i]), kv, s[u][v]);
-          }
+        static_assert(kRowGroup == 4);
+        switch (nr) {
+          case 4: ScoresOfRows<4>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 3: ScoresOfRows<3>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 2: ScoresOfRows<2>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          default: ScoresOfRows<1>(df, qf + r0 * d, d, kt, params.scale, sc); break;
         }
         for (int u = 0; u < nr; ++u) {
           if (!live[u]) continue;
           const int64_t r = r0 + u;
           float* su = sc + u * kKeyBlock;
-          for (int64_t v = 0; v < nk; ++v) hn::StoreU(hn::Mul(s[u][v], vscale), df, su + v * N);
           const int64_t c_lo = std::max<int64_t>(range[2 * r] - j0, 0);
           const int64_t c_hi = std::min<int64_t>(range[2 * r + 1] - j0, kKeyBlock - 1);  // inclusive
           float bmax = -std::numeric_limits<float>::infinity();
-          for (int64_t c = 0; c < kKeyBlock; ++c) {
-            if (c < c_lo || c > c_hi) {
-              su[c] = -std::numeric_limits<float>::infinity();
-              continue;
+          if (c_lo == 0 && c_hi == kKeyBlock - 1 && !(params.softcap > 0.f)) {
+            // The whole block is in the row's range and nothing is capped (most blocks of a prompt): the same
+            // maximum from vectors (max is exact; a +-0 tie gives exp(s - m) the same bits either way).
+            V m = hn::Set(df, -std::numeric_limits<float>::infinity());
+            for (int64_t v = 0; v < nk; ++v) m = hn::Max(m, hn::LoadU(df, su + v * N));
+            bmax = hn::GetLane(hn::MaxOfLanes(df, m));
+          } else {
+            for (int64_t c = 0; c < kKeyBlock; ++c) {
+              if (c < c_lo || c > c_hi) {
+                su[c] = -std::numeric_limits<float>::infinity();
+                continue;
+              }
+              su[c] = attention::soft_cap(su[c], params.softcap);
+              bmax = std::max(bmax, su[c]);
             }
-            su[c] = attention::soft_cap(su[c], params.softcap);
-            bmax = std::max(bmax, su[c]);
           }
           const float m_old = state[2 * r], m_new = std::max(m_old, bmax);
           const float correction = std::exp(m_old - m_new);  // 0 on the row's first block
@@ -350,18 +399,15 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
           if constexpr (std::is_same_v<C, hwy::bfloat16_t>) {
             for (int64_t c = c_lo; c <= c_hi; ++c) su[c] = RoundToCache<C>(su[c]);
           }
-          // acc = acc * correction + sum_c p_c v_c, the head dim in registers.
+          // acc = acc * correction + sum_c p_c v_c, the head dim in registers (4 vectors at a time).
           float* a = acc + r * d;
-          const V vc_ = hn::Set(df, correction);
           for (int64_t i0 = 0; i0 < d; i0 += 4 * N) {
-            const int64_t nv = std::min<int64_t>(4, (d - i0) / N);
-            V o[4];
-            for (int64_t v = 0; v < nv; ++v) o[v] = hn::Mul(hn::LoadU(df, a + i0 + v * N), vc_);
-            for (int64_t c = c_lo; c <= c_hi; ++c) {
-              const V pc = hn::Set(df, su[c]);
-              for (int64_t v = 0; v < nv; ++v) o[v] = hn::MulAdd(pc, hn::LoadU(df, vf + c * d + i0 + v * N), o[v]);
+            switch (std::min<int64_t>(4, (d - i0) / N)) {
+              case 4: AccumulatePV<4>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
+              case 3: AccumulatePV<3>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
+              case 2: AccumulatePV<2>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
+              default: AccumulatePV<1>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
             }
-            for (int64_t v = 0; v < nv; ++v) hn::StoreU(o[v], df, a + i0 + v * N);
           }
         }
       }

@@ -10,6 +10,7 @@
 // packed per call, register-blocked tiles, results bit-for-bit those of the row kernels.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_common.h"
@@ -49,6 +50,20 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
   const int64_t want_tasks = std::max<int64_t>(1, (int64_t)pool.size() * 4);
   const int64_t chunk = std::clamp<int64_t>((panels + want_tasks - 1) / want_tasks, 1, max_chunk);
   const int64_t tasks = (panels + chunk - 1) / chunk;
+  // Activation tiles packed once (gemm.pack_x: the tile's rows interleaved block by block), else the rows.
+  std::unique_ptr<unsigned char[]> xpack;  // not value-initialized: pack_x writes every byte
+  const unsigned char* xtiles = nullptr;
+  const int64_t x_tile_bytes = gemm.pack_x ? gemm.x_tile_bytes(k) : 0;
+  if (gemm.pack_x) {
+    const int64_t ntiles = (m + tr - 1) / tr;
+    xpack.reset(new unsigned char[(size_t)(ntiles * x_tile_bytes + 64)]);
+    unsigned char* xb = xpack.get() + (64 - reinterpret_cast<uintptr_t>(xpack.get()) % 64) % 64;
+    pool.run(ntiles, [&](int64_t t) {
+      gemm.pack_x(xp + t * tr * x_row_bytes, (size_t)x_row_bytes, (int)std::min<int64_t>(tr, m - t * tr), k,
+                  xb + t * x_tile_bytes);
+    });
+    xtiles = xb;
+  }
   auto task = [&](int64_t t) {
     thread_local std::vector<unsigned char> buffer;
     const int64_t p0 = t * chunk, p1 = std::min(panels, p0 + chunk);
@@ -79,8 +94,8 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
           for (int64_t r = r0; r < r1; r += tr) {
             const int rows = (int)std::min<int64_t>(tr, r1 - r);
             float* st = state + (r - r0) / tr * quant::kQGemmStateFloats;
-            gemm.tile(k, panel, xp + r * x_row_bytes, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols, b0,
-                      b1, st);
+            const void* x = xtiles ? (const void*)(xtiles + r / tr * x_tile_bytes) : (const void*)(xp + r * x_row_bytes);
+            gemm.tile(k, panel, x, (size_t)x_row_bytes, rows, dst + r * n + p * pr, n, cols, b0, b1, st);
           }
         }
       }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "backends/gpu/gpu_device.h"
+#include "backends/gpu/kernels/quant_launch.h"
 #include "rbee/core/log.h"
 #include "rbee/core/tensor.h"
 
@@ -77,7 +78,15 @@ struct OneShotArgs {
 // words for this block, which a peer sends only after its round k kernel (all its reads of that parity) ended.
 // Round 0 is skipped at wrap-around (rounds go 0xffffffff -> 2, keeping the parity), so a word never written
 // (zero) never matches.
+// Launched as a decode kernel (launch_decode_kernel: programmatic dependent launch where enabled): the launch starts
+// while the projection before it finishes, and nothing here is read or written before grid_dependency_wait. Its
+// trigger comes first, so the decode kernel after it (a norm + gemv) starts too and loads its weights while this
+// one waits for its peers' words; that kernel reads x only after its own wait, i.e. after this kernel completed.
+// The inbox reuse argument above still holds: a rank's round k + 1 kernel pushes only after its wait, which comes
+// after every earlier launch on its stream completed (each decode kernel waits for the one before it).
 __global__ void one_shot_all_reduce(OneShotArgs a) {
+  grid_dependency_trigger();
+  grid_dependency_wait();
   const int b = (int)blockIdx.x;
   uint32_t round = a.rounds[b] + 1u;
   if (round == 0u) round = 2u;
@@ -113,6 +122,20 @@ __global__ void one_shot_all_reduce(OneShotArgs a) {
   }
   __syncthreads();  // every thread read the round before it advances
   if (threadIdx.x == 0) a.rounds[b] = round;
+}
+
+// Whether the one-shot kernel is a programmatic dependent launch (launch_decode_kernel, where RBEE_PDL allows):
+// yes unless RBEE_ALLREDUCE_PDL=0 (an ordinary launch, as before; for comparisons). Measured on two H100s over NVLink
+// (docs/perf-notes/multi-device.md, third session): 64 all-reduces in a graph (bench/rbee_bench_collective) of one
+// decode row, 4096 / 8192 floats, 2.8 / 2.7 us each with it against 3.4 / 3.5-4.5 us without; at 64 rows (1 MiB)
+// 10.9-14.7 us either way, but 7B F16 S_TG of 64 streams over two cards 10347 / 10387 t/s with it against 10219 /
+// 10001 without (same call, alternating).
+bool all_reduce_pdl() {
+  static const bool on = [] {
+    const char* v = std::getenv("RBEE_ALLREDUCE_PDL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
 }
 
 }  // namespace
@@ -228,8 +251,12 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
     // whatever its size, so a rank that runs one call ahead never overwrites words a slower peer still reads
     // in another block's slice (its writes go to the other parity of the same block's round). The blocks of
     // both ranks must be resident at once (each waits for its peer's twin): kBlocks x kThreads fits any GPU.
-    one_shot_all_reduce<<<kBlocks, kThreads, 0, dev.stream()>>>(a);
-    RBEE_GPU_CHECK_LAUNCH();
+    if (all_reduce_pdl()) {
+      quant::launch_decode_kernel(one_shot_all_reduce, dim3(kBlocks), dim3(kThreads), 0, dev.stream(), a);
+    } else {
+      one_shot_all_reduce<<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
+    }
   }
 }
 

@@ -7,7 +7,10 @@
 //    inbox through peer access, then sums the words of every rank in rank order, spinning on each word until it
 //    carries the current round (no separate flags or fences: a reader sees value and round together), so all
 //    ranks get the same bits. One launch per kOneShotChunk elements, no host involvement: it records into decode
-//    graphs, one kernel per all-reduce and one network crossing (stores) per element. Used for messages up to
+//    graphs, one kernel per all-reduce and one network crossing (stores) per element. It is launched like the
+//    decode kernels around it (programmatic dependent launch on sm_90, unless RBEE_PDL=0 or
+//    RBEE_ALLREDUCE_PDL=0): it starts while the projection before it ends, and lets the norm + gemv after it
+//    start and load its weights while it waits for its peers. Used for messages up to
 //    kOneShotMaxBytes (decode steps), for every message while a graph is being recorded, and for every message
 //    when no collective library is present.
 //  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): larger messages outside graph capture (prompt

@@ -55,11 +55,39 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
 
 GpuDevice::~GpuDevice() {
   // The process may be exiting with the driver already torn down: ignore errors here.
-  for (auto& [id, graph] : graphs_) graph_exec_destroy(graph.exec);
+  release_held_memory();
   kernels_.reset();
   allocator_.reset();
-  if (staging_) host_free_pinned(staging_);
-  if (stream_) stream_destroy(stream_);
+  if (stream_) stream_destroy(stream_);  // last: the BLAS handles were bound to it
+}
+
+void GpuDevice::release_held_memory() noexcept {
+  try {
+    if (set_device(index_) != kSuccess) {
+      get_last_error();
+      return;  // the runtime is gone, and its memory with it
+    }
+    if (stream_) stream_synchronize(stream_);  // no kernel or copy may still use what is freed below
+    {
+      std::lock_guard<std::mutex> lock(graphs_mutex_);
+      for (auto& [id, graph] : graphs_) {
+        graph_exec_destroy(graph.exec);
+        graph.pool->detach();
+      }
+      graphs_.clear();
+    }
+    if (allocator_) allocator_->empty_cache();
+    blas_.reset();  // cuBLASLt's workspace, then the cuBLASLt and cuBLAS handles (cublas_blas.cu)
+    {
+      std::lock_guard<std::mutex> lock(staging_mutex_);
+      if (staging_) host_free_pinned(staging_);
+      staging_ = nullptr;
+      staging_bytes_ = 0;
+    }
+    get_last_error();  // a failed free must not be blamed on a later call
+  } catch (...) {
+    // a mutex that cannot be locked: nothing more to release safely
+  }
 }
 
 void GpuDevice::activate() const { RBEE_GPU_CHECK(set_device(index_)); }
@@ -233,6 +261,10 @@ Device& GpuBackend::device(int index) {
   return *devices_[(size_t)index];
 }
 
+void GpuBackend::release_held_memory() noexcept {
+  for (auto& d : devices_) d->release_held_memory();
+}
+
 std::unique_ptr<Communicator> GpuBackend::make_communicator(std::span<Device* const> devices, std::string* why) {
   std::vector<GpuDevice*> gpus;
   for (Device* d : devices) {
@@ -258,6 +290,15 @@ GpuDevice& gpu_device_of(const Tensor& t) { return static_cast<GpuDevice&>(t.dev
 
 }  // namespace rbee::gpu
 
+namespace {
+// The registered backend, for the exit handler below (it lives in the process-wide registry until its static
+// destructor runs, which is after the handler).
+rbee::gpu::GpuBackend* g_backend_to_release = nullptr;
+void release_devices_at_exit() {
+  if (g_backend_to_release) g_backend_to_release->release_held_memory();
+}
+}  // namespace
+
 // The plug-in ABI this library was built against (rbee/backend/plugin_abi.h): the engine asks before anything else.
 extern "C" __attribute__((visibility("default"))) uint64_t rbee_backend_abi() { return rbee::kPluginAbiVersion; }
 
@@ -274,6 +315,18 @@ extern "C" __attribute__((visibility("default"))) const char* rbee_register_back
   }
   auto backend = std::make_unique<rbee::gpu::GpuBackend>();
   report = fmt::format("registered {} with {} device(s)", RBEE_GPU_BACKEND_NAME, backend->device_count());
+  rbee::gpu::GpuBackend* registered = backend.get();
   registry.add(std::move(backend));
+  // The vendor runtime (static cudart, HIP) tears itself down, destroying the devices' contexts, from an exit
+  // handler it registered when it started: before the registry's static destructor reaches the devices, whose
+  // frees then fail, and everything they still held is reported as leaked (compute-sanitizer --leak-check full
+  // listed the BLAS workspaces, handles and staging buffer). Exit handlers run in reverse order of registration,
+  // so this one, registered after the runtime and the devices started, frees what the devices hold while the
+  // runtime is still up, and after the exit handlers and static destructors of anything made later (which may
+  // hand tensors back). (glibc runs it at dlclose, should the plug-in ever be unloaded.)
+  if (!g_backend_to_release) {
+    g_backend_to_release = registered;
+    std::atexit(release_devices_at_exit);
+  }
   return report.c_str();
 }

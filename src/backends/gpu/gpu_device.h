@@ -57,6 +57,13 @@ class GpuDevice final : public Device {
   Blas* blas() const { return blas_.get(); }
   // Makes this device current on the calling thread (every entry point calls it).
   void activate() const;
+  // Frees what the device holds for the process, in this order: the graphs' executables (their pools' free
+  // blocks go back to the cache), the caching allocator's cached blocks, the vendor BLAS (its workspaces, then
+  // its handles with their own allocations), the pinned staging buffer; waits for the stream first. Blocks of
+  // live tensors stay theirs. Afterwards the device still answers every call (GEMMs take rbee's kernels, host
+  // copies go unstaged). Idempotent; never throws (errors are ignored: the runtime may be going down). Runs from
+  // the destructor and from the plug-in's exit handler (rbee_register_backend says why).
+  void release_held_memory() noexcept;
 
  private:
   int index_;
@@ -95,6 +102,8 @@ class GpuBackend final : public Backend {
   Device& device(int index) override;
   // NCCL / RCCL and the peer-to-peer one-shot kernel (backends/gpu/collective.h).
   std::unique_ptr<Communicator> make_communicator(std::span<Device* const> devices, std::string* why) override;
+  // GpuDevice::release_held_memory on every device.
+  void release_held_memory() noexcept;
 
  private:
   std::vector<std::unique_ptr<GpuDevice>> devices_;

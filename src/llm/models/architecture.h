@@ -70,6 +70,9 @@ struct StepContext {
   int part = 0;                   // KV cache part of this rank
   Communicator* comm = nullptr;   // tensor split: the ranks' group (null: one device holds the whole layer)
   int rank = 0;
+  // Tensor split: a residual that is the same on every rank is added by rank 0's row-parallel projection, before
+  // the all-reduce, instead of by an add after it; false (RBEE_TP_FOLD_RESIDUAL=0) adds it after, for comparisons.
+  bool fold_residual = true;
 };
 
 // x [N, hidden] F32 -> [N, hidden] F32 after one decoder layer.

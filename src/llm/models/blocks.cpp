@@ -164,8 +164,9 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
   const float eps = c.norm_eps;
   const Tensor a = normed_attention(step, w, layer, x);
   // MLP: with stacked gate/up weights and SiLU, the residual add and norm run inside the gate/up projection and
-  // the activation and the second residual add inside the down projection (under a tensor split the down
-  // projection's partial sums are all-reduced first, so the residual is added after the reduction).
+  // the activation and the second residual add inside the down projection. Under a tensor split x1 is the same
+  // on every rank (made from all-reduced values), so rank 0 alone adds it to its partial sum and the all-reduce
+  // gives x1 + the sum of every rank's down projection: no separate add after the reduction.
   if (fused_swiglu(step, w)) {
     Tensor x1, gu;
     {
@@ -173,8 +174,8 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
       std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
     }
     profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
-    if (step.comm) return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down)));
-    return ops::swiglu_qmatmul(gu, w.ffn_down, x1);
+    if (step.comm && !step.fold_residual) return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down)));
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down, step.rank == 0 ? x1 : Tensor()));
   }
   Tensor x1, h2;
   {

@@ -39,6 +39,15 @@ bool fused_ops_for(std::optional<DType> weight_type) {
   return fused_ops_by_default(weight_type);
 }
 
+// StepContext::fold_residual: on unless RBEE_TP_FOLD_RESIDUAL=0 (the add after the all-reduce, for comparisons).
+bool tp_fold_residual() {
+  static const bool on = [] {
+    const char* v = std::getenv("RBEE_TP_FOLD_RESIDUAL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
 std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
   std::vector<float> f =
       ops::rope_inv_freq(c.rotary_dim, theta, apply_scaling ? c.rope_scaling : ops::RopeScaling{});
@@ -375,6 +384,7 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     step.part = k.index;
     step.comm = comm_.get();
     step.rank = k.index;
+    step.fold_residual = tp_fold_residual();
   }
   Tensor x = x0;
   for (int l = k.first_layer; l < k.end_layer; ++l) {

@@ -35,6 +35,12 @@ struct QGemm {
   // calls; b0 == 0 starts them at zero, b1 == the last block writes out. The per-block order is unchanged.
   void (*tile)(int64_t k, const void* panel, const void* x, size_t xs, int mrows, float* out, int64_t os, int ncols,
                int64_t b0, int64_t b1, float* state);
+  // Activations: nullptr, or (x_tile_bytes, pack_x): the caller packs each tile of up to tile_rows activation rows
+  // (quant.h's rows, xs bytes apart; rows missing from a last tile are zeros) once per call into x_tile_bytes(k)
+  // bytes (64-byte aligned), the rows' blocks interleaved so the micro-kernel reads every row from one pointer at
+  // fixed offsets; tile then gets that packed tile as x (xs unused).
+  int64_t (*x_tile_bytes)(int64_t k);
+  void (*pack_x)(const void* x, size_t xs, int rows, int64_t k, void* dst);
   int64_t block_elems;       // elements per block (32 or 256)
   int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
   int panel_rows;             // weight rows per packed panel (4 or 16)

@@ -64,6 +64,24 @@ RBEE_VNNI inline void FinishTile(const __m512 (&acc)[MR], bool more, float* stat
   for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * os, mask, acc[r]);
 }
 
+inline int32_t Load32i(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float Load32f(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// acc + the 4-byte products of w (unsigned) with the int32 at p broadcast (signed), as one vpdpbusd with an
+// embedded broadcast (one fused uop; the compiler otherwise issues a separate broadcast load per vpdpbusd).
+RBEE_VNNI inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Legacy (32-element) blocks. Q4_1 / Q5_1 panel: levels [nb][2 pairs][64 bytes], then d [nb][4] f32, then the
 // per-block min m [nb][4] f32.
@@ -165,48 +183,61 @@ struct BlockSum {
     }
   }
 
+  // Packed activations of a tile of 8 rows, per block: the rows' 32 quants [8][32], d_x [8] f32, then the
+  // chains' start values -(sum q_x) * 2^kShift [8] int32 (the offset of the unsigned weight levels).
+  static constexpr int64_t kXBlockBytes = 8 * 32 + 8 * 4 + 8 * 4;
+  static int64_t XTileBytes(int64_t k) { return Round64((k / kQK) * kXBlockBytes); }
+  static void PackX(const void* xv, size_t xs, int rows, int64_t k, void* dst) {
+    const int64_t nb = k / kQK;
+    const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
+    auto* o = static_cast<uint8_t*>(dst);
+    if (rows < 8) std::memset(o, 0, (size_t)XTileBytes(k));  // the missing rows are zeros
+    for (int r = 0; r < rows; ++r) {
+      const char* row = static_cast<const char*>(xv) + r * xs;
+      const auto* x = reinterpret_cast<const BlockQ8_0*>(row);
+      const auto* xd = reinterpret_cast<const float*>(row + side);
+      const auto* xsum = reinterpret_cast<const int32_t*>(xd + nb);
+      for (int64_t ib = 0; ib < nb; ++ib) {
+        uint8_t* blk = o + ib * kXBlockBytes;
+        std::memcpy(blk + 32 * r, x[ib].qs, 32);
+        std::memcpy(blk + 256 + 4 * r, &xd[ib], 4);
+        const int32_t start = -(xsum[ib] * (1 << T::kShift));
+        std::memcpy(blk + 288 + 4 * r, &start, 4);
+      }
+    }
+  }
+
   template <int MR>
-  RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
+  RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t, float* out, int64_t os,
                              int ncols, int64_t b0, int64_t b1, float* state) {
     const int64_t nb = k / kQK;
     const auto* base = static_cast<const uint8_t*>(panel);
-    const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
-    const BlockQ8_0* x[MR];
-    const float* xd[MR];
-    const int32_t* xsum[MR];
-    for (int r = 0; r < MR; ++r) {
-      const char* row = static_cast<const char*>(xv) + r * xs;
-      x[r] = reinterpret_cast<const BlockQ8_0*>(row);
-      xd[r] = reinterpret_cast<const float*>(row + side);
-      xsum[r] = reinterpret_cast<const int32_t*>(xd[r] + nb);
-    }
+    const auto* xbase = static_cast<const uint8_t*>(xv);
     __m512 acc[MR];
     for (int r = 0; r < MR; ++r) acc[r] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 16);
     for (int64_t ib = b0; ib < b1; ++ib) {
       const uint8_t* blk = base + ib * kBlockBytes;
+      const uint8_t* xb = xbase + ib * kXBlockBytes;  // every row at a fixed offset: one pointer
       __m512i w[8];
       for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(blk + g * 64);
       const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(blk + 512));
       // The rows' block sums as MR independent chains, interleaved group by group so the out-of-order core
       // always has MR vpdpbusd ready (vpdpbusd's latency is 5 cycles).
       __m512i sa[MR];
-      for (int r = 0; r < MR; ++r) sa[r] = _mm512_set1_epi32(-(xsum[r][ib] * (1 << T::kShift)));
+      for (int r = 0; r < MR; ++r) sa[r] = _mm512_set1_epi32(Load32i(xb + 288 + 4 * r));
       for (int g = 0; g < 8; ++g) {
-        for (int r = 0; r < MR; ++r) {
-          int32_t xq;
-          std::memcpy(&xq, x[r][ib].qs + 4 * g, 4);
-          sa[r] = _mm512_dpbusd_epi32(sa[r], w[g], _mm512_set1_epi32(xq));
-        }
+        for (int r = 0; r < MR; ++r) sa[r] = DpbusdBcast(sa[r], w[g], xb + 32 * r + 4 * g);
       }
       for (int r = 0; r < MR; ++r) {
-        const __m512 t = _mm512_mul_ps(dw, _mm512_set1_ps(xd[r][ib]));
+        const __m512 t = _mm512_mul_ps(dw, _mm512_set1_ps(Load32f(xb + 256 + 4 * r)));
         acc[r] = _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(sa[r]), acc[r]);
       }
     }
     FinishTile<MR>(acc, b1 < nb, state, out, os, ncols);
   }
 
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<BlockSum, 8>, kQK, kBlockBytes, kRows, 8};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack,     &TileOfRows<BlockSum, 8>, &XTileBytes, &PackX, kQK,
+                                  kBlockBytes, kRows, 8};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -318,7 +349,7 @@ struct Legacy {
     }
   }
 
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<Legacy, 4>, kQK, 128 + 32, 4, 4};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<Legacy, 4>, nullptr, nullptr, kQK, 128 + 32, 4, 4};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -433,46 +464,88 @@ struct KSum {
     }
   }
 
+  // Packed activations of a tile of 8 rows, per super-block: the rows' quants [8][256], their bsums as int32
+  // pairs [8][8] (the vpdpwssd operand), d_x [8] f32.
+  static constexpr int64_t kXSbBytes = 8 * 256 + 8 * 32 + 8 * 4;
+  static int64_t XTileBytes(int64_t k) { return Round64((k / kQKK) * kXSbBytes); }
+  static void PackX(const void* xv, size_t xs, int rows, int64_t k, void* dst) {
+    const int64_t nsb = k / kQKK;
+    auto* o = static_cast<uint8_t*>(dst);
+    if (rows < 8) std::memset(o, 0, (size_t)XTileBytes(k));  // the missing rows are zeros
+    for (int r = 0; r < rows; ++r) {
+      const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        uint8_t* blk = o + sb * kXSbBytes;
+        std::memcpy(blk + 256 * r, x[sb].qs, 256);
+        std::memcpy(blk + 2048 + 32 * r, x[sb].bsums, 32);
+        std::memcpy(blk + 2304 + 4 * r, &x[sb].d, 4);
+      }
+    }
+  }
+
   template <int MR>
-  RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t xs, float* out, int64_t os,
+  RBEE_VNNI static void Tile(int64_t k, const void* panel, const void* xv, size_t, float* out, int64_t os,
                              int ncols, int64_t b0, int64_t b1, float* state) {
     const int64_t nsb = k / kQKK;
     const auto* base = static_cast<const uint8_t*>(panel);
-    const BlockQ8_K* x[MR];
-    for (int r = 0; r < MR; ++r) x[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(xv) + r * xs);
+    const auto* xbase = static_cast<const uint8_t*>(xv);
     __m512 acc[MR];
     for (int r = 0; r < MR; ++r) acc[r] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(state + r * 16);
     constexpr int kSub = kPer32 ? 8 : 16;     // sub-blocks with their own scale
     constexpr int kGroups = 64 / kSub;        // 4-element groups per sub-block
     for (int64_t sb = b0; sb < b1; ++sb) {
       const uint8_t* blk = base + sb * kSbBytes;
+      const uint8_t* xb = xbase + sb * kXSbBytes;  // every row at a fixed offset: one pointer
       const auto* sc = reinterpret_cast<const int32_t*>(blk + 4096);
       __m512i S[MR];
       for (int r = 0; r < MR; ++r) S[r] = _mm512_setzero_si512();
-      for (int i = 0; i < kSub; ++i) {
-        __m512i w[kGroups];
-        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
-        const __m512i scale = _mm512_load_si512(sc + (kPer32 ? 2 * i : i) * 16);
-        __m512i da[MR];
-        for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
-        for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+      // 16-element sub-blocks two at a time: 2 * MR independent vpdpbusd chains (a sub-block's chain alone is 4
+      // long, and its vpmulld waits for it: one sub-block at a time left the core waiting on latencies; Q4_K /
+      // Q5_K's chains of 8 run best one sub-block at a time).
+      constexpr int kStep = kPer32 ? 1 : 2;
+      for (int i = 0; i < kSub; i += kStep) {
+        if constexpr (kStep == 1) {
+          __m512i w[kGroups];
+          for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(blk + (i * kGroups + g) * 64);
+          const __m512i scale = _mm512_load_si512(sc + 2 * i * 16);
+          const uint8_t* xi = xb + i * kGroups * 4;
+          __m512i da[MR];
+          for (int r = 0; r < MR; ++r) da[r] = _mm512_setzero_si512();
+          for (int g = 0; g < kGroups; ++g) {  // MR independent chains, interleaved (as in BlockSum)
+            for (int r = 0; r < MR; ++r) {
+              da[r] = DpbusdBcast(da[r], w[g], xi + 256 * r + 4 * g);
+            }
+          }
+          for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
+          continue;
+        }
+        const uint8_t* xi = xb + i * kGroups * 4;
+        __m512i da[MR], db[MR];
+        for (int r = 0; r < MR; ++r) da[r] = db[r] = _mm512_setzero_si512();
+        for (int g = 0; g < kGroups; ++g) {
+          const __m512i wa = _mm512_load_si512(blk + (i * kGroups + g) * 64);
+          const __m512i wb = _mm512_load_si512(blk + ((i + 1) * kGroups + g) * 64);
           for (int r = 0; r < MR; ++r) {
-            int32_t xq;
-            std::memcpy(&xq, x[r][sb].qs + (i * kGroups + g) * 4, 4);
-            da[r] = _mm512_dpbusd_epi32(da[r], w[g], _mm512_set1_epi32(xq));
+            da[r] = DpbusdBcast(da[r], wa, xi + 256 * r + 4 * g);
+            db[r] = DpbusdBcast(db[r], wb, xi + 256 * r + 4 * (kGroups + g));
           }
         }
-        for (int r = 0; r < MR; ++r) S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], scale));
+        const __m512i sa = _mm512_load_si512(sc + i * 16);
+        const __m512i sb2 = _mm512_load_si512(sc + (i + 1) * 16);
+        for (int r = 0; r < MR; ++r) {
+          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(da[r], sa));
+          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(db[r], sb2));
+        }
       }
       const auto* cc = blk + 4096 + 1024;
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512));
       const __m512 dc = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512) + 16);
       for (int r = 0; r < MR; ++r) {
-        int32_t bs[8];
-        std::memcpy(bs, x[r][sb].bsums, sizeof bs);
         __m512i c = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(cc + j * 64), _mm512_set1_epi32(bs[j]));
-        const __m512 dx = _mm512_set1_ps(x[r][sb].d);
+        for (int j = 0; j < 8; ++j) {
+          c = _mm512_dpwssd_epi32(c, _mm512_load_si512(cc + j * 64), _mm512_set1_epi32(Load32i(xb + 2048 + 32 * r + 4 * j)));
+        }
+        const __m512 dx = _mm512_set1_ps(Load32f(xb + 2304 + 4 * r));
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(S[r]), acc[r]);
         acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c), acc[r]);
       }
@@ -480,7 +553,8 @@ struct KSum {
     FinishTile<MR>(acc, b1 < nsb, state, out, os, ncols);
   }
 
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<KSum, 8>, kQKK, kSbBytes, kRows, 8};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack,     &TileOfRows<KSum, 8>, &XTileBytes, &PackX, kQKK,
+                                  kSbBytes,    kRows, 8};
 };
 
 }  // namespace

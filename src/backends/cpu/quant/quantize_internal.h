@@ -26,12 +26,21 @@ void quantize_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb);
 // reciprocal is taken of amax, not of d, which moves the rounding of some quants. Writes 32 quants, returns
 // their sum.
 int quantize_q8_activation_block(const float* x, float& d_out, int8_t* qs);
+// quantize_q8_activation_block over nb consecutive blocks with SIMD (quantize_activation_x86.cpp; the same bits):
+// block i's 32 quants at qs + i * stride, its d (f32) at d[i], its quants' sum at sum[i]. False (nothing written)
+// where this build or CPU has no SIMD version.
+bool quantize_q8_activation_simd(const float* x, int64_t nb, int8_t* qs, size_t stride, float* d, int32_t* sum);
 void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb);
 void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb);
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb);
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb);
+// Q8_K (the K-quants' activation format): the SIMD version where the CPU has one (quantize_activation_x86.cpp), else
+// the reference; both give the same bits.
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb);
+void quantize_q8_k_reference(const float* x, BlockQ8_K* y, int64_t nb);
+// False (and nothing written) where this build or CPU has no SIMD version.
+bool quantize_q8_k_simd(const float* x, BlockQ8_K* y, int64_t nb);
 
 // The scale searches the K-quants share (one definition for the CPU and the GPU kernels).
 using kquant::clamp_int;

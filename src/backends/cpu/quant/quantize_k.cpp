@@ -163,6 +163,10 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
 }
 
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
+  if (!quantize_q8_k_simd(x, y, nb)) quantize_q8_k_reference(x, y, nb);
+}
+
+void quantize_q8_k_reference(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float amax = 0, max = 0;
     for (int j = 0; j < kQKK; ++j) {

@@ -3,6 +3,7 @@
 // quants are truncations of (x * (1/d) + offset + 0.5), and every step is a float operation in their order.
 // Attribution: ggml / llama.cpp (https://github.com/ggml-org/ggml), MIT License, Copyright (c) 2023-2024 The ggml
 // authors; NOTICE holds the license text.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -164,21 +165,32 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-void quantize_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float d;
-    quantize_q8_activation_block(x, d, y[i].qs);
-    y[i].d = f32_to_f16(d);
+namespace {
+// fn(i, d, sum) after block i's quants are written by quantize_q8_activation_block's rule (SIMD where present).
+template <class Block, class Fn>
+void quantize_q8_activation_blocks(const float* x, Block* y, int64_t nb, Fn&& fn) {
+  constexpr int64_t kChunk = 64;
+  float d[kChunk];
+  int32_t sum[kChunk];
+  for (int64_t i0 = 0; i0 < nb; i0 += kChunk) {
+    const int64_t n = std::min(kChunk, nb - i0);
+    if (!quantize_q8_activation_simd(x + i0 * kQK, n, y[i0].qs, sizeof(Block), d, sum)) {
+      for (int64_t i = 0; i < n; ++i) sum[i] = quantize_q8_activation_block(x + (i0 + i) * kQK, d[i], y[i0 + i].qs);
+    }
+    for (int64_t i = 0; i < n; ++i) fn(i0 + i, d[i], sum[i]);
   }
+}
+}  // namespace
+
+void quantize_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
+  quantize_q8_activation_blocks(x, y, nb, [&](int64_t i, float d, int32_t) { y[i].d = f32_to_f16(d); });
 }
 
 void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float d;
-    const int sum = quantize_q8_activation_block(x, d, y[i].qs);
+  quantize_q8_activation_blocks(x, y, nb, [&](int64_t i, float d, int32_t sum) {
     y[i].d = f32_to_f16(d);
     y[i].s = f32_to_f16(d * (float)sum);
-  }
+  });
 }
 
 }  // namespace rbee::cpu::quant

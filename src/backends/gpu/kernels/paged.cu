@@ -245,6 +245,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedParams p
           sum += e;
         }
         sum = warp_sum(sum);
+        // Every lane read row_max[r] (old_max) above; lane 0 overwrites it below. The shuffles already order the
+        // two, but only a warp barrier says so to the memory model (and to compute-sanitizer's racecheck, which
+        // reported the pair as a write-after-read hazard). All threads of the block reach it (uniform rounds).
+        warp_sync();
         if (active && lane == 0) {
           const float corr = none ? 1.f : expf(old_max - new_max);
           row_corr[r] = corr;

@@ -1,0 +1,159 @@
+// All-reduce latency over the GPUs of one backend, as a tensor-split decode step pays it (issue 14; the per-token
+// breakdown of docs/perf-notes/multi-device.md). For each message size, every rank records `count` all-reduces of
+// an f32 tensor into one device graph (what a decode graph holds: two per layer), then the ranks replay their
+// graphs `reps` times at once; the table gives microseconds per all-reduce (wall time of the replays, each rank
+// synchronized at the end, / (reps x count)) and, for the same sizes, per eager all-reduce (one launch each).
+// Sizes: one decode row of a 4096-wide model (Llama-2-7B), of an 8192-wide one (70B), and 64 rows of 4096.
+//
+// Usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50]
+// Programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the one-shot kernel alone)
+// decides whether consecutive all-reduces of a graph overlap their launches; run it with each setting.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rbee/backend/communicator.h"
+#include "rbee/backend/device.h"
+#include "rbee/core/tensor.h"
+
+namespace {
+
+using namespace rbee;
+using Clock = std::chrono::steady_clock;
+
+// Runs fn(rank) on one thread per rank, all at once (a collective needs every rank in flight); rethrows the
+// first rank's error.
+template <class Fn>
+void on_ranks(int ranks, Fn fn) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors((size_t)ranks);
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[(size_t)r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    if (!errors[(size_t)r].empty()) throw std::runtime_error(fmt::format("rank {}: {}", r, errors[(size_t)r]));
+  }
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string backend_name;
+  int ranks = 2, count = 64, reps = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "{} needs a value\n", a);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--backend") backend_name = next();
+    else if (a == "--ranks") ranks = std::atoi(next().c_str());
+    else if (a == "--count") count = std::atoi(next().c_str());
+    else if (a == "--reps") reps = std::atoi(next().c_str());
+    else {
+      fmt::print(stderr, "usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50]\n");
+      return 2;
+    }
+  }
+  if (ranks < 2 || count < 1 || reps < 1) {
+    fmt::print(stderr, "rbee_bench_collective: --ranks >= 2, --count >= 1, --reps >= 1\n");
+    return 2;
+  }
+  try {
+    Registry& registry = Registry::global();
+    registry.load_plugins();
+    Backend* backend = nullptr;
+    for (const char* name : {"cuda", "rocm"}) {
+      if (!backend_name.empty() && backend_name != name) continue;
+      Backend* b = registry.find(name);
+      if (b && b->device_count() >= ranks) {
+        backend = b;
+        break;
+      }
+    }
+    if (!backend) {
+      fmt::print(stderr, "rbee_bench_collective: no GPU backend with {} devices\n", ranks);
+      return 1;
+    }
+    std::vector<Device*> devices;
+    for (int r = 0; r < ranks; ++r) devices.push_back(&backend->device(r));
+    std::string why;
+    std::unique_ptr<Communicator> comm = backend->make_communicator(devices, &why);
+    if (!comm) {
+      fmt::print(stderr, "rbee_bench_collective: no communicator: {}\n", why);
+      return 1;
+    }
+    const char* pdl = std::getenv("RBEE_PDL");
+    const char* ar_pdl = std::getenv("RBEE_ALLREDUCE_PDL");
+    fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_PDL={} "
+               "RBEE_ALLREDUCE_PDL={}\n", ranks, devices[0]->id(), comm->name(), why, count, reps,
+               pdl ? pdl : "(unset: on)", ar_pdl ? ar_pdl : "(unset: on)");
+    fmt::print("| floats | bytes | us per all-reduce in a graph | us per eager all-reduce |\n|---|---|---|---|\n");
+    for (int64_t n : {(int64_t)4096, (int64_t)8192, (int64_t)64 * 4096}) {
+      std::vector<Tensor> x((size_t)ranks);
+      // Zeros: the sums stay finite over any number of rounds (tests/unit/test_collective.cpp checks the bits).
+      for (int r = 0; r < ranks; ++r) x[(size_t)r] = Tensor::from_vector(std::vector<float>((size_t)n, 0.f), {n}, *devices[(size_t)r]);
+      // Eager: warm-up, then `count` launches per rank.
+      on_ranks(ranks, [&](int r) {
+        for (int k = 0; k < 4; ++k) comm->all_reduce_sum(r, x[(size_t)r]);
+        devices[(size_t)r]->synchronize();
+      });
+      Clock::time_point t0 = Clock::now();
+      on_ranks(ranks, [&](int r) {
+        for (int k = 0; k < count; ++k) comm->all_reduce_sum(r, x[(size_t)r]);
+        devices[(size_t)r]->synchronize();
+      });
+      const double eager_us = seconds_since(t0) * 1e6 / count;
+      double graph_us = -1;
+      if (comm->capturable() && devices[0]->supports_graphs()) {
+        std::vector<Device::GraphId> graphs((size_t)ranks);
+        on_ranks(ranks, [&](int r) {
+          Device& dev = *devices[(size_t)r];
+          dev.begin_graph_capture();
+          try {
+            for (int k = 0; k < count; ++k) comm->all_reduce_sum(r, x[(size_t)r]);
+          } catch (...) {
+            dev.end_graph_capture();
+            throw;
+          }
+          graphs[(size_t)r] = dev.end_graph_capture();
+        });
+        on_ranks(ranks, [&](int r) {
+          devices[(size_t)r]->replay_graph(graphs[(size_t)r]);
+          devices[(size_t)r]->synchronize();
+        });
+        t0 = Clock::now();
+        on_ranks(ranks, [&](int r) {
+          for (int k = 0; k < reps; ++k) devices[(size_t)r]->replay_graph(graphs[(size_t)r]);
+          devices[(size_t)r]->synchronize();
+        });
+        graph_us = seconds_since(t0) * 1e6 / ((double)reps * count);
+        for (int r = 0; r < ranks; ++r) devices[(size_t)r]->release_graph(graphs[(size_t)r]);
+      }
+      fmt::print("| {} | {} | {} | {:.1f} |\n", n, n * 4, graph_us < 0 ? std::string("-") : fmt::format("{:.1f}", graph_us),
+                 eager_us);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rbee_bench_collective: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
