@@ -18,17 +18,18 @@ Prints one line per check (PASS / FAIL and what was observed) and exits 1 when a
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 
-TOKEN = "gpu-faults-5f2a"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "bench"))
+import serving_common  # noqa: E402 (standard library only, like this script)
+
+TOKEN = serving_common.TOKEN  # the workers below are started by serving_common
 failures = []
 
 
@@ -50,35 +51,12 @@ def request(url, path, body=None, method=None, timeout=120):
         return e.code, dict(e.headers), e.read()
 
 
-class Worker:
+class Worker(serving_common.Worker):
+    """llm-worker-rbee with --parallel 2 on loopback: serving_common's start and readiness wait, plus `url`."""
+
     def __init__(self, args, env):
-        environ = dict(os.environ, LLORCH_API_TOKEN=TOKEN, RBEE_LOG_LEVEL="info", **env)
-        cmd = [args.worker, "--model", args.model, "--backend", args.backend, "--host", "127.0.0.1", "--port", "0",
-               "--parallel", "2"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environ)
-        self.lines = []
-        self.port = None
-        listening = threading.Event()
-
-        def read():
-            for raw in self.proc.stderr:
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                self.lines.append(line)
-                m = re.search(r"event=listening host=\S+ port=(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
-                    listening.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not listening.wait(120):
-            self.proc.kill()
-            raise RuntimeError("worker did not start listening:\n" + "\n".join(self.lines[-30:]))
+        super().__init__(args.worker, args.model, args.backend, "--parallel", "2", env=env)
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.time() + 300
-        while request(self.url, "/ready", timeout=10)[0] != 200:
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("worker never became ready:\n" + "\n".join(self.lines[-30:]))
-            time.sleep(0.1)
 
     def metric(self, name):
         text = request(self.url, "/metrics")[2].decode()
