@@ -10,7 +10,10 @@
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
 # only with PROFILE_LAST_ONLY=1).
+# convbench (bench/rbee_bench_conv_gpu per SD conv shape, once per entry of CONV_PATHS; the Blas GEMM of the same
+# sizes beside the first entry).
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
+# CONFORMANCE_ENVS (same form, default "default:"): the conformance stage runs once per entry, under its switches.
 set -u
 C=${C:?C=carry folder}
 out=${OUT:-/tmp/out}
@@ -40,11 +43,15 @@ export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
 note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 tok=tests/data/tiny_sd/sd15/tokenizer
 if has conformance; then
-  timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
-    --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
-    > "$out/conformance.log" 2>&1
-  note "conformance exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
+  IFS=';' read -r -a cenvs <<< "${CONFORMANCE_ENVS:-default:}"
+  for ce in "${cenvs[@]}"; do
+    log="$out/conformance_${ce%%:*}.log"
+    env ${ce#*:} timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
+      --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
+      > "$log" 2>&1
+    note "conformance [${ce#*:}] exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$log" | head -20 | tee -a "$out/summary.txt"
+  done
 fi
 if has memcheck && command -v compute-sanitizer >/dev/null; then
   timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
@@ -58,6 +65,17 @@ if has tiny; then
       --height "$size" 2>&1 | grep compare-cpu | tee -a "$out/summary.txt"
   done
   note "tiny checks done"
+fi
+if has convbench; then
+  IFS=';' read -r -a cpaths <<< "${CONV_PATHS:-im2col:RBEE_CONV_IMPLICIT=0;igemm:RBEE_CONV_IMPLICIT=0 RBEE_CONV_IGEMM=1;implicit:RBEE_CONV_IMPLICIT=1;default:}"
+  gemm=""
+  for cp in "${cpaths[@]}"; do
+    env ${cp#*:} "$P/bench/rbee_bench_conv_gpu" --label "${cp%%:*}" $gemm ${CONVBENCH_ARGS:-} \
+      > "$out/convbench_${cp%%:*}.txt" 2>&1
+    grep -E "^total|^error" "$out/convbench_${cp%%:*}.txt" | tee -a "$out/summary.txt"
+    gemm=--no-gemm
+  done
+  note "convbench done"
 fi
 bench() {  # bench NAME "ENV..." ARGS...
   local name=$1 envs=$2

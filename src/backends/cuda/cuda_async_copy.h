@@ -9,6 +9,9 @@
 //     the copies of a step).
 //   copy_async_wait_all(): returns once every copy this thread issued has landed; a block barrier after it
 //     makes them visible to the whole block.
+//   copy_async_wait_pending<N>(): returns once every copy of this thread's committed groups except the N most
+//     recent ones has landed (multi-stage pipelines: stages issued ahead stay in flight); a block barrier after
+//     it makes them visible to the whole block. N = 0 is copy_async_wait_all for committed groups.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,10 @@ __device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool v
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait_pending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 }  // namespace rbee::gpu
 #endif  // __CUDACC__

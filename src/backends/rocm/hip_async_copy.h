@@ -13,6 +13,8 @@ __device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool v
 }
 __device__ __forceinline__ void copy_async_commit() {}
 __device__ __forceinline__ void copy_async_wait_all() {}
+template <int N>
+__device__ __forceinline__ void copy_async_wait_pending() {}
 
 }  // namespace rbee::gpu
 #endif  // __HIPCC__

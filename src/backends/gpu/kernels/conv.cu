@@ -1,4 +1,5 @@
-// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: im2col + the vendor Blas's GEMM into f32 sums
+// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: the pipelined implicit GEMM of
+// kernels/conv_implicit.cu for the shapes it is chosen for, else im2col + the vendor Blas's GEMM into f32 sums
 // + an epilogue kernel where the Blas has a mixed-precision product (cuBLAS), else the implicit GEMM on matrix tiles
 // of kernels/conv_igemm.cu; other dtypes or shapes: im2col + GEMM and the epilogue), conv_transpose1d/2d (GEMM +
 // col2im) and the im2col op. NCHW / NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
@@ -19,6 +20,7 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/conv_igemm.h"
+#include "backends/gpu/kernels/conv_implicit.h"
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
@@ -452,6 +454,8 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
   }();
   const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
   if (half && igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
+  // The pipelined implicit GEMM (conv_implicit.cu; RBEE_CONV_IMPLICIT=0 skips it) where it is chosen for the shape.
+  if (half && conv2d_implicit(device_, x, w, bias, residual, p, silu, out)) return;
   const ConvGeometry g = geometry_2d(x, w, out, p);
   if (half && device_.blas()) {
     bool done = false;
