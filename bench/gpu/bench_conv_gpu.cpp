@@ -1,22 +1,17 @@
-// Per-shape GPU timing of conv2d_fused (f16, bias per channel) over every
-// convolution shape of the SD 1.5 UNet at 512x512 (batch 2: both CFG halves;
-// calls per UNet step) and of the VAE decoder (batch 1; calls per decode), next
-// to the vendor Blas's f16 GEMM on the same M (Cout), N (images * Ho * Wo) and
-// K (Cin * KH * KW), measured in the same run: the rate the im2col lowering's
-// GEMM alone reaches, i.e. what an implicit GEMM must match.
+// Per-shape GPU timing of conv2d_fused (f16, bias per channel) over every convolution shape of the SD 1.5 UNet at
+// 512x512 (batch 2: both CFG halves; calls per UNet step) and of the VAE decoder (batch 1; calls per decode), next
+// to the vendor Blas's f16 GEMM on the same M (Cout), N (images * Ho * Wo) and K (Cin * KH * KW), measured in the
+// same run: the rate the im2col lowering's GEMM alone reaches, i.e. what an implicit GEMM must match.
 //
-// The convolution path is whatever conv2d_fused picks under the process's
-// environment, so one run per path:
-//   RBEE_CONV_IMPLICIT=0 rbee_bench_conv_gpu --label im2col            (im2col
-//   + cuBLAS + epilogue) RBEE_CONV_IMPLICIT=0 RBEE_CONV_IGEMM=1
-//   rbee_bench_conv_gpu --label igemm --no-gemm RBEE_CONV_IMPLICIT=1
-//   rbee_bench_conv_gpu --label implicit --no-gemm   (conv_implicit.cu on every
-//   shape it takes) rbee_bench_conv_gpu --label default --no-gemm (the shipped
-//   choice per shape)
-// Each row: "conv LABEL NAME calls ms TF/s [gemm ms TF/s conv/gemm]"; the
-// totals weight each shape by its calls. Timing: warm-up calls, then repeats
-// until --min-seconds have passed (and at least 5), synchronize() and the wall
-// clock around the loop (the ops' device API has no events).
+// The convolution path is whatever conv2d_fused picks under the process's environment, so one run per path:
+//   RBEE_CONV_IMPLICIT=0 rbee_bench_conv_gpu --label im2col            (im2col + cuBLAS + epilogue)
+//   RBEE_CONV_IMPLICIT=0 RBEE_CONV_IGEMM=1 rbee_bench_conv_gpu --label igemm --no-gemm
+//   RBEE_CONV_IMPLICIT=1 rbee_bench_conv_gpu --label implicit --no-gemm   (conv_implicit.cu on every shape it takes)
+//   rbee_bench_conv_gpu --label default --no-gemm                     (the shipped choice per shape)
+// Each row: "conv LABEL NAME calls ms TF/s [gemm ms TF/s conv/gemm]"; the totals weight each shape by its calls.
+// Timing: warm-up calls, then repeats until --min-seconds have passed (and at least 5), synchronize() and the
+// wall clock around the loop (the ops' device API has no events).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -36,63 +31,33 @@ using namespace rbee;
 using Clock = std::chrono::steady_clock;
 
 struct Shape2d {
-  const char *part; // "unet" (per step) or "vae" (per decode)
+  const char* part;  // "unet" (per step) or "vae" (per decode)
   int64_t n, cin, hw, cout, k, stride, calls;
   int64_t ho() const { return (hw + 2 * (k / 2) - k) / stride + 1; }
   double flops() const { return 2.0 * n * cout * ho() * ho() * cin * k * k; }
   std::string name() const {
-    return fmt::format("{} [{},{},{},{}] k{}{} ->{}", part, n, cin, hw, hw, k,
-                       stride > 1 ? " s2" : "", cout);
+    return fmt::format("{} [{},{},{},{}] k{}{} ->{}", part, n, cin, hw, hw, k, stride > 1 ? " s2" : "", cout);
   }
 };
 
-// SD 1.5 UNet at a 64x64 latent, both CFG halves; calls per UNet step (resnet
-// convs, 1x1 shortcuts, transformer proj_in / proj_out, down- and upsampler
-// convs). conv_in / conv_out (4 channels) take the generic path.
+// SD 1.5 UNet at a 64x64 latent, both CFG halves; calls per UNet step (resnet convs, 1x1 shortcuts, transformer
+// proj_in / proj_out, down- and upsampler convs). conv_in / conv_out (4 channels) take the generic path.
 const std::vector<Shape2d> kShapes = {
-    {"unet", 2, 320, 64, 320, 3, 1, 7},
-    {"unet", 2, 640, 64, 320, 3, 1, 2},
-    {"unet", 2, 960, 64, 320, 3, 1, 1},
-    {"unet", 2, 640, 64, 640, 3, 1, 1},
-    {"unet", 2, 320, 64, 320, 3, 2, 1},
-    {"unet", 2, 320, 32, 640, 3, 1, 1},
-    {"unet", 2, 640, 32, 640, 3, 1, 6},
-    {"unet", 2, 960, 32, 640, 3, 1, 1},
-    {"unet", 2, 1280, 32, 640, 3, 1, 1},
-    {"unet", 2, 1920, 32, 640, 3, 1, 1},
-    {"unet", 2, 1280, 32, 1280, 3, 1, 1},
-    {"unet", 2, 640, 32, 640, 3, 2, 1},
-    {"unet", 2, 640, 16, 1280, 3, 1, 1},
-    {"unet", 2, 1280, 16, 1280, 3, 1, 7},
-    {"unet", 2, 1920, 16, 1280, 3, 1, 1},
-    {"unet", 2, 2560, 16, 1280, 3, 1, 2},
-    {"unet", 2, 1280, 16, 1280, 3, 2, 1},
-    {"unet", 2, 1280, 8, 1280, 3, 1, 11},
-    {"unet", 2, 2560, 8, 1280, 3, 1, 3},
-    {"unet", 2, 320, 64, 320, 1, 1, 10},
-    {"unet", 2, 640, 64, 320, 1, 1, 2},
-    {"unet", 2, 960, 64, 320, 1, 1, 1},
-    {"unet", 2, 640, 32, 640, 1, 1, 10},
-    {"unet", 2, 320, 32, 640, 1, 1, 1},
-    {"unet", 2, 960, 32, 640, 1, 1, 1},
-    {"unet", 2, 1280, 32, 640, 1, 1, 1},
-    {"unet", 2, 1920, 32, 640, 1, 1, 1},
-    {"unet", 2, 1280, 16, 1280, 1, 1, 10},
-    {"unet", 2, 640, 16, 1280, 1, 1, 1},
-    {"unet", 2, 1920, 16, 1280, 1, 1, 1},
-    {"unet", 2, 2560, 16, 1280, 1, 1, 2},
-    {"unet", 2, 1280, 8, 1280, 1, 1, 2},
-    {"unet", 2, 2560, 8, 1280, 1, 1, 3},
+    {"unet", 2, 320, 64, 320, 3, 1, 7},   {"unet", 2, 640, 64, 320, 3, 1, 2},   {"unet", 2, 960, 64, 320, 3, 1, 1},
+    {"unet", 2, 640, 64, 640, 3, 1, 1},   {"unet", 2, 320, 64, 320, 3, 2, 1},   {"unet", 2, 320, 32, 640, 3, 1, 1},
+    {"unet", 2, 640, 32, 640, 3, 1, 6},   {"unet", 2, 960, 32, 640, 3, 1, 1},   {"unet", 2, 1280, 32, 640, 3, 1, 1},
+    {"unet", 2, 1920, 32, 640, 3, 1, 1},  {"unet", 2, 1280, 32, 1280, 3, 1, 1}, {"unet", 2, 640, 32, 640, 3, 2, 1},
+    {"unet", 2, 640, 16, 1280, 3, 1, 1},  {"unet", 2, 1280, 16, 1280, 3, 1, 7}, {"unet", 2, 1920, 16, 1280, 3, 1, 1},
+    {"unet", 2, 2560, 16, 1280, 3, 1, 2}, {"unet", 2, 1280, 16, 1280, 3, 2, 1}, {"unet", 2, 1280, 8, 1280, 3, 1, 11},
+    {"unet", 2, 2560, 8, 1280, 3, 1, 3},  {"unet", 2, 320, 64, 320, 1, 1, 10},  {"unet", 2, 640, 64, 320, 1, 1, 2},
+    {"unet", 2, 960, 64, 320, 1, 1, 1},   {"unet", 2, 640, 32, 640, 1, 1, 10},  {"unet", 2, 320, 32, 640, 1, 1, 1},
+    {"unet", 2, 960, 32, 640, 1, 1, 1},   {"unet", 2, 1280, 32, 640, 1, 1, 1},  {"unet", 2, 1920, 32, 640, 1, 1, 1},
+    {"unet", 2, 1280, 16, 1280, 1, 1, 10}, {"unet", 2, 640, 16, 1280, 1, 1, 1}, {"unet", 2, 1920, 16, 1280, 1, 1, 1},
+    {"unet", 2, 2560, 16, 1280, 1, 1, 2}, {"unet", 2, 1280, 8, 1280, 1, 1, 2},  {"unet", 2, 2560, 8, 1280, 1, 1, 3},
     // VAE decoder at 512x512 output (batch 1): mid and up blocks.
-    {"vae", 1, 512, 64, 512, 3, 1, 10},
-    {"vae", 1, 512, 128, 512, 3, 1, 7},
-    {"vae", 1, 512, 256, 512, 3, 1, 1},
-    {"vae", 1, 512, 256, 256, 3, 1, 1},
-    {"vae", 1, 256, 256, 256, 3, 1, 5},
-    {"vae", 1, 512, 256, 256, 1, 1, 1},
-    {"vae", 1, 256, 512, 256, 3, 1, 1},
-    {"vae", 1, 256, 512, 128, 3, 1, 1},
-    {"vae", 1, 128, 512, 128, 3, 1, 5},
+    {"vae", 1, 512, 64, 512, 3, 1, 10},   {"vae", 1, 512, 128, 512, 3, 1, 7},   {"vae", 1, 512, 256, 512, 3, 1, 1},
+    {"vae", 1, 512, 256, 256, 3, 1, 1},   {"vae", 1, 256, 256, 256, 3, 1, 5},   {"vae", 1, 512, 256, 256, 1, 1, 1},
+    {"vae", 1, 256, 512, 256, 3, 1, 1},   {"vae", 1, 256, 512, 128, 3, 1, 1},   {"vae", 1, 128, 512, 128, 3, 1, 5},
     {"vae", 1, 256, 512, 128, 1, 1, 1},
 };
 
@@ -102,10 +67,8 @@ struct Options {
   double min_seconds = 0.05;
 };
 
-double time_call(Device &dev, double min_seconds,
-                 const std::function<void()> &fn) {
-  for (int i = 0; i < 2; ++i)
-    fn();
+double time_call(Device& dev, double min_seconds, const std::function<void()>& fn) {
+  for (int i = 0; i < 2; ++i) fn();
   dev.synchronize();
   int reps = 0;
   const auto start = Clock::now();
@@ -121,59 +84,55 @@ double time_call(Device &dev, double min_seconds,
   return std::chrono::duration<double>(Clock::now() - start).count() / reps;
 }
 
-Tensor random_tensor(const rbee::Shape &shape, Device &dev, uint64_t seed,
-                     float scale = 1.f) {
+// Uniform [-scale, scale) f16 values: up to 2^20 + 7 made on the host, repeated on the device for larger tensors
+// (the VAE's operands reach 3e8 elements).
+Tensor random_tensor(const rbee::Shape& shape, Device& dev, uint64_t seed, float scale = 1.f) {
+  const int64_t n = shape.numel(), chunk = std::min<int64_t>(n, (1 << 20) + 7);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v((size_t)shape.numel());
-  for (float &x : v)
-    x = dist(rng);
-  Device &cpu = Registry::global().cpu();
-  return ops::cast(Tensor::from_vector(v, shape, cpu), DType::F16).to(dev);
+  std::vector<float> v((size_t)chunk);
+  for (float& x : v) x = dist(rng);
+  Device& cpu = Registry::global().cpu();
+  const Tensor base = ops::cast(Tensor::from_vector(v, {chunk}, cpu), DType::F16).to(dev);
+  if (chunk == n) return base.reshape(shape);
+  const int64_t reps = (n + chunk - 1) / chunk;
+  const Tensor tiled = base.reshape({1, chunk}).expand({reps, chunk}).contiguous().reshape({reps * chunk});
+  return tiled.narrow(0, 0, n).contiguous().reshape(shape);
 }
 
-} // namespace
+}  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--label" && i + 1 < argc)
-      o.label = argv[++i];
-    else if (a == "--no-gemm")
-      o.gemm = false;
-    else if (a == "--filter" && i + 1 < argc)
-      o.filter = argv[++i];
-    else if (a == "--min-seconds" && i + 1 < argc)
-      o.min_seconds = std::atof(argv[++i]);
+    if (a == "--label" && i + 1 < argc) o.label = argv[++i];
+    else if (a == "--no-gemm") o.gemm = false;
+    else if (a == "--filter" && i + 1 < argc) o.filter = argv[++i];
+    else if (a == "--min-seconds" && i + 1 < argc) o.min_seconds = std::atof(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] "
-                 "[--filter SUBSTRING] [--min-seconds S]\n");
+                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] [--filter SUBSTRING] [--min-seconds S]\n");
       return 2;
     }
   }
   try {
-    Registry &registry = Registry::global();
+    Registry& registry = Registry::global();
     const std::vector<std::string> report = registry.load_plugins();
-    Backend *b = registry.find("cuda");
-    if (!b || b->device_count() == 0)
-      b = registry.find("rocm");
+    Backend* b = registry.find("cuda");
+    if (!b || b->device_count() == 0) b = registry.find("rocm");
     if (!b || b->device_count() == 0) {
       fmt::print(stderr, "no GPU device; plug-ins:\n");
-      for (const auto &line : report)
-        fmt::print(stderr, "  {}\n", line);
+      for (const auto& line : report) fmt::print(stderr, "  {}\n", line);
       return 1;
     }
-    Device &dev = b->device(0);
+    Device& dev = b->device(0);
     const DeviceInfo info = dev.info();
-    fmt::print("device: {} ({}), {} compute units; path label {}\n", info.name,
-               info.arch, info.compute_units, o.label);
+    fmt::print("device: {} ({}), {} compute units; path label {}\n", info.name, info.arch, info.compute_units, o.label);
     double total_conv[2] = {0, 0}, total_gemm[2] = {0, 0};
-    for (const Shape2d &s : kShapes) {
+    for (const Shape2d& s : kShapes) {
       const std::string name = s.name();
-      if (!o.filter.empty() && name.find(o.filter) == std::string::npos)
-        continue;
+      if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
       const int64_t ho = s.ho(), K = s.cin * s.k * s.k, np = s.n * ho * ho;
       const Tensor x = random_tensor({s.n, s.cin, s.hw, s.hw}, dev, 1);
       const Tensor w = random_tensor({s.cout, s.cin, s.k, s.k}, dev, 2, 0.05f);
@@ -181,39 +140,32 @@ int main(int argc, char **argv) {
       Conv2dParams p;
       p.stride_h = p.stride_w = (int)s.stride;
       p.pad_h = p.pad_w = (int)(s.k / 2);
-      const double tc = time_call(dev, o.min_seconds, [&] {
-        (void)ops::conv2d_fused(x, w, bias, Tensor(), p, false);
-      });
+      const double tc =
+          time_call(dev, o.min_seconds, [&] { (void)ops::conv2d_fused(x, w, bias, Tensor(), p, false); });
       const int part = std::strcmp(s.part, "vae") == 0;
       total_conv[part] += tc * (double)s.calls;
-      std::string row =
-          fmt::format("conv {:<9} {:<34} {:>3} {:>9.4f} ms {:>7.1f} TF/s",
-                      o.label, name, s.calls, tc * 1e3, s.flops() / tc * 1e-12);
+      std::string row = fmt::format("conv {:<9} {:<34} {:>3} {:>9.4f} ms {:>7.1f} TF/s", o.label, name, s.calls,
+                                    tc * 1e3, s.flops() / tc * 1e-12);
       if (o.gemm) {
-        // The lowering's GEMM alone: w [Cout, K] . cols [K, N * Ho * Wo], f16
-        // in and out.
+        // The lowering's GEMM alone: w [Cout, K] . cols [K, N * Ho * Wo], f16 in and out.
         const Tensor a = w.reshape({s.cout, K});
         const Tensor cols = random_tensor({K, np}, dev, 4);
-        const double tg =
-            time_call(dev, o.min_seconds, [&] { (void)ops::matmul(a, cols); });
+        const double tg = time_call(dev, o.min_seconds, [&] { (void)ops::matmul(a, cols); });
         total_gemm[part] += tg * (double)s.calls;
-        row +=
-            fmt::format("  gemm {:>9.4f} ms {:>7.1f} TF/s  conv/gemm {:>5.2f}",
-                        tg * 1e3, s.flops() / tg * 1e-12, tc / tg);
+        row += fmt::format("  gemm {:>9.4f} ms {:>7.1f} TF/s  conv/gemm {:>5.2f}", tg * 1e3, s.flops() / tg * 1e-12,
+                           tc / tg);
       }
       fmt::print("{}\n", row);
       std::fflush(stdout);
     }
     for (int part = 0; part < 2; ++part) {
-      std::string row = fmt::format(
-          "total {:<9} {} (calls-weighted): conv {:.3f} ms", o.label,
-          part ? "VAE decode" : "UNet step", total_conv[part] * 1e3);
-      if (o.gemm)
-        row += fmt::format(", gemm alone {:.3f} ms", total_gemm[part] * 1e3);
+      std::string row = fmt::format("total {:<9} {} (calls-weighted): conv {:.3f} ms", o.label,
+                                    part ? "VAE decode" : "UNet step", total_conv[part] * 1e3);
+      if (o.gemm) row += fmt::format(", gemm alone {:.3f} ms", total_gemm[part] * 1e3);
       fmt::print("{}\n", row);
     }
     return 0;
-  } catch (const Error &e) {
+  } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }

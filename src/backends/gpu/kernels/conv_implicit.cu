@@ -1,29 +1,20 @@
-// Implicit-GEMM convolutions on 16-bit matrix tiles with an asynchronous-copy
-// pipeline (contract: conv_implicit.h).
+// Implicit-GEMM convolutions on 16-bit matrix tiles with an asynchronous-copy pipeline (contract: conv_implicit.h).
 //
-// The product, per call: out[co][np] = sum_k A[co][k] . B[k][np], np = image *
-// Ho * Wo + position (all images, e.g. both CFG halves, form one GEMM), f32
-// sums on the mma_* tiles of backends/gpu/platform.h, the epilogue
-// (+ bias[image?][co] + residual[image][co][position], silu) on the f32 sum,
-// rounded once and written NCHW. Two operand layouts, so that every 16-byte
-// piece of a K step is one contiguous 16-byte global load (copy_async_16):
-//  - kernel taps (any KH x KW, stride, padding): k = (ky * KW + kx) * Cin + ci.
-//  x is first copied to NHWC
-//    ([N, H, W, Cin], one read and one write of x instead of im2col's KH *
-//    KW-fold columns), w to [Cout, KH, KW, Cin] (both in scratch from the
-//    caching allocator); B[k][np] = x_nhwc[image][oy * sh - ph + ky][ox * sw -
-//    pw + kx][ci] (zero outside the image), held in shared memory as rows of
-//    positions ([n][k], mma_load_b_nk). Needs Cin % 8 == 0 (a 16-byte piece
-//    never crosses a tap).
-//  - pointwise (1x1, stride 1, no padding): k = ci, B[k][np] =
-//  x[image][ci][position] read from NCHW as it is
-//    (rows of k, [k][n], mma_load_b_kn) and A = w itself; no copies. Needs Ho *
-//    Wo % 8 == 0 (a piece never crosses an image) and 16-byte aligned x and w.
-// Tiles: block 128 or 64 (Cout) x 128 (positions), 4 warps of 64 or 32 x 64 (4
-// or 2 x 4 tiles of 16 x 16), K steps of 32; kStages shared-memory stages (A
-// and B slices of one K step each) filled by copy_async_16 kStages - 1 steps
-// ahead of the step being multiplied, one barrier per step. Grid and scratch
-// depend only on shapes: graph-capturable.
+// The product, per call: out[co][np] = sum_k A[co][k] . B[k][np], np = image * Ho * Wo + position (all images, e.g.
+// both CFG halves, form one GEMM), f32 sums on the mma_* tiles of backends/gpu/platform.h, the epilogue
+// (+ bias[image?][co] + residual[image][co][position], silu) on the f32 sum, rounded once and written NCHW.
+// Two operand layouts, so that every 16-byte piece of a K step is one contiguous 16-byte global load (copy_async_16):
+//  - kernel taps (any KH x KW, stride, padding): k = (ky * KW + kx) * Cin + ci. x is first copied to NHWC
+//    ([N, H, W, Cin], one read and one write of x instead of im2col's KH * KW-fold columns), w to [Cout, KH, KW, Cin]
+//    (both in scratch from the caching allocator); B[k][np] = x_nhwc[image][oy * sh - ph + ky][ox * sw - pw + kx][ci]
+//    (zero outside the image), held in shared memory as rows of positions ([n][k], mma_load_b_nk). Needs Cin % 8 == 0
+//    (a 16-byte piece never crosses a tap).
+//  - pointwise (1x1, stride 1, no padding): k = ci, B[k][np] = x[image][ci][position] read from NCHW as it is
+//    (rows of k, [k][n], mma_load_b_kn) and A = w itself; no copies. Needs Ho * Wo % 8 == 0 (a piece never crosses
+//    an image) and 16-byte aligned x and w.
+// Tiles: block 128 or 64 (Cout) x 128 (positions), 4 warps of 64 or 32 x 64 (4 or 2 x 4 tiles of 16 x 16), K steps
+// of 32; kStages shared-memory stages (A and B slices of one K step each) filled by copy_async_16 kStages - 1 steps
+// ahead of the step being multiplied, one barrier per step. Grid and scratch depend only on shapes: graph-capturable.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -38,46 +29,39 @@ namespace rbee::gpu {
 
 namespace {
 
-// Block tile BM (Cout: 128, or 64 where a 128-row tile would be half empty,
-// e.g. Cout 320) x kBN (positions).
+// Block tile BM (Cout: 128, or 64 where a 128-row tile would be half empty, e.g. Cout 320) x kBN (positions).
 constexpr int kBN = 128, kBK = 32;
 constexpr int kWarpsM = 2, kWarpsN = 2, kWarps = kWarpsM * kWarpsN;
-constexpr int kNT =
-    kBN / kWarpsN /
-    16; // 16 x 16 tiles per warp along positions: 4 (and BM / 32 along Cout)
+constexpr int kNT = kBN / kWarpsN / 16;  // 16 x 16 tiles per warp along positions: 4 (and BM / 32 along Cout)
 constexpr int kThreads = kWarps * RBEE_DEVICE_WARP_SIZE;
-// HIP's copy_async_16 is a plain load and store (complete on return), so stages
-// past 2 would only cost LDS.
+// HIP's copy_async_16 is a plain load and store (complete on return), so stages past 2 would only cost LDS.
 #if defined(RBEE_GPU_HIP)
 constexpr int kStages = 2;
 #else
 constexpr int kStages = 4;
 #endif
-constexpr int kLd =
-    kBK +
-    8; // [rows][k] tiles (A, and B of the tap layout): 16-bit elements per row
-constexpr int kLdKn = kBN + 8; // [k][n] B tile of the pointwise layout
+constexpr int kLd = kBK + 8;     // [rows][k] tiles (A, and B of the tap layout): 16-bit elements per row
+constexpr int kLdKn = kBN + 8;   // [k][n] B tile of the pointwise layout
 constexpr int kBElemsTaps = kBN * kLd, kBElemsPointwise = kBK * kLdKn;
-constexpr int kPieces =
-    kBN * kBK / 8; // 16-byte pieces of either B slice per K step
+constexpr int kPieces = kBN * kBK / 8;  // 16-byte pieces of either B slice per K step
 static_assert(kPieces % kThreads == 0 && kThreads % 16 == 0, "piece split");
-constexpr int kPer =
-    kPieces / kThreads; // B pieces per thread per step (A: kPer * BM / kBN)
+constexpr int kPer = kPieces / kThreads;  // B pieces per thread per step (A: kPer * BM / kBN)
 
-template <bool kPointwise, int BM> constexpr int stage_elems() {
+template <bool kPointwise, int BM>
+constexpr int stage_elems() {
   return BM * kLd + (kPointwise ? kBElemsPointwise : kBElemsTaps);
 }
-template <bool kPointwise, int BM> constexpr int smem_bytes() {
+template <bool kPointwise, int BM>
+constexpr int smem_bytes() {
   return kStages * stage_elems<kPointwise, BM>() * 2;
 }
 
 struct ImplicitParams {
-  const uint16_t
-      *x; // taps: x_nhwc [n, h, w, cin]; pointwise: x [n, cin, positions]
-  const uint16_t *wt;   // [cout, K], k = (ky * kw + kx) * cin + ci
-  const uint16_t *bias; // [cout] or [n, cout] (bias_img_stride cout) or null
-  const uint16_t *residual; // [n, cout, positions] or null
-  uint16_t *out;            // [n, cout, positions]
+  const uint16_t* x;         // taps: x_nhwc [n, h, w, cin]; pointwise: x [n, cin, positions]
+  const uint16_t* wt;        // [cout, K], k = (ky * kw + kx) * cin + ci
+  const uint16_t* bias;      // [cout] or [n, cout] (bias_img_stride cout) or null
+  const uint16_t* residual;  // [n, cout, positions] or null
+  uint16_t* out;             // [n, cout, positions]
   int n, cin, h, w, cout, ho, wo, kw, sh, sw, ph, pw;
   int K, positions, np_total, bias_img_stride;
   int silu;
@@ -85,24 +69,19 @@ struct ImplicitParams {
 
 template <MmaElem E>
 __device__ __forceinline__ float elem_to_float(uint16_t b) {
-  if constexpr (E == MmaElem::BF16)
-    return bf16_to_float(b);
-  else
-    return f16_to_float(b);
+  if constexpr (E == MmaElem::BF16) return bf16_to_float(b);
+  else return f16_to_float(b);
 }
 template <MmaElem E>
 __device__ __forceinline__ uint16_t float_to_elem(float f) {
-  if constexpr (E == MmaElem::BF16)
-    return float_to_bf16(f);
-  else
-    return float_to_f16(f);
+  if constexpr (E == MmaElem::BF16) return float_to_bf16(f);
+  else return float_to_f16(f);
 }
 
 template <MmaElem E, bool kPointwise, int BM>
-__global__ void __launch_bounds__(kThreads)
-    conv_implicit_kernel(ImplicitParams p) {
+__global__ void __launch_bounds__(kThreads) conv_implicit_kernel(ImplicitParams p) {
   extern __shared__ float4 smem_raw[];
-  uint16_t *smem = reinterpret_cast<uint16_t *>(smem_raw);
+  uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
   constexpr int kStage = stage_elems<kPointwise, BM>(), kAElems = BM * kLd;
   constexpr int kMT = BM / kWarpsM / 16, kPerA = kPer * BM / kBN;
   static_assert(kPerA >= 1, "A split");
@@ -111,14 +90,11 @@ __global__ void __launch_bounds__(kThreads)
   const int m0 = (int)blockIdx.y * BM, n0 = (int)blockIdx.x * kBN;
   const int steps = (p.K + kBK - 1) / kBK;
 
-  // A pieces: row tid / 4 + i * kThreads / 4, k column (tid % 4) * 8 of the
-  // step.
+  // A pieces: row tid / 4 + i * kThreads / 4, k column (tid % 4) * 8 of the step.
   const int a_kc = (tid % 4) * 8, a_row0 = tid / 4;
-  // B pieces, taps layout: position row tid / 4 + i * kThreads / 4, k column
-  // (tid % 4) * 8 (same as A); pointwise layout: k row tid / 16 + i * kThreads
-  // / 16, positions (tid % 16) * 8 .. + 7.
-  int b_off[kPer]; // taps: element offset of (image, iy0, ix0) in x_nhwc;
-                   // pointwise: of (image, 0, q)
+  // B pieces, taps layout: position row tid / 4 + i * kThreads / 4, k column (tid % 4) * 8 (same as A);
+  // pointwise layout: k row tid / 16 + i * kThreads / 16, positions (tid % 16) * 8 .. + 7.
+  int b_off[kPer];      // taps: element offset of (image, iy0, ix0) in x_nhwc; pointwise: of (image, 0, q)
   int b_iy0[kPer], b_ix0[kPer];
   bool b_ok[kPer];
 #pragma unroll
@@ -126,54 +102,45 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (kPointwise) {
       const int np = n0 + (tid % 16) * 8;
       b_ok[i] = np < p.np_total;
-      const int img = b_ok[i] ? np / p.positions : 0,
-                q = b_ok[i] ? np - img * p.positions : 0;
+      const int img = b_ok[i] ? np / p.positions : 0, q = b_ok[i] ? np - img * p.positions : 0;
       b_off[i] = img * p.cin * p.positions + q;
       b_iy0[i] = b_ix0[i] = 0;
     } else {
       const int np = n0 + a_row0 + i * (kThreads / 4);
       b_ok[i] = np < p.np_total;
-      const int img = b_ok[i] ? np / p.positions : 0,
-                q = b_ok[i] ? np - img * p.positions : 0;
+      const int img = b_ok[i] ? np / p.positions : 0, q = b_ok[i] ? np - img * p.positions : 0;
       const int oy = q / p.wo, ox = q - oy * p.wo;
       b_iy0[i] = oy * p.sh - p.ph;
       b_ix0[i] = ox * p.sw - p.pw;
       b_off[i] = img * p.h * p.w * p.cin;
     }
   }
-  // Taps layout: this thread's k = step * kBK + a_kc as (tap (ky, kx), channel
-  // c), advanced one step at a time.
+  // Taps layout: this thread's k = step * kBK + a_kc as (tap (ky, kx), channel c), advanced one step at a time.
   int t_c = a_kc % p.cin, t_tap = a_kc / p.cin;
   int t_ky = t_tap / p.kw, t_kx = t_tap - t_ky * p.kw;
 
-  // Issues the copies of K step `step` into stage `stage` (taps layout: t_*
-  // must describe that step).
+  // Issues the copies of K step `step` into stage `stage` (taps layout: t_* must describe that step).
   auto load_step = [&](int step, int stage) {
-    uint16_t *as = smem + stage * kStage;
-    uint16_t *bs = as + kAElems;
+    uint16_t* as = smem + stage * kStage;
+    uint16_t* bs = as + kAElems;
     const int k0 = step * kBK;
 #pragma unroll
     for (int i = 0; i < kPerA; ++i) {
       const int row = a_row0 + i * (kThreads / 4), co = m0 + row, k = k0 + a_kc;
       const bool ok = co < p.cout && k < p.K;
-      copy_async_16(as + row * kLd + a_kc,
-                    ok ? p.wt + (int64_t)co * p.K + k : p.wt, ok);
+      copy_async_16(as + row * kLd + a_kc, ok ? p.wt + (int64_t)co * p.K + k : p.wt, ok);
     }
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       if constexpr (kPointwise) {
         const int kr = tid / 16 + i * (kThreads / 16), c = k0 + kr;
         const bool ok = b_ok[i] && c < p.K;
-        copy_async_16(bs + kr * kLdKn + (tid % 16) * 8,
-                      ok ? p.x + b_off[i] + (int64_t)c * p.positions : p.x, ok);
+        copy_async_16(bs + kr * kLdKn + (tid % 16) * 8, ok ? p.x + b_off[i] + (int64_t)c * p.positions : p.x, ok);
       } else {
         const int row = a_row0 + i * (kThreads / 4);
         const int iy = b_iy0[i] + t_ky, ix = b_ix0[i] + t_kx;
-        const bool ok = b_ok[i] && k0 + a_kc < p.K && iy >= 0 && iy < p.h &&
-                        ix >= 0 && ix < p.w;
-        copy_async_16(bs + row * kLd + a_kc,
-                      ok ? p.x + b_off[i] + (iy * p.w + ix) * p.cin + t_c : p.x,
-                      ok);
+        const bool ok = b_ok[i] && k0 + a_kc < p.K && iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+        copy_async_16(bs + row * kLd + a_kc, ok ? p.x + b_off[i] + (iy * p.w + ix) * p.cin + t_c : p.x, ok);
       }
     }
     if constexpr (!kPointwise) {
@@ -192,48 +159,38 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-      mma_zero(acc[mt][nt]);
+    for (int nt = 0; nt < kNT; ++nt) mma_zero(acc[mt][nt]);
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps)
-      load_step(s, s);
+    if (s < steps) load_step(s, s);
     copy_async_commit();
   }
   for (int step = 0; step < steps; ++step) {
     copy_async_wait_pending<kStages - 2>();
-    __syncthreads(); // step's stage landed for everyone; the stage refilled
-                     // below was consumed at step - 1
-    if (step + kStages - 1 < steps)
-      load_step(step + kStages - 1, (step + kStages - 1) % kStages);
+    __syncthreads();  // step's stage landed for everyone; the stage refilled below was consumed at step - 1
+    if (step + kStages - 1 < steps) load_step(step + kStages - 1, (step + kStages - 1) % kStages);
     copy_async_commit();
-    const uint16_t *as = smem + (step % kStages) * kStage;
-    const uint16_t *bs = as + kAElems;
+    const uint16_t* as = smem + (step % kStages) * kStage;
+    const uint16_t* bs = as + kAElems;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       MmaA a[kMT];
       MmaB b[kNT];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-        mma_load_a(a[mt], as + (wm * kMT * 16 + mt * 16) * kLd + kk, kLd);
+      for (int mt = 0; mt < kMT; ++mt) mma_load_a(a[mt], as + (wm * kMT * 16 + mt * 16) * kLd + kk, kLd);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
-        if constexpr (kPointwise)
-          mma_load_b_kn(b[nt], bs + kk * kLdKn + wn * kNT * 16 + nt * 16,
-                        kLdKn);
-        else
-          mma_load_b_nk(b[nt], bs + (wn * kNT * 16 + nt * 16) * kLd + kk, kLd);
+        if constexpr (kPointwise) mma_load_b_kn(b[nt], bs + kk * kLdKn + wn * kNT * 16 + nt * 16, kLdKn);
+        else mma_load_b_nk(b[nt], bs + (wn * kNT * 16 + nt * 16) * kLd + kk, kLd);
       }
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-          mma<E>(acc[mt][nt], a[mt], b[nt]);
+        for (int nt = 0; nt < kNT; ++nt) mma<E>(acc[mt][nt], a[mt], b[nt]);
     }
   }
-  copy_async_wait_all(); // no copy may be left in flight when the block ends
-                         // (only empty groups remain)
+  copy_async_wait_all();  // no copy may be left in flight when the block ends (only empty groups remain)
 
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
@@ -243,155 +200,117 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < kMmaAccPerLane; ++i) {
         const int co = m0 + wm * kMT * 16 + mt * 16 + mma_acc_row(i);
         const int np = n0 + wn * kNT * 16 + nt * 16 + mma_acc_col(i);
-        if (co >= p.cout || np >= p.np_total)
-          continue;
+        if (co >= p.cout || np >= p.np_total) continue;
         const int img = np / p.positions, q = np - img * p.positions;
         const int64_t o = ((int64_t)img * p.cout + co) * p.positions + q;
         float v = acc[mt][nt].v[i];
-        if (p.bias)
-          v += elem_to_float<E>(p.bias[img * p.bias_img_stride + co]);
-        if (p.residual)
-          v += elem_to_float<E>(p.residual[o]);
-        if (p.silu)
-          v = v / (1.f + expf(-v));
+        if (p.bias) v += elem_to_float<E>(p.bias[img * p.bias_img_stride + co]);
+        if (p.residual) v += elem_to_float<E>(p.residual[o]);
+        if (p.silu) v = v / (1.f + expf(-v));
         p.out[o] = float_to_elem<E>(v);
       }
 }
 
-// x [n][c][hw] -> x_nhwc [n][hw][c], 16-bit, through 32 x 32 shared tiles
-// (blockIdx.z = image).
-__global__ void nchw_to_nhwc_kernel(const uint16_t *x, int c, int hw,
-                                    uint16_t *out) {
+// x [n][c][hw] -> x_nhwc [n][hw][c], 16-bit, through 32 x 32 shared tiles (blockIdx.z = image).
+__global__ void nchw_to_nhwc_kernel(const uint16_t* x, int c, int hw, uint16_t* out) {
   __shared__ uint16_t tile[32][33];
   const int hw0 = (int)blockIdx.x * 32, c0 = (int)blockIdx.y * 32;
-  const uint16_t *src = x + (int64_t)blockIdx.z * c * hw;
-  uint16_t *dst = out + (int64_t)blockIdx.z * c * hw;
+  const uint16_t* src = x + (int64_t)blockIdx.z * c * hw;
+  uint16_t* dst = out + (int64_t)blockIdx.z * c * hw;
   for (int r = (int)threadIdx.y; r < 32; r += (int)blockDim.y) {
     const int ci = c0 + r, q = hw0 + (int)threadIdx.x;
-    if (ci < c && q < hw)
-      tile[r][threadIdx.x] = src[(int64_t)ci * hw + q];
+    if (ci < c && q < hw) tile[r][threadIdx.x] = src[(int64_t)ci * hw + q];
   }
   __syncthreads();
   for (int r = (int)threadIdx.y; r < 32; r += (int)blockDim.y) {
     const int q = hw0 + r, ci = c0 + (int)threadIdx.x;
-    if (ci < c && q < hw)
-      dst[(int64_t)q * c + ci] = tile[threadIdx.x][r];
+    if (ci < c && q < hw) dst[(int64_t)q * c + ci] = tile[threadIdx.x][r];
   }
 }
 
 // w [cout][cin][taps] -> [cout][taps][cin], 16-bit.
-__global__ void weight_taps_last_kernel(const uint16_t *w, int64_t cout,
-                                        int cin, int taps, uint16_t *out) {
+__global__ void weight_taps_last_kernel(const uint16_t* w, int64_t cout, int cin, int taps, uint16_t* out) {
   const int64_t total = cout * cin * taps;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
-       e += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
     const int ci = (int)(e % cin), t = (int)(e / cin % taps);
     const int64_t co = e / ((int64_t)cin * taps);
     out[e] = w[(co * cin + ci) * taps + t];
   }
 }
 
-// Launches the kernel with its dynamic shared memory, opting in above 48 KiB
-// (once per kernel and device).
+// Launches the kernel with its dynamic shared memory, opting in above 48 KiB (once per kernel and device).
 template <MmaElem E, bool kPointwise, int BM>
-void launch_implicit_bm(GpuDevice &dev, const ImplicitParams &p) {
+void launch_implicit_bm(GpuDevice& dev, const ImplicitParams& p) {
   constexpr int smem = smem_bytes<kPointwise, BM>();
   if constexpr (smem > 48 * 1024) {
     static std::atomic<uint64_t> opted{0};
     const int idx = dev.index();
     if (idx >= 64 || !(opted.load() >> idx & 1)) {
-      RBEE_GPU_CHECK(func_set_max_dynamic_smem(
-          reinterpret_cast<const void *>(
-              &conv_implicit_kernel<E, kPointwise, BM>),
-          smem));
-      if (idx < 64)
-        opted.fetch_or(uint64_t{1} << idx);
+      RBEE_GPU_CHECK(
+          func_set_max_dynamic_smem(reinterpret_cast<const void*>(&conv_implicit_kernel<E, kPointwise, BM>), smem));
+      if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
     }
   }
-  const dim3 grid((unsigned)((p.np_total + kBN - 1) / kBN),
-                  (unsigned)((p.cout + BM - 1) / BM));
-  conv_implicit_kernel<E, kPointwise, BM>
-      <<<grid, kThreads, smem, dev.stream()>>>(p);
+  const dim3 grid((unsigned)((p.np_total + kBN - 1) / kBN), (unsigned)((p.cout + BM - 1) / BM));
+  conv_implicit_kernel<E, kPointwise, BM><<<grid, kThreads, smem, dev.stream()>>>(p);
   RBEE_GPU_CHECK_LAUNCH();
 }
 
-// 64-row tiles where the last 128-row tile would be at most half full (Cout %
-// 128 in 1..64: Cout 320, 192, 64).
+// 64-row tiles where the last 128-row tile would be at most half full (Cout % 128 in 1..64: Cout 320, 192, 64).
 int tile_rows(int cout) {
   const int rem = cout % 128;
   return rem > 0 && rem <= 64 ? 64 : 128;
 }
 
 template <MmaElem E, bool kPointwise>
-void launch_implicit(GpuDevice &dev, const ImplicitParams &p) {
-  if (tile_rows(p.cout) == 64)
-    launch_implicit_bm<E, kPointwise, 64>(dev, p);
-  else
-    launch_implicit_bm<E, kPointwise, 128>(dev, p);
+void launch_implicit(GpuDevice& dev, const ImplicitParams& p) {
+  if (tile_rows(p.cout) == 64) launch_implicit_bm<E, kPointwise, 64>(dev, p);
+  else launch_implicit_bm<E, kPointwise, 128>(dev, p);
 }
 
-// RBEE_CONV_IMPLICIT: 0 off, 1 every supported shape, else (default) the chosen
-// shapes.
+// RBEE_CONV_IMPLICIT: 0 off, 1 every supported shape, else (default) the chosen shapes.
 int implicit_mode() {
   static const int mode = [] {
-    const char *env = std::getenv("RBEE_CONV_IMPLICIT");
-    if (env && std::string_view(env) == "0")
-      return 0;
-    if (env && std::string_view(env) == "1")
-      return 1;
+    const char* env = std::getenv("RBEE_CONV_IMPLICIT");
+    if (env && std::string_view(env) == "0") return 0;
+    if (env && std::string_view(env) == "1") return 1;
     return 2;
   }();
   return mode;
 }
 
-} // namespace
+}  // namespace
 
-bool conv2d_implicit(GpuDevice &dev, const Tensor &x, const Tensor &w,
-                     const Tensor *bias, const Tensor *residual,
-                     const Conv2dParams &cp, bool silu, Tensor &out) {
+bool conv2d_implicit(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                     const Conv2dParams& cp, bool silu, Tensor& out) {
   const int mode = implicit_mode();
-  if (mode == 0)
-    return false;
+  if (mode == 0) return false;
   const DType dt = x.dtype();
-  if (dt != DType::F16 && dt != DType::BF16)
-    return false;
-  if (cp.groups != 1 || cp.dilation_h != 1 || cp.dilation_w != 1)
-    return false;
-  const int64_t n = x.dim(0), cin = x.dim(1), h = x.dim(2), wd = x.dim(3),
-                cout = out.dim(1);
+  if (dt != DType::F16 && dt != DType::BF16) return false;
+  if (cp.groups != 1 || cp.dilation_h != 1 || cp.dilation_w != 1) return false;
+  const int64_t n = x.dim(0), cin = x.dim(1), h = x.dim(2), wd = x.dim(3), cout = out.dim(1);
   const int64_t kh = w.dim(2), kw = w.dim(3), ho = out.dim(2), wo = out.dim(3);
-  const int64_t K = cin * kh * kw, positions = ho * wo,
-                np_total = n * positions;
+  const int64_t K = cin * kh * kw, positions = ho * wo, np_total = n * positions;
   const int64_t lim = int64_t{1} << 31;
-  if (cin % 8 != 0 || x.numel() >= lim || out.numel() >= lim ||
-      cout * K >= lim || K >= lim / 2)
-    return false;
-  const bool pointwise = kh == 1 && kw == 1 && cp.stride_h == 1 &&
-                         cp.stride_w == 1 && cp.pad_h == 0 && cp.pad_w == 0;
-  if (pointwise &&
-      (positions % 8 != 0 || reinterpret_cast<uintptr_t>(x.data()) % 16 != 0 ||
-       reinterpret_cast<uintptr_t>(w.data()) % 16 != 0))
+  if (cin % 8 != 0 || x.numel() >= lim || out.numel() >= lim || cout * K >= lim || K >= lim / 2) return false;
+  const bool pointwise = kh == 1 && kw == 1 && cp.stride_h == 1 && cp.stride_w == 1 && cp.pad_h == 0 && cp.pad_w == 0;
+  if (pointwise && (positions % 8 != 0 || reinterpret_cast<uintptr_t>(x.data()) % 16 != 0 ||
+                    reinterpret_cast<uintptr_t>(w.data()) % 16 != 0))
     return false;
   if (mode == 2) {
-    // Chosen shapes: enough 128 x 128 output tiles to fill the SMs (else the
-    // Blas's split-K / smaller tiles win), and for kernel taps more positions
-    // than output channels (the weight copy, 4 * Cout * K bytes of traffic,
+    // Chosen shapes: enough 128 x 128 output tiles to fill the SMs (else the Blas's split-K / smaller tiles win),
+    // and for kernel taps more positions than output channels (the weight copy, 4 * Cout * K bytes of traffic,
     // then costs less than im2col's columns, 4 * K * N * Ho * Wo).
-    const int64_t tiles =
-        ((np_total + kBN - 1) / kBN) *
-        ((cout + tile_rows((int)cout) - 1) / tile_rows((int)cout));
-    if (tiles < std::max(1, dev.info().compute_units))
-      return false;
-    if (!pointwise && np_total < cout)
-      return false;
+    const int64_t rows = tile_rows((int)cout), tiles = ((np_total + kBN - 1) / kBN) * ((cout + rows - 1) / rows);
+    if (tiles < std::max(1, dev.info().compute_units)) return false;
+    if (!pointwise && np_total < cout) return false;
   }
 
   ImplicitParams p{};
-  p.bias = bias ? static_cast<const uint16_t *>(bias->data()) : nullptr;
+  p.bias = bias ? static_cast<const uint16_t*>(bias->data()) : nullptr;
   p.bias_img_stride = bias && bias->rank() == 2 ? (int)cout : 0;
-  p.residual =
-      residual ? static_cast<const uint16_t *>(residual->data()) : nullptr;
-  p.out = static_cast<uint16_t *>(out.data());
+  p.residual = residual ? static_cast<const uint16_t*>(residual->data()) : nullptr;
+  p.out = static_cast<uint16_t*>(out.data());
   p.n = (int)n, p.cin = (int)cin, p.h = (int)h, p.w = (int)wd;
   p.cout = (int)cout, p.ho = (int)ho, p.wo = (int)wo, p.kw = (int)kw;
   p.sh = cp.stride_h, p.sw = cp.stride_w, p.ph = cp.pad_h, p.pw = cp.pad_w;
@@ -399,36 +318,29 @@ bool conv2d_implicit(GpuDevice &dev, const Tensor &x, const Tensor &w,
   p.silu = silu ? 1 : 0;
   Tensor x_nhwc, w_taps;
   if (pointwise) {
-    p.x = static_cast<const uint16_t *>(x.data());
-    p.wt = static_cast<const uint16_t *>(w.data());
+    p.x = static_cast<const uint16_t*>(x.data());
+    p.wt = static_cast<const uint16_t*>(w.data());
   } else {
     x_nhwc = Tensor::empty({x.numel()}, dt, dev);
     w_taps = Tensor::empty({w.numel()}, dt, dev);
-    const dim3 tgrid((unsigned)((h * wd + 31) / 32),
-                     (unsigned)((cin + 31) / 32), (unsigned)n);
-    nchw_to_nhwc_kernel<<<tgrid, dim3(32, 8), 0, dev.stream()>>>(
-        static_cast<const uint16_t *>(x.data()), (int)cin, (int)(h * wd),
-        static_cast<uint16_t *>(x_nhwc.data()));
+    const dim3 tgrid((unsigned)((h * wd + 31) / 32), (unsigned)((cin + 31) / 32), (unsigned)n);
+    nchw_to_nhwc_kernel<<<tgrid, dim3(32, 8), 0, dev.stream()>>>(static_cast<const uint16_t*>(x.data()), (int)cin,
+                                                                 (int)(h * wd), static_cast<uint16_t*>(x_nhwc.data()));
     RBEE_GPU_CHECK_LAUNCH();
     weight_taps_last_kernel<<<grid_for(w.numel(), 256), 256, 0, dev.stream()>>>(
-        static_cast<const uint16_t *>(w.data()), cout, (int)cin, (int)(kh * kw),
-        static_cast<uint16_t *>(w_taps.data()));
+        static_cast<const uint16_t*>(w.data()), cout, (int)cin, (int)(kh * kw), static_cast<uint16_t*>(w_taps.data()));
     RBEE_GPU_CHECK_LAUNCH();
-    p.x = static_cast<const uint16_t *>(x_nhwc.data());
-    p.wt = static_cast<const uint16_t *>(w_taps.data());
+    p.x = static_cast<const uint16_t*>(x_nhwc.data());
+    p.wt = static_cast<const uint16_t*>(w_taps.data());
   }
   if (dt == DType::F16) {
-    if (pointwise)
-      launch_implicit<MmaElem::F16, true>(dev, p);
-    else
-      launch_implicit<MmaElem::F16, false>(dev, p);
+    if (pointwise) launch_implicit<MmaElem::F16, true>(dev, p);
+    else launch_implicit<MmaElem::F16, false>(dev, p);
   } else {
-    if (pointwise)
-      launch_implicit<MmaElem::BF16, true>(dev, p);
-    else
-      launch_implicit<MmaElem::BF16, false>(dev, p);
+    if (pointwise) launch_implicit<MmaElem::BF16, true>(dev, p);
+    else launch_implicit<MmaElem::BF16, false>(dev, p);
   }
   return true;
 }
 
-} // namespace rbee::gpu
+}  // namespace rbee::gpu
