@@ -13,7 +13,8 @@
 # convbench (bench/rbee_bench_conv_gpu per SD conv shape, once per entry of CONV_PATHS; the Blas GEMM of the same
 # sizes beside the first entry).
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
-# CONFORMANCE_ENVS (same form, default "default:"): the conformance stage runs once per entry, under its switches.
+# CONFORMANCE_ENVS (same form, default "default:"): the conformance stage runs once per entry, under its switches;
+# MEMCHECK_ENV: switches for the memcheck stage (e.g. RBEE_CONV_IMPLICIT=1).
 set -u
 C=${C:?C=carry folder}
 out=${OUT:-/tmp/out}
@@ -54,10 +55,10 @@ if has conformance; then
   done
 fi
 if has memcheck && command -v compute-sanitizer >/dev/null; then
-  timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
+  env ${MEMCHECK_ENV:-} timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
     --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
     > "$out/memcheck.log" 2>&1
-  note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
+  note "memcheck [${MEMCHECK_ENV:-}] exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
 fi
 if has tiny; then
   for size in ${TINY_SIZES:-128}; do

@@ -11,6 +11,9 @@ namespace rbee::gpu {
 __device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool valid) {
   *reinterpret_cast<uint4*>(dst) = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
 }
+__device__ __forceinline__ void copy_async_16_l1(void* dst, const void* src, bool valid) {
+  copy_async_16(dst, src, valid);
+}
 __device__ __forceinline__ void copy_async_commit() {}
 __device__ __forceinline__ void copy_async_wait_all() {}
 template <int N>

@@ -4,11 +4,13 @@
 // both CFG halves, form one GEMM), f32 sums on the mma_* tiles of backends/gpu/platform.h, the epilogue
 // (+ bias[image?][co] + residual[image][co][position], silu) on the f32 sum, rounded once and written NCHW.
 // Two operand layouts, so that every 16-byte piece of a K step is one contiguous 16-byte global load (copy_async_16):
-//  - kernel taps (any KH x KW, stride, padding): k = (ky * KW + kx) * Cin + ci. x is first copied to NHWC
-//    ([N, H, W, Cin], one read and one write of x instead of im2col's KH * KW-fold columns), w to [Cout, KH, KW, Cin]
-//    (both in scratch from the caching allocator); B[k][np] = x_nhwc[image][oy * sh - ph + ky][ox * sw - pw + kx][ci]
-//    (zero outside the image), held in shared memory as rows of positions ([n][k], mma_load_b_nk). Needs Cin % 8 == 0
-//    (a 16-byte piece never crosses a tap).
+//  - kernel taps (any KH x KW, stride, padding): channels in chunks of CC (32 where Cin % 32 == 0, else 8), and
+//    k = (chunk * KH * KW + ky * KW + kx) * CC + c (ci = chunk * CC + c): consecutive K steps walk the taps of one
+//    chunk, whose input windows overlap, so their copies (copy_async_16_l1) mostly hit L1. x is first copied to
+//    NHWC ([N, H, W, Cin], one read and one write of x instead of im2col's KH * KW-fold columns), w to that K order
+//    ([Cout, Cin / CC, KH, KW, CC]; both in scratch from the caching allocator); B[k][np] =
+//    x_nhwc[image][oy * sh - ph + ky][ox * sw - pw + kx][ci] (zero outside the image), held in shared memory as rows
+//    of positions ([n][k], mma_load_b_nk). Needs Cin % 8 == 0 (a 16-byte piece never crosses a tap).
 //  - pointwise (1x1, stride 1, no padding): k = ci, B[k][np] = x[image][ci][position] read from NCHW as it is
 //    (rows of k, [k][n], mma_load_b_kn) and A = w itself; no copies. Needs Ho * Wo % 8 == 0 (a piece never crosses
 //    an image) and 16-byte aligned x and w.
@@ -63,6 +65,7 @@ struct ImplicitParams {
   const uint16_t* residual;  // [n, cout, positions] or null
   uint16_t* out;             // [n, cout, positions]
   int n, cin, h, w, cout, ho, wo, kw, sh, sw, ph, pw;
+  int taps, cc;  // kernel taps (KH * KW) and the channel chunk CC of the K order (32 or 8)
   int K, positions, np_total, bias_img_stride;
   int silu;
 };
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(ImplicitParams 
   const int a_kc = (tid % 4) * 8, a_row0 = tid / 4;
   // B pieces, taps layout: position row tid / 4 + i * kThreads / 4, k column (tid % 4) * 8 (same as A);
   // pointwise layout: k row tid / 16 + i * kThreads / 16, positions (tid % 16) * 8 .. + 7.
-  int b_off[kPer];      // taps: element offset of (image, iy0, ix0) in x_nhwc; pointwise: of (image, 0, q)
+  int b_off[kPer];  // taps: element offset of image in x_nhwc; pointwise: of (image, 0, q) in x
   int b_iy0[kPer], b_ix0[kPer];
   bool b_ok[kPer];
 #pragma unroll
@@ -115,9 +118,10 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(ImplicitParams 
       b_off[i] = img * p.h * p.w * p.cin;
     }
   }
-  // Taps layout: this thread's k = step * kBK + a_kc as (tap (ky, kx), channel c), advanced one step at a time.
-  int t_c = a_kc % p.cin, t_tap = a_kc / p.cin;
-  int t_ky = t_tap / p.kw, t_kx = t_tap - t_ky * p.kw;
+  // Taps layout: this thread's k = step * kBK + a_kc as (chunk, tap, c) with CC = p.cc, advanced one step (4
+  // pieces of 8) at a time: c stays, the tap moves by 4 / (CC / 8).
+  const int taps = p.taps, pp = p.cc / 8, t_c = (a_kc / 8 % pp) * 8, t_step = 4 / pp;
+  int t_tap = a_kc / 8 / pp % taps, t_ch = a_kc / 8 / pp / taps * p.cc + t_c;  // t_ch: channel of the piece
 
   // Issues the copies of K step `step` into stage `stage` (taps layout: t_* must describe that step).
   auto load_step = [&](int step, int stage) {
@@ -138,19 +142,16 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(ImplicitParams 
         copy_async_16(bs + kr * kLdKn + (tid % 16) * 8, ok ? p.x + b_off[i] + (int64_t)c * p.positions : p.x, ok);
       } else {
         const int row = a_row0 + i * (kThreads / 4);
-        const int iy = b_iy0[i] + t_ky, ix = b_ix0[i] + t_kx;
+        const int t_ky = t_tap / p.kw, iy = b_iy0[i] + t_ky, ix = b_ix0[i] + t_tap - t_ky * p.kw;
         const bool ok = b_ok[i] && k0 + a_kc < p.K && iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
-        copy_async_16(bs + row * kLd + a_kc, ok ? p.x + b_off[i] + (iy * p.w + ix) * p.cin + t_c : p.x, ok);
+        copy_async_16_l1(bs + row * kLd + a_kc, ok ? p.x + b_off[i] + (iy * p.w + ix) * p.cin + t_ch : p.x, ok);
       }
     }
     if constexpr (!kPointwise) {
-      t_c += kBK;
-      while (t_c >= p.cin) {
-        t_c -= p.cin;
-        if (++t_kx == p.kw) {
-          t_kx = 0;
-          ++t_ky;
-        }
+      t_tap += t_step;
+      while (t_tap >= taps) {
+        t_tap -= taps;
+        t_ch += p.cc;
       }
     }
   };
@@ -192,23 +193,62 @@ __global__ void __launch_bounds__(kThreads) conv_implicit_kernel(ImplicitParams 
   }
   copy_async_wait_all();  // no copy may be left in flight when the block ends (only empty groups remain)
 
+  // Epilogue. Column facts (image, offset) once per (nt, i); two adjacent columns of one row (elements i, i + 1 for
+  // even i where mma_acc_row / mma_acc_col say so: CUDA's layout) in one image at an even offset are read and
+  // written as one 4-byte word.
+  static_assert(kMmaAccPerLane % 2 == 0, "element pairs");
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
+  for (int nt = 0; nt < kNT; ++nt) {
+    int c_off[kMmaAccPerLane], c_img[kMmaAccPerLane];
+    bool c_ok[kMmaAccPerLane];
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int i = 0; i < kMmaAccPerLane; ++i) {
+      const int np = n0 + wn * kNT * 16 + nt * 16 + mma_acc_col(i);
+      c_ok[i] = np < p.np_total;
+      c_img[i] = c_ok[i] ? np / p.positions : 0;
+      c_off[i] = c_img[i] * p.cout * p.positions + (np - c_img[i] * p.positions);
+    }
 #pragma unroll
-      for (int i = 0; i < kMmaAccPerLane; ++i) {
-        const int co = m0 + wm * kMT * 16 + mt * 16 + mma_acc_row(i);
-        const int np = n0 + wn * kNT * 16 + nt * 16 + mma_acc_col(i);
-        if (co >= p.cout || np >= p.np_total) continue;
-        const int img = np / p.positions, q = np - img * p.positions;
-        const int64_t o = ((int64_t)img * p.cout + co) * p.positions + q;
-        float v = acc[mt][nt].v[i];
-        if (p.bias) v += elem_to_float<E>(p.bias[img * p.bias_img_stride + co]);
-        if (p.residual) v += elem_to_float<E>(p.residual[o]);
-        if (p.silu) v = v / (1.f + expf(-v));
-        p.out[o] = float_to_elem<E>(v);
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kMmaAccPerLane; i += 2) {
+        const int co0 = m0 + wm * kMT * 16 + mt * 16 + mma_acc_row(i);
+        const int co1 = m0 + wm * kMT * 16 + mt * 16 + mma_acc_row(i + 1);
+        const int o0 = c_off[i] + co0 * p.positions, o1 = c_off[i + 1] + co1 * p.positions;
+        const bool ok0 = c_ok[i] && co0 < p.cout, ok1 = c_ok[i + 1] && co1 < p.cout;
+        float v0 = acc[mt][nt].v[i], v1 = acc[mt][nt].v[i + 1];
+        if (ok0 && ok1 && o1 == o0 + 1 && o0 % 2 == 0) {
+          if (p.bias) {
+            v0 += elem_to_float<E>(p.bias[c_img[i] * p.bias_img_stride + co0]);
+            v1 += elem_to_float<E>(p.bias[c_img[i + 1] * p.bias_img_stride + co1]);
+          }
+          if (p.residual) {
+            const uint32_t r = *reinterpret_cast<const uint32_t*>(p.residual + o0);
+            v0 += elem_to_float<E>((uint16_t)(r & 0xffffu));
+            v1 += elem_to_float<E>((uint16_t)(r >> 16));
+          }
+          if (p.silu) {
+            v0 = v0 / (1.f + expf(-v0));
+            v1 = v1 / (1.f + expf(-v1));
+          }
+          *reinterpret_cast<uint32_t*>(p.out + o0) =
+              (uint32_t)float_to_elem<E>(v0) | (uint32_t)float_to_elem<E>(v1) << 16;
+          continue;
+        }
+        if (ok0) {
+          if (p.bias) v0 += elem_to_float<E>(p.bias[c_img[i] * p.bias_img_stride + co0]);
+          if (p.residual) v0 += elem_to_float<E>(p.residual[o0]);
+          if (p.silu) v0 = v0 / (1.f + expf(-v0));
+          p.out[o0] = float_to_elem<E>(v0);
+        }
+        if (ok1) {
+          if (p.bias) v1 += elem_to_float<E>(p.bias[c_img[i + 1] * p.bias_img_stride + co1]);
+          if (p.residual) v1 += elem_to_float<E>(p.residual[o1]);
+          if (p.silu) v1 = v1 / (1.f + expf(-v1));
+          p.out[o1] = float_to_elem<E>(v1);
+        }
       }
+  }
 }
 
 // x [n][c][hw] -> x_nhwc [n][hw][c], 16-bit, through 32 x 32 shared tiles (blockIdx.z = image).
@@ -228,13 +268,17 @@ __global__ void nchw_to_nhwc_kernel(const uint16_t* x, int c, int hw, uint16_t* 
   }
 }
 
-// w [cout][cin][taps] -> [cout][taps][cin], 16-bit.
-__global__ void weight_taps_last_kernel(const uint16_t* w, int64_t cout, int cin, int taps, uint16_t* out) {
-  const int64_t total = cout * cin * taps;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int ci = (int)(e % cin), t = (int)(e / cin % taps);
-    const int64_t co = e / ((int64_t)cin * taps);
-    out[e] = w[(co * cin + ci) * taps + t];
+// w [cout][cin][taps] -> [cout][cin / cc][taps][cc] (the K order of the taps layout), 16-bit; one block row per
+// output channel (grid.y strides over them), K = cin * taps < 2^31.
+__global__ void weight_taps_kernel(const uint16_t* w, int cout, int cin, int taps, int cc, uint16_t* out) {
+  const int K = cin * taps;
+  for (int co = (int)blockIdx.y; co < cout; co += (int)gridDim.y) {
+    const uint16_t* src = w + (int64_t)co * K;
+    uint16_t* dst = out + (int64_t)co * K;
+    for (int j = (int)(blockIdx.x * blockDim.x + threadIdx.x); j < K; j += (int)(gridDim.x * blockDim.x)) {
+      const int c = j % cc, t = j / cc % taps, chunk = j / (cc * taps);
+      dst[j] = src[(chunk * cc + c) * taps + t];
+    }
   }
 }
 
@@ -313,6 +357,7 @@ bool conv2d_implicit(GpuDevice& dev, const Tensor& x, const Tensor& w, const Ten
   p.out = static_cast<uint16_t*>(out.data());
   p.n = (int)n, p.cin = (int)cin, p.h = (int)h, p.w = (int)wd;
   p.cout = (int)cout, p.ho = (int)ho, p.wo = (int)wo, p.kw = (int)kw;
+  p.taps = (int)(kh * kw), p.cc = cin % 32 == 0 ? 32 : 8;
   p.sh = cp.stride_h, p.sw = cp.stride_w, p.ph = cp.pad_h, p.pw = cp.pad_w;
   p.K = (int)K, p.positions = (int)positions, p.np_total = (int)np_total;
   p.silu = silu ? 1 : 0;
@@ -327,8 +372,9 @@ bool conv2d_implicit(GpuDevice& dev, const Tensor& x, const Tensor& w, const Ten
     nchw_to_nhwc_kernel<<<tgrid, dim3(32, 8), 0, dev.stream()>>>(static_cast<const uint16_t*>(x.data()), (int)cin,
                                                                  (int)(h * wd), static_cast<uint16_t*>(x_nhwc.data()));
     RBEE_GPU_CHECK_LAUNCH();
-    weight_taps_last_kernel<<<grid_for(w.numel(), 256), 256, 0, dev.stream()>>>(
-        static_cast<const uint16_t*>(w.data()), cout, (int)cin, (int)(kh * kw), static_cast<uint16_t*>(w_taps.data()));
+    const dim3 wgrid((unsigned)std::min<int64_t>((K + 255) / 256, 64), (unsigned)std::min<int64_t>(cout, 65535));
+    weight_taps_kernel<<<wgrid, 256, 0, dev.stream()>>>(static_cast<const uint16_t*>(w.data()), (int)cout, (int)cin,
+                                                        (int)(kh * kw), p.cc, static_cast<uint16_t*>(w_taps.data()));
     RBEE_GPU_CHECK_LAUNCH();
     p.x = static_cast<const uint16_t*>(x_nhwc.data());
     p.wt = static_cast<const uint16_t*>(w_taps.data());

@@ -46,6 +46,7 @@ inline void copy_async_16(void* dst, const void* src, bool valid) {
   std::memset(dst, 0xEE, 16);
   all[t].push_back(c);
 }
+inline void copy_async_16_l1(void* dst, const void* src, bool valid) { copy_async_16(dst, src, valid); }
 inline void copy_async_commit() {
   auto& commits = emu_copy_commits();
   const size_t t = (size_t)::emu::linear_thread();
