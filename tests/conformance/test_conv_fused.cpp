@@ -37,14 +37,15 @@ const std::vector<FusedCase> kCases = {
     {"k3_no_epilogue", 1, 8, 17, 19, 9, 3, 1, 1, 1, BiasKind::None, false, false},
     {"k1_residual", 2, 32, 9, 8, 48, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
     {"k1_silu_only", 1, 16, 5, 5, 17, 1, 1, 0, 1, BiasKind::None, false, true},
-    // SD-like sizes at reduced channel counts, large enough that the pipelined implicit GEMM (conv_implicit.cu)
-    // takes them by default (>= 132 output tiles of 128 x 128 on an H100; more positions than output channels):
-    // K steps spanning two or four taps (Cin 16, 8) and a partial last step, 64-row tiles (Cout 192), stride 2
-    // with odd output sizes, and a pointwise case read straight from NCHW. RBEE_CONV_IMPLICIT=1 sends the small
-    // cases above (Cin % 8 == 0) through it too, RBEE_CONV_IMPLICIT=0 none.
+    // SD-like sizes at reduced channel counts for the pipelined implicit GEMM (conv_implicit.cu), which takes them
+    // (and the small cases above with Cin % 8 == 0) under RBEE_CONV_IMPLICIT=1: K steps spanning two or four taps
+    // (Cin 16, 8) and a partial last step, 64-row tiles (Cout 192), stride 2 with odd output sizes, a pointwise
+    // case read straight from NCHW. sd_k3_512x512 is a shape it takes by default (<= 128 channels, >= 2^18
+    // positions: the VAE decoder's last level).
     {"sd_k3_64x68", 2, 16, 64, 68, 192, 3, 1, 1, 1, BiasKind::PerImage, true, true},
     {"sd_k3_stride2", 2, 8, 130, 132, 136, 3, 2, 1, 1, BiasKind::PerChannel, false, false},
     {"sd_k1_64x66", 2, 40, 64, 66, 200, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
+    {"sd_k3_512x512", 1, 8, 512, 512, 8, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
     {"fallback_cin4", 2, 4, 8, 9, 10, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
     {"fallback_groups2", 1, 16, 7, 6, 8, 3, 1, 1, 2, BiasKind::PerImage, true, false},
     {"fallback_k5", 1, 8, 9, 9, 6, 5, 1, 2, 1, BiasKind::PerChannel, false, true},

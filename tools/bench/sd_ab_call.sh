@@ -2,7 +2,8 @@
 # One device call that checks and A/B-times the SD kernels of issue 18 by their switches, run from the repository
 # root on the device machine with a carry folder C made here from the worktree to measure:
 #   PACK_XZ=1 NO_LLAMA=1 tools/bench/gpu_session.sh pack MAIN/.devpack-NAME && cp tools/bench/sd_ab_call.sh MAIN/.devpack-NAME/
-# There: C=.devpack-NAME [STAGES=...] bash .devpack-NAME/sd_ab_call.sh    (logs and summary.txt in $OUT)
+# There: C=.devpack-NAME [STAGES=...] bash .devpack-NAME/sd_ab_call.sh    (summary.txt and logs.tgz in $OUT;
+# KEEP_LOGS=1 leaves the logs as separate files)
 # The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
 # core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
@@ -109,3 +110,8 @@ if has profile; then
   note "profile done"
 fi
 note "done"
+# The device tool brings back a limited number of files: every log but the summary travels as one logs.tgz.
+if [ "${KEEP_LOGS:-0}" != 1 ]; then
+  (cd "$out" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz -- * &&
+    find . -type f ! -name summary.txt ! -name logs.tgz -delete)
+fi

@@ -342,12 +342,11 @@ bool conv2d_implicit(GpuDevice& dev, const Tensor& x, const Tensor& w, const Ten
                     reinterpret_cast<uintptr_t>(w.data()) % 16 != 0))
     return false;
   if (mode == 2) {
-    // Chosen shapes: enough 128 x 128 output tiles to fill the SMs (else the Blas's split-K / smaller tiles win),
-    // and for kernel taps more positions than output channels (the weight copy, 4 * Cout * K bytes of traffic,
-    // then costs less than im2col's columns, 4 * K * N * Ho * Wo).
-    const int64_t rows = tile_rows((int)cout), tiles = ((np_total + kBN - 1) / kBN) * ((cout + rows - 1) / rows);
-    if (tiles < std::max(1, dev.info().compute_units)) return false;
-    if (!pointwise && np_total < cout) return false;
+    // Chosen shapes (per-shape H100 timings, docs/perf-notes/sd-speed.md, session 7): kernel taps with at most 128
+    // output channels over at least 2^18 positions (the VAE decoder's 512x512 level: 0.83-0.95 of the time of
+    // im2col + cuBLAS, whose columns are 9x the input there). Elsewhere cuBLAS's GEMMs (370-720 TF/s on SD's shapes)
+    // beat this kernel (100-170 TF/s) by more than the columns cost.
+    if (pointwise || cout > 128 || np_total < (int64_t{1} << 18)) return false;
   }
 
   ImplicitParams p{};
