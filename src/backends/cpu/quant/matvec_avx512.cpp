@@ -1,0 +1,148 @@
+// Decode matvec kernels for x86 CPUs with AVX-512 VL + VNNI (matvec.h): 8 weight rows per call on the GGUF
+// layout, lane r of a YMM register = weight row r. Functions carry their own target attribute and run only after
+// a runtime CPU check (matvec_dispatch.cpp), so the rest of the build keeps its baseline flags.
+//
+// Q4_0 (one int32 per block, quant.h): per block, rows r and r + 4 share a YMM (r's 16 packed bytes in the low
+// half, r + 4's in the high half); the low nibbles (elements 0-15 of both rows) and the high nibbles (16-31) each
+// take one vpdpbusd against the activation's elements 0-15 / 16-31 broadcast to both halves, which leaves 4 int32
+// lanes of each row's block sum per half. Three vphaddd reduce the four such registers to one with lane r = row r's
+// exact int32 block sum of the unsigned levels q + 8; 8 * sum q_x (the activation row's side data) takes the offset
+// out, then one vcvtdq2ps, the 8 rows' d_w times
+// d_x, and one fma for 8 outputs: acc_r = fma(d_w * d_x, float(s_b), acc_r), block after block, the row kernels'
+// order and rounding (t = d_w * d_x rounded to f32, then one fused multiply-add).
+// Q8_0 / Q8_1 weights: per row a block is one YMM of levels q + 128 (xor 0x80), one vpdpbusd with the activation
+// block, 8 int32 lanes; six vphaddd, two lane permutes and an add give lane r = row r, then 128 * sum q_x comes
+// out and the f32 step is Q4_0's.
+#include "backends/cpu/quant/matvec.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "backends/cpu/quant/blocks.h"
+#include "backends/cpu/quant/qgemm_target.h"
+
+#if RBEE_QGEMM_X86
+#include <immintrin.h>
+
+#define RBEE_MV __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+namespace rbee::cpu::quant {
+namespace {
+
+// The activation row (quant.h) for Q8_0-paired weights: blocks, then d_x [nb] f32 and sum q_x [nb] int32.
+struct XRow8 {
+  const BlockQ8_0* x;
+  const float* d;
+  const int32_t* sum;
+  XRow8(const void* xv, int64_t nb) {
+    const char* row = static_cast<const char*>(xv);
+    const size_t side = (size_t)((nb * (int64_t)sizeof(BlockQ8_0) + 31) / 32 * 32);
+    x = reinterpret_cast<const BlockQ8_0*>(row);
+    d = reinterpret_cast<const float*>(row + side);
+    sum = reinterpret_cast<const int32_t*>(d + nb);
+  }
+};
+
+// Row pointers of a group of `rows` weight rows; rows past the group repeat its last row (their
+// lanes compute that row again and are not stored).
+struct RowGroup {
+  const char* w[kMatVecRows];
+  RowGroup(const void* wv, int64_t w_row_bytes, int rows) {
+    for (int r = 0; r < kMatVecRows; ++r) w[r] = static_cast<const char*>(wv) + std::min(r, rows - 1) * w_row_bytes;
+  }
+};
+
+// The 8 rows' f16 at byte offset `at` of each row (the blocks' d_w), as f32. Four f16 are combined in a 64-bit
+// general register, two such words make the vector (a vpgatherdd of the 8 dwords made the kernel 2x slower on
+// Cascade Lake: microcode that mitigates gather data sampling makes gathers slow).
+RBEE_MV inline __m256 RowsF16(const char* const* w, int64_t at) {
+  uint64_t q[2];
+  for (int h = 0; h < 2; ++h) {
+    uint16_t v[4];
+    for (int i = 0; i < 4; ++i) std::memcpy(&v[i], w[4 * h + i] + at, 2);
+    q[h] = (uint64_t)v[0] | ((uint64_t)v[1] << 16) | ((uint64_t)v[2] << 32) | ((uint64_t)v[3] << 48);
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
+}
+
+// acc + u * s: one vpdpbusd (unsigned bytes u times signed bytes s, 4 products added to each int32 lane).
+RBEE_MV inline __m256i Dp(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+
+// 16 bytes at lo in the low half, 16 bytes at hi in the high half.
+RBEE_MV inline __m256i Load16x2(const char* lo, const char* hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+}
+
+RBEE_MV inline void StoreRows(__m256 acc, int rows, float* out) {
+  _mm256_mask_storeu_ps(out, (__mmask8)((1u << rows) - 1u), acc);
+}
+
+// ---- Q4_0: levels q + 8 in nibbles ---------------------------------------------------------------------------
+RBEE_MV void MatVecQ4_0(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+  const int64_t nb = k / kQK;
+  const XRow8 x(xv, nb);
+  const RowGroup g(wv, w_row_bytes, rows);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t at = b * (int64_t)sizeof(BlockQ4_0);
+    const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.x[b].qs)));
+    const __m256i yhi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.x[b].qs + 16)));
+    __m256i p[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = Load16x2(g.w[i] + at + 2, g.w[i + 4] + at + 2);
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      p[i] = Dp(Dp(_mm256_setzero_si256(), lo, ylo), hi, yhi);
+    }
+    __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    s = _mm256_sub_epi32(s, _mm256_set1_epi32(x.sum[b] << 3));
+    const __m256 t = _mm256_mul_ps(RowsF16(g.w, at), _mm256_set1_ps(x.d[b]));
+    acc = _mm256_fmadd_ps(t, _mm256_cvtepi32_ps(s), acc);
+  }
+  StoreRows(acc, rows, out);
+}
+
+// ---- Q8_0 / Q8_1 weights: signed levels, fed as q + 128 ---------------------------------------------------------
+template <class Block>
+RBEE_MV void MatVecQ8(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+  const int64_t nb = k / kQK;
+  const XRow8 x(xv, nb);
+  const RowGroup g(wv, w_row_bytes, rows);
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  constexpr int64_t kQs = offsetof(Block, qs);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t at = b * (int64_t)sizeof(Block);
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.x[b].qs));
+    __m256i p[8];
+    for (int r = 0; r < 8; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.w[r] + at + kQs));
+      p[r] = Dp(_mm256_setzero_si256(), _mm256_xor_si256(v, flip), y);
+    }
+    // a: rows 0-3's lanes 0-3 sums in the low half, lanes 4-7 sums in the high half; c: rows 4-7.
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+    s = _mm256_sub_epi32(s, _mm256_set1_epi32(x.sum[b] << 7));
+    const __m256 t = _mm256_mul_ps(RowsF16(g.w, at), _mm256_set1_ps(x.d[b]));
+    acc = _mm256_fmadd_ps(t, _mm256_cvtepi32_ps(s), acc);
+  }
+  StoreRows(acc, rows, out);
+}
+
+}  // namespace
+
+MatVecFn matvec_avx512_vnni(DType weight) {
+  switch (weight) {
+    case DType::Q4_0: return &MatVecQ4_0;
+    case DType::Q8_0: return &MatVecQ8<BlockQ8_0>;
+    case DType::Q8_1: return &MatVecQ8<BlockQ8_1>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace rbee::cpu::quant
+#endif  // RBEE_QGEMM_X86
