@@ -133,6 +133,145 @@ RBEE_MV void MatVecQ8(int64_t k, const void* wv, int64_t w_row_bytes, int rows, 
   StoreRows(acc, rows, out);
 }
 
+
+// ---- K-quants (Q8_K activations): per row and super-block one exact int32 S (levels times sub-block scales) and
+// one int32 C (the min / offset correction with Q8_K's bsums), then acc = fma(d * d_x, float(S), acc) and
+// acc = fma(-(dc * d_x), float(C), acc) for the 8 rows at once (quant.h; dot_kquants.cpp's row kernels).
+// Per 32-element group of a row: vpmaddubsw of the unsigned levels (<= 63) with the activations (pair sums
+// |.| <= 2 * 63 * 128, no saturation), then vpdpwssd with the group's int16 scales (vpshufb of the row's scale
+// bytes / words). The rows' S (8 int32 lanes each) reduce to lane = row as Q8_0's block sums do.
+
+// lane r = the int32 sum of the 8 lanes of v[r] (exact).
+RBEE_MV inline __m256i Reduce8(const __m256i (&v)[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+}
+// lane r = the int32 sum of the 4 lanes of row r's half of p[r % 4] (row r in the low half, row r + 4 in the high).
+RBEE_MV inline __m256i ReducePairs(const __m256i (&p)[4]) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+}
+
+// vpshufb pattern whose int16 lanes 0-7 take byte / word `lo` of each 128-bit half, lanes 8-15 byte / word `hi`
+// (word: bytes 2i, 2i + 1; byte: byte i zero-extended).
+RBEE_MV inline __m256i PickWords(int lo, int hi) {
+  return _mm256_setr_m128i(_mm_set1_epi16((short)(2 * lo | (2 * lo + 1) << 8)),
+                           _mm_set1_epi16((short)(2 * hi | (2 * hi + 1) << 8)));
+}
+RBEE_MV inline __m256i PickBytes(int i) { return _mm256_set1_epi16((short)(0x8000 | i)); }
+
+RBEE_MV inline __m256i Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline uint32_t Word32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Q4_K: 8 groups of 32 with a 6-bit scale and min each (kquant_scales.h's k_scales_k4, as 32-bit word arithmetic).
+RBEE_MV void MatVecQ4_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+  const int64_t nb = k / kQKK;
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  const RowGroup g(wv, w_row_bytes, rows);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t at = b * (int64_t)sizeof(BlockQ4_K);
+    const BlockQ8_K& y = x[b];
+    // Q8_K's bsums of the 8 groups of 32 (|.| <= 4096), in both halves.
+    const __m128i bs16 = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums + 8)));
+    const __m256i bs32 = _mm256_broadcastsi128_si256(bs16);
+    __m256i sv[8], scb[8];
+    uint64_t mins[8];
+    for (int r = 0; r < 8; ++r) {
+      const auto& blk = *reinterpret_cast<const BlockQ4_K*>(g.w[r] + at);
+      const uint32_t a = Word32(blk.scales), m = Word32(blk.scales + 4), h = Word32(blk.scales + 8);
+      const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+      const uint64_t sc = (uint64_t)(a & lo6) | ((uint64_t)((h & lo4) | (((a >> 6) & lo2) << 4)) << 32);
+      mins[r] = (uint64_t)(m & lo6) | ((uint64_t)(((h >> 4) & lo4) | (((m >> 6) & lo2) << 4)) << 32);
+      scb[r] = _mm256_set1_epi64x((long long)sc);  // byte j = scale of group j, in each half
+      sv[r] = _mm256_setzero_si256();
+    }
+    // Rows innermost: each row's vpdpwssd chain has the other 7 rows' work between its steps.
+    for (int p = 0; p < 4; ++p) {
+      const __m256i ya = Load32(y.qs + 64 * p), yb = Load32(y.qs + 64 * p + 32);
+      for (int r = 0; r < 8; ++r) {
+        const __m256i v = Load32(reinterpret_cast<const BlockQ4_K*>(g.w[r] + at)->qs + 32 * p);
+        const __m256i qa = _mm256_and_si256(v, m4), qb = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        const __m256i pa = _mm256_maddubs_epi16(qa, ya), pb = _mm256_maddubs_epi16(qb, yb);
+        sv[r] = _mm256_dpwssd_epi32(sv[r], pa, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p)));
+        sv[r] = _mm256_dpwssd_epi32(sv[r], pb, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p + 1)));
+      }
+    }
+    // C: row r's mins (zero-extended to int16) times the group bsums, rows r and r + 4 in one register.
+    __m256i cp[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i mn = _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)mins[i + 4], (long long)mins[i]));
+      cp[i] = _mm256_madd_epi16(mn, bs32);
+    }
+    const __m256 fs = _mm256_cvtepi32_ps(Reduce8(sv)), fc = _mm256_cvtepi32_ps(ReducePairs(cp));
+    const __m256 dx = _mm256_set1_ps(y.d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(RowsF16(g.w, at), dx), fs, acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(RowsF16(g.w, at + 2), dx), fc, acc);
+  }
+  StoreRows(acc, rows, out);
+}
+
+// Q6_K: levels q (0..63: low 4 bits in ql, high 2 in qh), 16 int8 scales per super-block (one per 16 elements),
+// c = 32 * sc (C = 32 * sum sc[i] bsums[i], shifted after the reduction: |C| < 2^28), dc = d.
+RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+  const int64_t nb = k / kQKK;
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  const RowGroup g(wv, w_row_bytes, rows);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t at = b * (int64_t)sizeof(BlockQ6_K);
+    const BlockQ8_K& y = x[b];
+    const __m256i bsums = Load32(y.bsums);
+    __m256i sv[8], cv[8];
+    for (int r = 0; r < 8; ++r) {
+      cv[r] = _mm256_madd_epi16(
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.w[r] + at + offsetof(BlockQ6_K, scales)))),
+          bsums);
+      sv[r] = _mm256_setzero_si256();
+    }
+    for (int n = 0; n < 2; ++n) {  // halves of 128 elements; rows inside, so a row's chain interleaves with 7 others
+      __m256i ys[4];
+      for (int j = 0; j < 4; ++j) ys[j] = Load32(y.qs + 128 * n + 32 * j);
+      for (int r = 0; r < 8; ++r) {
+        const auto& blk = *reinterpret_cast<const BlockQ6_K*>(g.w[r] + at);
+        // int16 scales 8 n .. 8 n + 7 in both halves.
+        const __m256i half = _mm256_broadcastsi128_si256(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * n))));
+        const __m256i la = Load32(blk.ql + 64 * n), lb = Load32(blk.ql + 64 * n + 32), h = Load32(blk.qh + 32 * n);
+        // Group j (32 elements 128 n + 32 j): low 4 bits from la (j = 0, 2: low / high nibble) or lb (j = 1, 3),
+        // high 2 bits at bit 2 j of h, moved to bits 4-5.
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3)),
+            _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m3)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m3))};
+        // Sub-blocks 8 n + 2 j (elements 0-15 of group j) and 8 n + 2 j + 1: words 2 j, 2 j + 1 of half. Two
+        // chains (even / odd groups) keep vpdpwssd's latency off the critical path.
+        __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
+        e = _mm256_dpwssd_epi32(e, _mm256_maddubs_epi16(q[0], ys[0]), _mm256_shuffle_epi8(half, PickWords(0, 1)));
+        o = _mm256_dpwssd_epi32(o, _mm256_maddubs_epi16(q[1], ys[1]), _mm256_shuffle_epi8(half, PickWords(2, 3)));
+        e = _mm256_dpwssd_epi32(e, _mm256_maddubs_epi16(q[2], ys[2]), _mm256_shuffle_epi8(half, PickWords(4, 5)));
+        o = _mm256_dpwssd_epi32(o, _mm256_maddubs_epi16(q[3], ys[3]), _mm256_shuffle_epi8(half, PickWords(6, 7)));
+        sv[r] = _mm256_add_epi32(sv[r], _mm256_add_epi32(e, o));
+      }
+    }
+    const __m256 fs = _mm256_cvtepi32_ps(Reduce8(sv));
+    const __m256 fc = _mm256_cvtepi32_ps(_mm256_slli_epi32(Reduce8(cv), 5));
+    const __m256 t = _mm256_mul_ps(RowsF16(g.w, at + offsetof(BlockQ6_K, d)), _mm256_set1_ps(y.d));
+    acc = _mm256_fmadd_ps(t, fs, acc);
+    acc = _mm256_fnmadd_ps(t, fc, acc);
+  }
+  StoreRows(acc, rows, out);
+}
+
 }  // namespace
 
 MatVecFn matvec_avx512_vnni(DType weight) {
@@ -140,6 +279,8 @@ MatVecFn matvec_avx512_vnni(DType weight) {
     case DType::Q4_0: return &MatVecQ4_0;
     case DType::Q8_0: return &MatVecQ8<BlockQ8_0>;
     case DType::Q8_1: return &MatVecQ8<BlockQ8_1>;
+    case DType::Q4_K: return &MatVecQ4_K;
+    case DType::Q6_K: return &MatVecQ6_K;
     default: return nullptr;
   }
 }
