@@ -53,6 +53,21 @@ struct RowGroup {
   }
 };
 
+// Software prefetch of the next group of rows (the 8 * w_row_bytes bytes after this group; the driver walks groups
+// in order, and prefetches past a mapping never fault): block step b fetches the b-th 8 * block_bytes of it into
+// L2, so the next group is there when it starts. The rows of a group are read as 8 interleaved streams of only
+// k / block_elems blocks each (1.1-1.7 KB at k = 2048), too short for the hardware prefetcher to get ahead of.
+struct NextGroup {
+  const char* base;
+  int64_t step;  // bytes per block step: 8 rows x one block
+  NextGroup(const void* wv, int64_t w_row_bytes, int64_t block_bytes)
+      : base(static_cast<const char*>(wv) + kMatVecRows * w_row_bytes), step(kMatVecRows * block_bytes) {}
+  void Fetch(int64_t b) const {
+    const char* p = base + b * step;
+    for (int64_t o = 0; o < step; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+  }
+};
+
 // The 8 rows' f16 at byte offset `at` of each row (the blocks' d_w), as f32. Four f16 are combined in a 64-bit
 // general register, two such words make the vector (a vpgatherdd of the 8 dwords made the kernel 2x slower on
 // Cascade Lake: microcode that mitigates gather data sampling makes gathers slow).
@@ -84,9 +99,11 @@ RBEE_MV void MatVecQ4_0(int64_t k, const void* wv, int64_t w_row_bytes, int rows
   const int64_t nb = k / kQK;
   const XRow8 x(xv, nb);
   const RowGroup g(wv, w_row_bytes, rows);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ4_0));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    next.Fetch(b);
     const int64_t at = b * (int64_t)sizeof(BlockQ4_0);
     const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.x[b].qs)));
     const __m256i yhi =
@@ -111,10 +128,12 @@ RBEE_MV void MatVecQ8(int64_t k, const void* wv, int64_t w_row_bytes, int rows, 
   const int64_t nb = k / kQK;
   const XRow8 x(xv, nb);
   const RowGroup g(wv, w_row_bytes, rows);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(Block));
   const __m256i flip = _mm256_set1_epi8((char)0x80);
   constexpr int64_t kQs = offsetof(Block, qs);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    next.Fetch(b);
     const int64_t at = b * (int64_t)sizeof(Block);
     const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.x[b].qs));
     __m256i p[8];
@@ -172,9 +191,11 @@ RBEE_MV void MatVecQ4_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
   const int64_t nb = k / kQKK;
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   const RowGroup g(wv, w_row_bytes, rows);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ4_K));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    next.Fetch(b);
     const int64_t at = b * (int64_t)sizeof(BlockQ4_K);
     const BlockQ8_K& y = x[b];
     // Q8_K's bsums of the 8 groups of 32 (|.| <= 4096), in both halves.
@@ -223,9 +244,11 @@ RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
   const int64_t nb = k / kQKK;
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   const RowGroup g(wv, w_row_bytes, rows);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ6_K));
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    next.Fetch(b);
     const int64_t at = b * (int64_t)sizeof(BlockQ6_K);
     const BlockQ8_K& y = x[b];
     const __m256i bsums = Load32(y.bsums);
