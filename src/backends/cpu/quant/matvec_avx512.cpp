@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/quant/blocks.h"
 #include "backends/cpu/quant/qgemm_target.h"
@@ -84,6 +85,12 @@ RBEE_MV inline __m256 RowsF16(const char* const* w, int64_t at) {
 // acc + u * s: one vpdpbusd (unsigned bytes u times signed bytes s, 4 products added to each int32 lane).
 RBEE_MV inline __m256i Dp(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 
+inline uint32_t Word32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 // 16 bytes at lo in the low half, 16 bytes at hi in the high half.
 RBEE_MV inline __m256i Load16x2(const char* lo, const char* hi) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
@@ -94,28 +101,38 @@ RBEE_MV inline void StoreRows(__m256 acc, int rows, float* out) {
   _mm256_mask_storeu_ps(out, (__mmask8)((1u << rows) - 1u), acc);
 }
 
-// ---- Q4_0: levels q + 8 in nibbles ---------------------------------------------------------------------------
-RBEE_MV void MatVecQ4_0(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+// ---- Q4_0 / Q5_0: levels q + 8 in nibbles; Q5_0 adds bit j of qh as bit 4 of element j (levels q + 16) ---------
+template <class Block>
+RBEE_MV void MatVecNibbles(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_0>;
+  constexpr int kShift = kFifth ? 4 : 3;  // the levels' offset, 2^kShift
+  constexpr int64_t kQs = offsetof(Block, qs);
   const int64_t nb = k / kQK;
   const XRow8 x(xv, nb);
   const RowGroup g(wv, w_row_bytes, rows);
-  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ4_0));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(Block));
+  const __m256i m4 = _mm256_set1_epi8(0x0F), v16 = _mm256_set1_epi8(16);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     next.Fetch(b);
-    const int64_t at = b * (int64_t)sizeof(BlockQ4_0);
+    const int64_t at = b * (int64_t)sizeof(Block);
     const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.x[b].qs)));
     const __m256i yhi =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.x[b].qs + 16)));
     __m256i p[4];
     for (int i = 0; i < 4; ++i) {
-      const __m256i v = Load16x2(g.w[i] + at + 2, g.w[i + 4] + at + 2);
-      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i v = Load16x2(g.w[i] + at + kQs, g.w[i + 4] + at + kQs);
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      if constexpr (kFifth) {  // byte j of lo: element j of row i (j < 16) / of row i + 4; hi: elements 16 + j
+        const uint32_t a = Word32(reinterpret_cast<const uint8_t*>(g.w[i] + at + offsetof(Block, qh)));
+        const uint32_t c = Word32(reinterpret_cast<const uint8_t*>(g.w[i + 4] + at + offsetof(Block, qh)));
+        lo = _mm256_mask_add_epi8(lo, (__mmask32)((a & 0xFFFFu) | (c << 16)), lo, v16);
+        hi = _mm256_mask_add_epi8(hi, (__mmask32)((a >> 16) | (c & 0xFFFF0000u)), hi, v16);
+      }
       p[i] = Dp(Dp(_mm256_setzero_si256(), lo, ylo), hi, yhi);
     }
     __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    s = _mm256_sub_epi32(s, _mm256_set1_epi32(x.sum[b] << 3));
+    s = _mm256_sub_epi32(s, _mm256_set1_epi32(x.sum[b] << kShift));
     const __m256 t = _mm256_mul_ps(RowsF16(g.w, at), _mm256_set1_ps(x.d[b]));
     acc = _mm256_fmadd_ps(t, _mm256_cvtepi32_ps(s), acc);
   }
@@ -180,23 +197,47 @@ RBEE_MV inline __m256i PickWords(int lo, int hi) {
 RBEE_MV inline __m256i PickBytes(int i) { return _mm256_set1_epi16((short)(0x8000 | i)); }
 
 RBEE_MV inline __m256i Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline uint32_t Word32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+
+// Q4_K / Q5_K, groups 2 p and 2 p + 1 of the 8 rows: sv[r] += their levels times the activations times their
+// scales (byte 2 p, 2 p + 1 of scb[r]). A template on p, so every shift count and shuffle pattern is a constant.
+template <class Block, int p>
+RBEE_MV inline void K4Pair(const RowGroup& g, int64_t at, const BlockQ8_K& y, __m256i (&sv)[8], const __m256i (&scb)[8]) {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ya = Load32(y.qs + 64 * p), yb = Load32(y.qs + 64 * p + 32);
+  for (int r = 0; r < 8; ++r) {
+    const auto& blk = *reinterpret_cast<const Block*>(g.w[r] + at);
+    const __m256i v = Load32(blk.qs + 32 * p);
+    __m256i qa = _mm256_and_si256(v, m4), qb = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if constexpr (kFifth) {  // bit 2 p (2 p + 1) of each qh byte to bit 4: qa |= shifted qh & 0x10
+      const __m256i h = Load32(blk.qh);
+      const __m256i bit = _mm256_set1_epi8(0x10);
+      __m256i ha, hb;
+      if constexpr (2 * p <= 4) ha = _mm256_slli_epi16(h, 4 - 2 * p);
+      else ha = _mm256_srli_epi16(h, 2 * p - 4);
+      if constexpr (2 * p + 1 <= 4) hb = _mm256_slli_epi16(h, 3 - 2 * p);
+      else hb = _mm256_srli_epi16(h, 2 * p - 3);
+      qa = _mm256_ternarylogic_epi32(qa, ha, bit, 0xF8);  // qa | (ha & bit)
+      qb = _mm256_ternarylogic_epi32(qb, hb, bit, 0xF8);
+    }
+    const __m256i pa = _mm256_maddubs_epi16(qa, ya), pb = _mm256_maddubs_epi16(qb, yb);
+    sv[r] = _mm256_dpwssd_epi32(sv[r], pa, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p)));
+    sv[r] = _mm256_dpwssd_epi32(sv[r], pb, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p + 1)));
+  }
 }
 
-// Q4_K: 8 groups of 32 with a 6-bit scale and min each (kquant_scales.h's k_scales_k4, as 32-bit word arithmetic).
-RBEE_MV void MatVecQ4_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
+// Q4_K / Q5_K: 8 groups of 32 with a 6-bit scale and min each (kquant_scales.h's k_scales_k4, as 32-bit word
+// arithmetic); Q5_K's fifth bit of element 64 p + l (group 2 p) is bit 2 p of qh[l], of 64 p + 32 + l bit 2 p + 1.
+template <class Block>
+RBEE_MV void MatVecK4(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
   const int64_t nb = k / kQKK;
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   const RowGroup g(wv, w_row_bytes, rows);
-  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ4_K));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(Block));
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     next.Fetch(b);
-    const int64_t at = b * (int64_t)sizeof(BlockQ4_K);
+    const int64_t at = b * (int64_t)sizeof(Block);
     const BlockQ8_K& y = x[b];
     // Q8_K's bsums of the 8 groups of 32 (|.| <= 4096), in both halves.
     const __m128i bs16 = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
@@ -205,7 +246,7 @@ RBEE_MV void MatVecQ4_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
     __m256i sv[8], scb[8];
     uint64_t mins[8];
     for (int r = 0; r < 8; ++r) {
-      const auto& blk = *reinterpret_cast<const BlockQ4_K*>(g.w[r] + at);
+      const auto& blk = *reinterpret_cast<const Block*>(g.w[r] + at);
       const uint32_t a = Word32(blk.scales), m = Word32(blk.scales + 4), h = Word32(blk.scales + 8);
       const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
       const uint64_t sc = (uint64_t)(a & lo6) | ((uint64_t)((h & lo4) | (((a >> 6) & lo2) << 4)) << 32);
@@ -214,16 +255,10 @@ RBEE_MV void MatVecQ4_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
       sv[r] = _mm256_setzero_si256();
     }
     // Rows innermost: each row's vpdpwssd chain has the other 7 rows' work between its steps.
-    for (int p = 0; p < 4; ++p) {
-      const __m256i ya = Load32(y.qs + 64 * p), yb = Load32(y.qs + 64 * p + 32);
-      for (int r = 0; r < 8; ++r) {
-        const __m256i v = Load32(reinterpret_cast<const BlockQ4_K*>(g.w[r] + at)->qs + 32 * p);
-        const __m256i qa = _mm256_and_si256(v, m4), qb = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        const __m256i pa = _mm256_maddubs_epi16(qa, ya), pb = _mm256_maddubs_epi16(qb, yb);
-        sv[r] = _mm256_dpwssd_epi32(sv[r], pa, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p)));
-        sv[r] = _mm256_dpwssd_epi32(sv[r], pb, _mm256_shuffle_epi8(scb[r], PickBytes(2 * p + 1)));
-      }
-    }
+    K4Pair<Block, 0>(g, at, y, sv, scb);
+    K4Pair<Block, 1>(g, at, y, sv, scb);
+    K4Pair<Block, 2>(g, at, y, sv, scb);
+    K4Pair<Block, 3>(g, at, y, sv, scb);
     // C: row r's mins (zero-extended to int16) times the group bsums, rows r and r + 4 in one register.
     __m256i cp[4];
     for (int i = 0; i < 4; ++i) {
@@ -299,10 +334,12 @@ RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
 
 MatVecFn matvec_avx512_vnni(DType weight) {
   switch (weight) {
-    case DType::Q4_0: return &MatVecQ4_0;
+    case DType::Q4_0: return &MatVecNibbles<BlockQ4_0>;
+    case DType::Q5_0: return &MatVecNibbles<BlockQ5_0>;
     case DType::Q8_0: return &MatVecQ8<BlockQ8_0>;
     case DType::Q8_1: return &MatVecQ8<BlockQ8_1>;
-    case DType::Q4_K: return &MatVecQ4_K;
+    case DType::Q4_K: return &MatVecK4<BlockQ4_K>;
+    case DType::Q5_K: return &MatVecK4<BlockQ5_K>;
     case DType::Q6_K: return &MatVecQ6_K;
     default: return nullptr;
   }
