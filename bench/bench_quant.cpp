@@ -170,7 +170,8 @@ void BM_QMatVecKernelL2(benchmark::State& state, DType type) {
 
 const DType kBenchTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 // The one-core kernel benchmarks also cover the other types with a decode matvec kernel.
-const DType kKernelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kKernelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // BM_QMatmulPrompt runs the prompt GEMM (src/backends/cpu/quant/qgemm.h) where the CPU has one; RBEE_CPU_QGEMM=0
 // runs the row kernels instead, for an A/B on the same machine.
 

@@ -115,7 +115,8 @@ TEST_P(CpuMatVec, EveryGroupRemainderMatchesTheRowKernelBitForBit) {
     std::vector<unsigned char> xq((size_t)q::activation_row_bytes(wtype, k));
     q::quantize_activation_row(wtype, xf.data(), xq.data(), k);
     std::vector<float> want((size_t)n);
-    for (int64_t j = 0; j < n; ++j) q::row_dot_kernel(wtype)(k, wb.data() + j * w_row, xq.data(), 0, 1, &want[(size_t)j], 1);
+    const q::RowDotFn dot = q::row_dot_kernel(wtype);
+    for (int64_t j = 0; j < n; ++j) dot(k, wb.data() + j * w_row, xq.data(), 0, 1, &want[(size_t)j], 1);
     for (int rows = 1; rows <= q::kMatVecRows; ++rows) {
       std::vector<float> got((size_t)q::kMatVecRows + 1, -777.f);  // poisoned; past `rows` must stay untouched
       mv(k, wb.data(), w_row, rows, xq.data(), got.data());

@@ -1,18 +1,20 @@
 // Decode matvec kernels for x86 CPUs with AVX-512 VL + VNNI (matvec.h): 8 weight rows per call on the GGUF
 // layout, lane r of a YMM register = weight row r. Functions carry their own target attribute and run only after
-// a runtime CPU check (matvec_dispatch.cpp), so the rest of the build keeps its baseline flags.
+// a runtime CPU check (qgemm_dispatch.cpp's matvec_kernel), so the rest of the build keeps its baseline flags.
+// Types: Q4_0, Q5_0, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K (the others keep the row kernels at M = 1).
 //
-// Q4_0 (one int32 per block, quant.h): per block, rows r and r + 4 share a YMM (r's 16 packed bytes in the low
-// half, r + 4's in the high half); the low nibbles (elements 0-15 of both rows) and the high nibbles (16-31) each
-// take one vpdpbusd against the activation's elements 0-15 / 16-31 broadcast to both halves, which leaves 4 int32
-// lanes of each row's block sum per half. Three vphaddd reduce the four such registers to one with lane r = row r's
-// exact int32 block sum of the unsigned levels q + 8; 8 * sum q_x (the activation row's side data) takes the offset
-// out, then one vcvtdq2ps, the 8 rows' d_w times
-// d_x, and one fma for 8 outputs: acc_r = fma(d_w * d_x, float(s_b), acc_r), block after block, the row kernels'
-// order and rounding (t = d_w * d_x rounded to f32, then one fused multiply-add).
+// Q4_0 / Q5_0 (one int32 per block, quant.h): per block, rows r and r + 4 share a YMM (r's 16 packed bytes in the
+// low half, r + 4's in the high half); the low nibbles (elements 0-15 of both rows) and the high nibbles (16-31)
+// each take one vpdpbusd against the activation's elements 0-15 / 16-31 broadcast to both halves, which leaves 4
+// int32 lanes of each row's block sum per half. Three vphaddd reduce the four such registers to one with lane r =
+// row r's exact int32 block sum of the unsigned levels q + 8; 8 * sum q_x (the activation row's side data) takes
+// the offset out (Q5_0: the fifth bits added as 16 under a byte mask first, 16 * sum q_x out), then one vcvtdq2ps,
+// the 8 rows' d_w times d_x, and one fma for 8 outputs: acc_r = fma(d_w * d_x, float(s_b), acc_r), block after
+// block, the row kernels' order and rounding (t = d_w * d_x rounded to f32, then one fused multiply-add).
 // Q8_0 / Q8_1 weights: per row a block is one YMM of levels q + 128 (xor 0x80), one vpdpbusd with the activation
 // block, 8 int32 lanes; six vphaddd, two lane permutes and an add give lane r = row r, then 128 * sum q_x comes
 // out and the f32 step is Q4_0's.
+// K-quants: see MatVecK4 / MatVecQ6_K below. Every kernel prefetches the next group of 8 rows (NextGroup).
 #include "backends/cpu/quant/matvec.h"
 
 #include <algorithm>
@@ -201,7 +203,8 @@ RBEE_MV inline __m256i Load32(const void* p) { return _mm256_loadu_si256(reinter
 // Q4_K / Q5_K, groups 2 p and 2 p + 1 of the 8 rows: sv[r] += their levels times the activations times their
 // scales (byte 2 p, 2 p + 1 of scb[r]). A template on p, so every shift count and shuffle pattern is a constant.
 template <class Block, int p>
-RBEE_MV inline void K4Pair(const RowGroup& g, int64_t at, const BlockQ8_K& y, __m256i (&sv)[8], const __m256i (&scb)[8]) {
+RBEE_MV inline void K4Pair(const RowGroup& g, int64_t at, const BlockQ8_K& y, __m256i (&sv)[8],
+                           const __m256i (&scb)[8]) {
   constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ya = Load32(y.qs + 64 * p), yb = Load32(y.qs + 64 * p + 32);
@@ -289,9 +292,8 @@ RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
     const __m256i bsums = Load32(y.bsums);
     __m256i sv[8], cv[8];
     for (int r = 0; r < 8; ++r) {
-      cv[r] = _mm256_madd_epi16(
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.w[r] + at + offsetof(BlockQ6_K, scales)))),
-          bsums);
+      const char* scales = g.w[r] + at + offsetof(BlockQ6_K, scales);
+      cv[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))), bsums);
       sv[r] = _mm256_setzero_si256();
     }
     for (int n = 0; n < 2; ++n) {  // halves of 128 elements; rows inside, so a row's chain interleaves with 7 others

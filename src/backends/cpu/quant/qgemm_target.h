@@ -1,5 +1,6 @@
-// Whether this build has the x86 AVX-512 VNNI prompt GEMM (qgemm_avx512.cpp) and decode matvec (matvec_avx512.cpp): x86-64 with GCC or clang, whose
-// per-function target attributes let it sit beside baseline code.
+// Whether this build has the x86 AVX-512 VNNI prompt GEMM (qgemm_avx512.cpp) and decode matvec
+// (matvec_avx512.cpp): x86-64 with GCC or clang, whose per-function target attributes let them sit beside
+// baseline code.
 #pragma once
 
 #include "backends/cpu/quant/matvec.h"
