@@ -2,10 +2,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <hwy/highway.h>
-
 #include "backends/cpu/quant/qgemm.h"
 #include "backends/cpu/quant/qgemm_target.h"
+#include "backends/cpu/quant/quant.h"
 
 namespace rbee::cpu::quant {
 namespace {
@@ -23,13 +22,7 @@ bool enabled_by_env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
-// Whether Highway runs the AVX2 / AVX3 row kernels, which the VNNI kernels reproduce bit for bit (where it runs
-// another target, a test restricting targets, the row kernels compute everything).
-bool row_kernels_are_x86_simd() {
-  const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
-  const int64_t best = targets & -targets;
-  return best == HWY_AVX2 || best == HWY_AVX3;
-}
+
 }  // namespace
 
 const QGemm* qgemm_kernel(DType weight) {
