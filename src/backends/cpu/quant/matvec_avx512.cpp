@@ -276,6 +276,12 @@ RBEE_MV void MatVecK4(int64_t k, const void* wv, int64_t w_row_bytes, int rows, 
   StoreRows(acc, rows, out);
 }
 
+// Q6_K levels: (low & 0x0F) | high in one vpternlogd (bitwise select, 0xCA: the 0x0F mask picks bits 0-3 of low,
+// the rest comes from high, whose bits other than 4-5 are zero).
+RBEE_MV inline __m256i Merge6(__m256i low, __m256i high) {
+  return _mm256_ternarylogic_epi32(_mm256_set1_epi8(0x0F), low, high, 0xCA);
+}
+
 // Q6_K: levels q (0..63: low 4 bits in ql, high 2 in qh), 16 int8 scales per super-block (one per 16 elements),
 // c = 32 * sc (C = 32 * sum sc[i] bsums[i], shifted after the reduction: |C| < 2^28), dc = d.
 RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows, const void* xv, float* out) {
@@ -283,7 +289,7 @@ RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   const RowGroup g(wv, w_row_bytes, rows);
   const NextGroup next(wv, w_row_bytes, (int64_t)sizeof(BlockQ6_K));
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
+  const __m256i m3 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     next.Fetch(b);
@@ -307,12 +313,10 @@ RBEE_MV void MatVecQ6_K(int64_t k, const void* wv, int64_t w_row_bytes, int rows
         const __m256i la = Load32(blk.ql + 64 * n), lb = Load32(blk.ql + 64 * n + 32), h = Load32(blk.qh + 32 * n);
         // Group j (32 elements 128 n + 32 j): low 4 bits from la (j = 0, 2: low / high nibble) or lb (j = 1, 3),
         // high 2 bits at bit 2 j of h, moved to bits 4-5.
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3)),
-            _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m3)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m3))};
+        const __m256i q[4] = {Merge6(la, _mm256_and_si256(_mm256_slli_epi16(h, 4), m3)),
+                              Merge6(lb, _mm256_and_si256(_mm256_slli_epi16(h, 2), m3)),
+                              Merge6(_mm256_srli_epi16(la, 4), _mm256_and_si256(h, m3)),
+                              Merge6(_mm256_srli_epi16(lb, 4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m3))};
         // Sub-blocks 8 n + 2 j (elements 0-15 of group j) and 8 n + 2 j + 1: words 2 j, 2 j + 1 of half. Two
         // chains (even / odd groups) keep vpdpwssd's latency off the critical path.
         __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
