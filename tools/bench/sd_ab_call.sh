@@ -6,10 +6,16 @@
 # The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
 # core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
-# over MEMCHECK_FILTER), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
+# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls per tile shape; not in the
+# default list), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
 # only with PROFILE_LAST_ONLY=1).
+# SDXL stages (not in the default list): sdxl (rbee_sd_bench --random-sdxl 1024x1024 20 steps f16 guidance 5, UNet
+# step graphs, once per entry of SDXL_CONFIGS, default the last entry of CONFIGS), sdxl_profile (per-layer profile of
+# one warm SDXL image, last entry of SDXL_CONFIGS), diffusers / sdxl_diffusers (tools/bench/sd_bench_diffusers.py, the
+# carried copy, SD 1.5 512x512 or SDXL 1024x1024, modes DIFFUSERS_MODES (default eager,compiled) on one loaded pipeline,
+# in what is left of LIMIT seconds (default 400) counted from the script's start; the diffusers wheel from $C/whl).
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
 set -u
 C=${C:?C=carry folder}
@@ -39,18 +45,45 @@ fi
 export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
 note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 tok=tests/data/tiny_sd/sd15/tokenizer
+# CONFORMANCE_TILES / MEMCHECK_TILES: RBEE_ATTN_TILES values (dense flash attention tile shapes) to run the
+# conformance / memcheck filter under, one run each (default: the default shape only).
 if has conformance; then
-  timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
-    --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
-    > "$out/conformance.log" 2>&1
-  note "conformance exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
+  for t in ${CONFORMANCE_TILES:-default}; do
+    [ "$t" = default ] && t=
+    RBEE_ATTN_TILES=$t timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
+      --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
+      > "$out/conformance$t.log" 2>&1
+    note "conformance [tiles ${t:-default}] exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance$t.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$out/conformance$t.log" | head -20 | tee -a "$out/summary.txt"
+  done
 fi
 if has memcheck && command -v compute-sanitizer >/dev/null; then
-  timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
-    --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
-    > "$out/memcheck.log" 2>&1
-  note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
+  for t in ${MEMCHECK_TILES:-default}; do
+    [ "$t" = default ] && t=
+    RBEE_ATTN_TILES=$t timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$P/tests/rbee_conformance" --gtest_brief=1 \
+      --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
+      > "$out/memcheck$t.log" 2>&1
+    note "memcheck [tiles ${t:-default}] exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck$t.log" | tr '\n' ' ')"
+  done
+fi
+if has attention; then  # the UNets' attention calls alone, per dense flash tile shape
+  "$P/rbee_sd_bench" --attention --backend cuda --attention-tiles "${ATTN_TILES:-m2w4,m1w8,m1w4}" > "$out/attention.txt" 2>&1
+  grep "^attention" "$out/attention.txt" | tee -a "$out/summary.txt"
+  note "attention bench done"
+  if [ "${AUTO_TILES:-0}" = 1 ]; then
+    # The tile shape with the least attention time a UNet step (calls a step: SD 1.5 5 per level, SDXL 10 at 64x64
+    # and 60 at 32x32), A/B against the default shape: CONFIGS and SDXL_CONFIGS become "m2w4:...;best:...".
+    best() {  # best sd15|sdxl -> the fastest mode other than m2w4 when m2w4 itself is the fastest
+      awk -v m="$1" '$1 == "attention:" && $2 == m {
+          w = (m == "sdxl" && $4 == "32x32") ? 60 : (m == "sdxl") ? 10 : 5; t[$5] += w * $6 }
+        END { for (k in t) print t[k], k }' "$out/attention.txt" | sort -n | awk '$2 != "m2w4" { print $2; exit }'
+    }
+    b15=$(best sd15) bxl=$(best sdxl)
+    CONFIGS="m2w4:RBEE_ATTN_TILES=m2w4;${b15:-m1w8}:RBEE_ATTN_TILES=${b15:-m1w8}"
+    SDXL_CONFIGS="m2w4:RBEE_ATTN_TILES=m2w4;${bxl:-m1w8}:RBEE_ATTN_TILES=${bxl:-m1w8}"
+    note "tile shapes to compare: SD 1.5 $CONFIGS; SDXL $SDXL_CONFIGS"
+  fi
 fi
 if has tiny; then
   for size in ${TINY_SIZES:-128}; do
@@ -88,5 +121,39 @@ if has profile; then
     grep -E "kind|profile:" "$out/profile_${name}.txt" | head -16 | sed "s/^/profile $name: /" | tee -a "$out/summary.txt"
   done
   note "profile done"
+fi
+xl() {  # xl NAME "ENV..." ARGS...: rbee SDXL base, random weights, 1024x1024, 20 steps
+  local name=$1 envs=$2
+  shift 2
+  env $envs "$P/rbee_sd_bench" --random-sdxl --tokenizer $tok --tokenizer-2 tests/data/tiny_sd/sdxl/tokenizer_2 \
+    --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5 "$@" > "$out/sdxl_${name}.txt" 2>&1
+  grep -E "^load|^run|^warmup|result|graphs" "$out/sdxl_${name}.txt" | sed "s/^/sdxl $name [$envs]: /" | tee -a "$out/summary.txt"
+}
+IFS=';' read -r -a xl_configs <<< "${SDXL_CONFIGS:-$last}"
+if has sdxl; then
+  for c in "${xl_configs[@]}"; do xl "${c%%:*}" "${c#*:}" --runs "${SDXL_RUNS:-2}" --warmup 1; done
+  note "sdxl done"
+fi
+if has sdxl_profile; then
+  c=${xl_configs[${#xl_configs[@]}-1]}
+  xl "profile_${c%%:*}" "${c#*:} RBEE_OP_PROFILE=1" --runs 1 --warmup 1
+  grep -E "kind|profile:" "$out/sdxl_profile_${c%%:*}.txt" | head -16 | sed "s/^/sdxl profile: /" | tee -a "$out/summary.txt"
+  note "sdxl profile done"
+fi
+if has diffusers || has sdxl_diffusers; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$C"/whl/*.whl &&
+    export PYTHONPATH=/tmp/site
+  cp "$C/sd_bench_diffusers.py" tools/bench/sd_bench_diffusers.py  # the measured worktree's version
+  for which in diffusers sdxl_diffusers; do
+    has $which || continue
+    left=$((${LIMIT:-400} - SECONDS - 3))
+    args="--steps 20 --width 512 --height 512 --runs ${DIFFUSERS_RUNS:-3}"
+    [ $which = sdxl_diffusers ] && args="--sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs ${DIFFUSERS_RUNS:-2}"
+    note "$which with $left s left"
+    PYTHONUNBUFFERED=1 timeout "$left" python3 tools/bench/sd_bench_diffusers.py $args --modes "${DIFFUSERS_MODES:-eager,compiled}" \
+      --compile-warmup 1 > "$out/bench_$which.txt" 2>&1
+    note "$which exit $?"
+    grep -vi "warn" "$out/bench_$which.txt" | tail -12 | sed "s/^/$which: /" | tee -a "$out/summary.txt"
+  done
 fi
 note "done"

@@ -15,6 +15,9 @@
 // --compare-cpu (with --model, a small pipeline such as tests/data/tiny_sd/sd15) generates the same image on the
 // CPU in f32 and on the chosen device (f16 activations with --f16) and fails (exit 2) when the images differ by
 // more than --tol-mean (mean absolute difference) or --tol-max (largest difference), on the [-1, 1] scale.
+//
+// --attention times the attention calls of the SD 1.5 and SDXL UNets alone (no model), once per tile shape of the
+// dense flash kernel named in --attention-tiles (RBEE_ATTN_TILES values; "m2w4" is the default shape).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +32,7 @@
 #include "rbee/sd/pipeline.h"
 #include "rbee/sd/png.h"
 #include "rbee/sd/profile.h"
+#include "sd_attention_bench.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -78,18 +82,32 @@ int main(int argc, char** argv) {
   app.add_flag("--no-unet-graph", no_unet_graph,
                "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
                "replayed)");
+  bool attention = false;
+  std::string attention_tiles = "m2w4,m1w8,m1w4";
+  app.add_flag("--attention", attention, "time the UNets' attention calls alone, per tile shape (no model)");
+  app.add_option("--attention-tiles", attention_tiles, "--attention: comma-separated RBEE_ATTN_TILES values");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    RBEE_CHECK((int)random_sd15 + (int)random_sdxl + (int)!model.empty() == 1,
+    RBEE_CHECK(attention || (int)random_sd15 + (int)random_sdxl + (int)!model.empty() == 1,
                "give exactly one of --model, --random-sd15 and --random-sdxl");
     rbee::Registry& registry = rbee::Registry::global();
     for (const auto& line : registry.load_plugins()) std::fprintf(stderr, "plugin: %s\n", line.c_str());
     std::string reason;
     rbee::Device& device = registry.select(backend, device_index, &reason);
     std::printf("device: %s (%s)\n", device.info().name.c_str(), reason.c_str());
+    if (attention) {
+      std::vector<std::string> modes;
+      for (size_t a = 0; a <= attention_tiles.size();) {
+        const size_t b = std::min(attention_tiles.find(',', a), attention_tiles.size());
+        if (b > a) modes.push_back(attention_tiles.substr(a, b - a));
+        a = b + 1;
+      }
+      run_sd_attention_bench(device, modes);
+      return 0;
+    }
 
     rbee::sd::LoadOptions opt;
     opt.device = &device;
