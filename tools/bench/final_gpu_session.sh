@@ -18,8 +18,8 @@
 #                norm, block layer norm, P through shared memory, no split-K) vs the defaults, batch 1 and 4
 #     sdpeer     diffusers eager + torch.compile on the same card (PYTHONPATH must hold diffusers 0.42.1; the compile
 #                needs > 100 s: SDPEER_TIMEOUT, default 300)
-#     sdxl       SDXL base 1024x1024 20 steps guidance 5 (random weights; ~20 s to draw them per run): the previous
-#                session's code by its switches (SDXL_PREV, the dense attention tiles of session 6) vs the defaults
+#     sdxl       SDXL base 1024x1024 20 steps guidance 5 (random weights: ~16-19 s to draw them a run), the defaults;
+#                with SDXL_PREV="ENV=V ..." also a run with those switches first (A/B)
 #     sdxlpeer   diffusers SDXL eager + torch.compile on the same card (fp16 VAE as rbee's; the compile of the SDXL
 #                UNet takes minutes: SDXLPEER_TIMEOUT, default 420)
 # Logs under $OUT (or /tmp/rbee-session/out); summary.txt collects one line per row.
@@ -124,9 +124,10 @@ if has sdxl; then
   xl() { local envs=$1; shift; env $envs timeout "${SDXL_TIMEOUT:-120}" "$P/rbee_sd_bench" --random-sdxl \
     --tokenizer tests/data/tiny_sd/sd15/tokenizer --tokenizer-2 tests/data/tiny_sd/sdxl/tokenizer_2 --backend cuda --f16 \
     --steps 20 --width 1024 --height 1024 --guidance 5 "$@"; }
-  prev=${SDXL_PREV:-RBEE_ATTN_TILES=m2w4}
-  xl "$prev" --runs 2 --warmup 1 > "$out/sdxl_prev.txt" 2>&1
-  note "SDXL, previous code ($prev): $(grep -E '^result' "$out/sdxl_prev.txt" | tr '\n' ' ')"
+  if [ -n "${SDXL_PREV:-}" ]; then
+    xl "$SDXL_PREV" --runs 2 --warmup 1 > "$out/sdxl_prev.txt" 2>&1
+    note "SDXL with $SDXL_PREV: $(grep -E '^result' "$out/sdxl_prev.txt" | tr '\n' ' ')"
+  fi
   xl "" --runs 3 --warmup 1 > "$out/sdxl_new.txt" 2>&1
   note "SDXL new: $(grep -E '^load|^warmup 0|^result|graphs' "$out/sdxl_new.txt" | tr '\n' ' ')"
 fi

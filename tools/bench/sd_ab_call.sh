@@ -6,8 +6,8 @@
 # The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
 # core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
-# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls per tile shape; not in the
-# default list), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
+# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls alone; not in the default
+# list), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
 # only with PROFILE_LAST_ONLY=1).
@@ -45,45 +45,23 @@ fi
 export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
 note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 tok=tests/data/tiny_sd/sd15/tokenizer
-# CONFORMANCE_TILES / MEMCHECK_TILES: RBEE_ATTN_TILES values (dense flash attention tile shapes) to run the
-# conformance / memcheck filter under, one run each (default: the default shape only).
 if has conformance; then
-  for t in ${CONFORMANCE_TILES:-default}; do
-    [ "$t" = default ] && t=
-    RBEE_ATTN_TILES=$t timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
-      --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
-      > "$out/conformance$t.log" 2>&1
-    note "conformance [tiles ${t:-default}] exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance$t.log" | tr '\n' ' ')"
-    grep -E '^\[  FAILED  \]' "$out/conformance$t.log" | head -20 | tee -a "$out/summary.txt"
-  done
+  timeout "${CONFORMANCE_TIMEOUT:-60}" "$P/tests/rbee_conformance" --gtest_brief=1 \
+    --gtest_filter="${CONFORMANCE_FILTER:-*Geglu*/cuda*:*GroupNorm*/cuda*:*LayerNorm*/cuda*:Ops/AttentionConformance.*/cuda*:*Conv2dFused*/cuda*}" \
+    > "$out/conformance.log" 2>&1
+  note "conformance exit $?: $(grep -E '^\[  (PASSED|FAILED) |tests from.*ran' "$out/conformance.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$out/conformance.log" | head -20 | tee -a "$out/summary.txt"
 fi
 if has memcheck && command -v compute-sanitizer >/dev/null; then
-  for t in ${MEMCHECK_TILES:-default}; do
-    [ "$t" = default ] && t=
-    RBEE_ATTN_TILES=$t timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$P/tests/rbee_conformance" --gtest_brief=1 \
-      --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
-      > "$out/memcheck$t.log" 2>&1
-    note "memcheck [tiles ${t:-default}] exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck$t.log" | tr '\n' ' ')"
-  done
+  timeout "${MEMCHECK_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 "$P/tests/rbee_conformance" \
+    --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:-*GroupNorm*/cuda_f16_contiguous:*LayerNorm*/cuda_f16_contiguous:*Conv2dFused*/cuda*split_k*:Ops/AttentionConformance.*/cuda_f16_contiguous}" \
+    > "$out/memcheck.log" 2>&1
+  note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
 fi
-if has attention; then  # the UNets' attention calls alone, per dense flash tile shape
-  "$P/rbee_sd_bench" --attention --backend cuda --attention-tiles "${ATTN_TILES:-m2w4,m1w8,m1w4}" > "$out/attention.txt" 2>&1
+if has attention; then  # the UNets' attention calls alone
+  "$P/rbee_sd_bench" --attention --backend cuda > "$out/attention.txt" 2>&1
   grep "^attention" "$out/attention.txt" | tee -a "$out/summary.txt"
   note "attention bench done"
-  if [ "${AUTO_TILES:-0}" = 1 ]; then
-    # The tile shape with the least attention time a UNet step (calls a step: SD 1.5 5 per level, SDXL 10 at 64x64
-    # and 60 at 32x32), A/B against the default shape: CONFIGS and SDXL_CONFIGS become "m2w4:...;best:...".
-    best() {  # best sd15|sdxl -> the fastest mode other than m2w4 when m2w4 itself is the fastest
-      awk -v m="$1" '$1 == "attention:" && $2 == m {
-          w = (m == "sdxl" && $4 == "32x32") ? 60 : (m == "sdxl") ? 10 : 5; t[$5] += w * $6 }
-        END { for (k in t) print t[k], k }' "$out/attention.txt" | sort -n | awk '$2 != "m2w4" { print $2; exit }'
-    }
-    b15=$(best sd15) bxl=$(best sdxl)
-    CONFIGS="m2w4:RBEE_ATTN_TILES=m2w4;${b15:-m1w8}:RBEE_ATTN_TILES=${b15:-m1w8}"
-    SDXL_CONFIGS="m2w4:RBEE_ATTN_TILES=m2w4;${bxl:-m1w8}:RBEE_ATTN_TILES=${bxl:-m1w8}"
-    note "tile shapes to compare: SD 1.5 $CONFIGS; SDXL $SDXL_CONFIGS"
-  fi
 fi
 if has tiny; then
   for size in ${TINY_SIZES:-128}; do

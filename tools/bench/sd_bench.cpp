@@ -16,8 +16,8 @@
 // CPU in f32 and on the chosen device (f16 activations with --f16) and fails (exit 2) when the images differ by
 // more than --tol-mean (mean absolute difference) or --tol-max (largest difference), on the [-1, 1] scale.
 //
-// --attention times the attention calls of the SD 1.5 and SDXL UNets alone (no model), once per tile shape of the
-// dense flash kernel named in --attention-tiles (RBEE_ATTN_TILES values; "m2w4" is the default shape).
+// --attention times the attention calls of the SD 1.5 and SDXL UNets alone (no model): microseconds and TFLOP/s a
+// call (switches such as RBEE_ATTN_FLASH=0 apply).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -83,9 +83,7 @@ int main(int argc, char** argv) {
                "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
                "replayed)");
   bool attention = false;
-  std::string attention_tiles = "m2w4,m1w8,m1w4";
-  app.add_flag("--attention", attention, "time the UNets' attention calls alone, per tile shape (no model)");
-  app.add_option("--attention-tiles", attention_tiles, "--attention: comma-separated RBEE_ATTN_TILES values");
+  app.add_flag("--attention", attention, "time the SD 1.5 / SDXL UNets' attention calls alone (no model)");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
@@ -99,13 +97,7 @@ int main(int argc, char** argv) {
     rbee::Device& device = registry.select(backend, device_index, &reason);
     std::printf("device: %s (%s)\n", device.info().name.c_str(), reason.c_str());
     if (attention) {
-      std::vector<std::string> modes;
-      for (size_t a = 0; a <= attention_tiles.size();) {
-        const size_t b = std::min(attention_tiles.find(',', a), attention_tiles.size());
-        if (b > a) modes.push_back(attention_tiles.substr(a, b - a));
-        a = b + 1;
-      }
-      run_sd_attention_bench(device, modes);
+      run_sd_attention_bench(device);
       return 0;
     }
 

@@ -1,6 +1,6 @@
 // Dense flash attention on 16-bit matrix tiles (contract: attention_flash.h). A thread block owns kRows (128, or 64
-// at 160 columns or with DenseTiles::M1W4) consecutive queries of one (batch, head): kWarps warps of 16 MT rows each
-// (DenseCfg below, Dp the head size padded to a tile width). Q rows, then K and V tiles of BN keys, go to shared memory through copy_async_16 (head
+// at 160 columns) consecutive queries of one (batch, head): 4 warps of 16 MT rows each (DenseCfg below, Dp the
+// head size padded to a tile width). Q rows, then K and V tiles of BN keys, go to shared memory through copy_async_16 (head
 // columns past D, queries past Tq and keys past Tk read as zeros; keys past Tk are also masked), and
 // flash_key_tiles (flash_tiles.cuh, the paged kernel's loop) runs every key tile; each output row is O / sum,
 // rounded to the operand type. No split of the key range: SD's shapes have Tq / kRows x B x H >= 64 blocks.
@@ -94,18 +94,12 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) dense_flas
   }
 }
 
-// Tile configurations by padded head size: 64-key tiles up to 80 columns, 32-key tiles above. The default
-// (DenseTiles::M2W4): 4 warps of 32 rows (MT 2; 16 rows at 160 columns: the O accumulators of 32 rows would not fit
-// the registers). Shared memory with P tiles (FAST false, or a platform without kMmaAccToARegisters): 60 KiB at 48
-// columns, 84 KiB at 80, 78 KiB at 128, 68 KiB at 160; FAST on CUDA keeps P in registers: 42, 66, 68 and 63 KiB.
-// Up to 128 columns two other shapes (FAST only) trade the reuse of each K / V fragment by two row tiles for fewer
-// registers a thread and so more warps an SM: M1W8, 8 warps of 16 rows (the same 128 rows and shared memory a
-// block), and M1W4, 4 warps of 16 rows (64 rows a block: twice the blocks, for grids of few waves).
-enum class DenseTiles { M2W4, M1W8, M1W4 };
-
-template <int Dp, bool FAST, DenseTiles T = DenseTiles::M2W4>
-using DenseCfg = FlashCfg<Dp, (T == DenseTiles::M1W8 ? 8 : 4), 1,
-                          (T == DenseTiles::M2W4 && Dp <= 128 ? 2 : 1), (Dp <= 80 ? 64 : 32), FAST>;
+// Tile configurations by padded head size: 4 warps of 32 rows (16 at 160 columns: the O accumulators of 32 rows
+// would not fit the registers), 64-key tiles up to 80 columns, 32-key tiles above. Shared memory with P tiles
+// (FAST false, or a platform without kMmaAccToARegisters): 60 KiB at 48 columns, 84 KiB at 80, 78 KiB at 128, 68
+// KiB at 160; FAST on CUDA keeps P in registers: 42, 66, 68 and 63 KiB.
+template <int Dp, bool FAST>
+using DenseCfg = FlashCfg<Dp, 4, 1, (Dp <= 128 ? 2 : 1), (Dp <= 80 ? 64 : 32), FAST>;
 
 int padded_head(int d) {
   for (const int dp : {48, 64, 80, 128, 160}) {
@@ -114,14 +108,14 @@ int padded_head(int d) {
   return 0;
 }
 
-template <bool FAST, DenseTiles T, class F>
+template <bool FAST, class F>
 bool visit_dense_cfg(int dp, F&& f) {
   switch (dp) {
-    case 48: f(DenseCfg<48, FAST, T>{}); return true;
-    case 64: f(DenseCfg<64, FAST, T>{}); return true;
-    case 80: f(DenseCfg<80, FAST, T>{}); return true;
-    case 128: f(DenseCfg<128, FAST, T>{}); return true;
-    case 160: f(DenseCfg<160, FAST>{}); return true;  // 16 rows a warp in every shape
+    case 48: f(DenseCfg<48, FAST>{}); return true;
+    case 64: f(DenseCfg<64, FAST>{}); return true;
+    case 80: f(DenseCfg<80, FAST>{}); return true;
+    case 128: f(DenseCfg<128, FAST>{}); return true;
+    case 160: f(DenseCfg<160, FAST>{}); return true;
     default: return false;
   }
 }
@@ -133,14 +127,6 @@ bool dense_fast_tiles() {
     return !(env && std::string_view(env) == "0");
   }();
   return on;
-}
-
-// RBEE_ATTN_TILES=m2w4|m1w8|m1w4 picks the tile shape (A/B; read at every call, so one process can time each);
-// otherwise M2W4.
-DenseTiles dense_tiles() {
-  const char* env = std::getenv("RBEE_ATTN_TILES");
-  const std::string_view v = env ? env : "";
-  return v == "m1w8" ? DenseTiles::M1W8 : v == "m1w4" ? DenseTiles::M1W4 : DenseTiles::M2W4;
 }
 
 }  // namespace
@@ -192,10 +178,8 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
     }
     launched = true;
   };
-  if (!dense_fast_tiles()) visit_dense_cfg<false, DenseTiles::M2W4>(dp, launch);
-  else if (dense_tiles() == DenseTiles::M1W8) visit_dense_cfg<true, DenseTiles::M1W8>(dp, launch);
-  else if (dense_tiles() == DenseTiles::M1W4) visit_dense_cfg<true, DenseTiles::M1W4>(dp, launch);
-  else visit_dense_cfg<true, DenseTiles::M2W4>(dp, launch);
+  if (dense_fast_tiles()) visit_dense_cfg<true>(dp, launch);
+  else visit_dense_cfg<false>(dp, launch);
   return launched;
 }
 
