@@ -26,18 +26,26 @@ namespace rbee {
 namespace {
 
 // Sizes of consecutive all-reduces; 262144 is the one-shot chunk (GpuCommunicator::kOneShotChunk), 1 << 20 the
-// flag kernel's (kFlagChunk); 16384 floats (64 KiB) the largest message of the one-shot kernel by default
+// flag kernel's (kFlagChunk); 131072 floats (512 KiB) the largest message of the one-shot kernel by default
 // (kOneShotMaxBytes), 1 << 20 floats (4 MiB) the largest of the flag kernel where a library is loaded.
-const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 16384, 16388,
+const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 131072, 131076,
                                      (1 << 20) + 5, 4096};
 
-// The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made).
-const std::vector<std::string> kPaths = {"auto", "oneshot", "flag"};
+// The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made); "flag+block":
+// the flag kernel with one fence per block (RBEE_ALLREDUCE_FENCE=block).
+const std::vector<std::string> kPaths = {"auto", "oneshot", "flag", "flag+block"};
 
-// Sets RBEE_ALLREDUCE for the communicators made while it lives.
+// Sets RBEE_ALLREDUCE (and RBEE_ALLREDUCE_FENCE) for the communicators made while it lives.
 struct ForcedPath {
-  explicit ForcedPath(const std::string& path) { ::setenv("RBEE_ALLREDUCE", path.c_str(), 1); }
-  ~ForcedPath() { ::unsetenv("RBEE_ALLREDUCE"); }
+  explicit ForcedPath(const std::string& path) {
+    const bool block = path == "flag+block";
+    ::setenv("RBEE_ALLREDUCE", block ? "flag" : path.c_str(), 1);
+    if (block) ::setenv("RBEE_ALLREDUCE_FENCE", "block", 1);
+  }
+  ~ForcedPath() {
+    ::unsetenv("RBEE_ALLREDUCE");
+    ::unsetenv("RBEE_ALLREDUCE_FENCE");
+  }
 };
 
 // The largest message the GPU communicator named `name` adds in rank order under RBEE_ALLREDUCE=`path` (-1: every
@@ -47,7 +55,7 @@ int64_t rank_order_limit(const std::string& name, const std::string& path) {
   const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
   if (!library) return -1;
   if (!p2p) return 0;
-  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;
+  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+block" as "flag"
 }
 
 std::vector<float> random_values(int64_t n, uint64_t seed) {

@@ -23,7 +23,7 @@
 #      --split tensor and --split layer (--no-fit: refused rather than shrunk);
 #   7. NSYS=1: nsys's kernel and API summaries of a 64-stream tensor-split run (where nsys is installed).
 # Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
-# LONGCTX=1, CTX70=65536, NSYS=1, PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+# LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -150,16 +150,19 @@ fi
 if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" ]; then
   for path in ${COLLECTIVE_PATHS:-auto oneshot flag nccl}; do
     note "$(stamp) all-reduce latency over $ngpu GPUs, RBEE_ALLREDUCE=$path"
+    fence=thread
+    [ "$path" = flag+block ] && path=flag && fence=block  # the flag kernel with one fence per block
     # nccl is recorded into the graphs too: a hang there costs 60 s, not the call.
-    RBEE_ALLREDUCE=$path timeout 60 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 | tee -a "$out/summary.txt" ||
-      status=1
+    RBEE_ALLREDUCE=$path RBEE_ALLREDUCE_FENCE=$fence timeout 60 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 |
+      tee -a "$out/summary.txt" || status=1
   done
 fi
 
 # AB=1: the tensor split's tg128 with the fourth session's changes switched off (RBEE_ALLREDUCE=oneshot: the one-shot
-# all-reduce up to 1 MiB, no flag kernel; RBEE_TP_SPLIT_HEAD=0: the whole head on rank 0), both and each, beside the
-# default and one GPU; AB=batched: the same for S_TG of 64 streams. Alternating, AB_ROUNDS rounds (default 2), so
-# each change is measured against its own baseline.
+# all-reduce up to 1 MiB, no flag kernel; RBEE_TP_SPLIT_HEAD=0: the whole head on rank 0), beside the default and
+# one GPU; AB=batched: the same for S_TG of 64 streams, and the flag kernel with one fence per block
+# (RBEE_ALLREDUCE_FENCE=block); AB=each / each-batched: each change alone. Alternating, AB_ROUNDS rounds (default
+# 2), so each change is measured against its own baseline.
 ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   local envs=${1%%|*} rest=${1#*|}
   local mode=${rest%%|*}; rest=${rest#*|}
@@ -169,12 +172,20 @@ ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   # shellcheck disable=SC2086
   env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
 }
+tp="--devices $devices --split tensor"
 case "${AB:-0}" in
-  1) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+  1) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+               "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+               "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE_FENCE=block|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  each) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
                "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
                "RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
                "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
-  batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+  each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
@@ -205,7 +216,7 @@ if [ "${LONGCTX:-0}" = 1 ] && [ -f "$m70l" ]; then
   "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c "$ctx" --no-fit 2>&1 | tail -4 | tee -a "$out/summary.txt"
   timeout 240 "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c "$ctx" --check 2>&1 | tee -a "$out/summary.txt" ||
     status=1
-  for mode in tensor layer; do
+  for mode in ${LONGCTX_MODES:-tensor layer}; do
     note "$(stamp) 70B Q8_0, -c $ctx, --split $mode: rbee bench pp512 tg64"
     timeout 240 "$rbee" bench -m "$m70" --devices "$devices" --split "$mode" -c "$ctx" --no-fit -p 512 -n 64 -r 1 \
       --no-limits 2>&1 | grep -vE "^\s*$|progress" | tail -12 | tee -a "$out/summary.txt" || status=1

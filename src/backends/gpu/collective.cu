@@ -133,6 +133,7 @@ struct FlagArgs {
   uint32_t* rounds;                                   // [blocks]: this rank's last finished round per block
   int64_t chunk;                                      // elements per (parity, sender) slot
   int rank, ranks;
+  bool block_fence;  // one system-scope fence per block (thread 0, after a barrier) instead of one per thread
 };
 
 // V floats moved as one unit (V = 4: one 16-byte store or load).
@@ -148,7 +149,8 @@ struct Unit {
 //     through peer access).
 //  2. Every thread fences at system scope (its stores are visible to the peers before anything it does next),
 //     the block meets at a barrier, then thread p (< ranks, != rank) writes this round into peer p's flag
-//     [rank][b]: the peer that sees the flag sees the block's values.
+//     [rank][b]: the peer that sees the flag sees the block's values. RBEE_ALLREDUCE_FENCE=block: the block meets
+//     first and thread 0 alone fences and writes every peer's flag (one fence per block, for comparison).
 //  3. Thread p spins on its own flag [p][b] until it holds this round or a later one (a peer may already be one
 //     round further, writing the other parity), fences, and the block meets again; then each unit is summed in
 //     rank order (this rank's own value from x; the peers' values read with volatile loads, never from a stale
@@ -177,10 +179,22 @@ __global__ void flag_all_reduce(FlagArgs a) {
       reinterpret_cast<Unit<V>*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
     }
   }
-  threadfence_system();
-  __syncthreads();
   const bool peer_thread = t < a.ranks && t != a.rank;
-  if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * GpuCommunicator::kBlocks + b) = round;
+  if (a.block_fence) {
+    // The barrier orders every thread's stores before thread 0's fence, which is cumulative (as in a grid sync):
+    // the peer that sees thread 0's flag sees the block's values.
+    __syncthreads();
+    if (t == 0) {
+      threadfence_system();
+      for (int p = 0; p < a.ranks; ++p) {
+        if (p != a.rank) *((volatile uint32_t*)a.flags[p] + a.rank * GpuCommunicator::kBlocks + b) = round;
+      }
+    }
+  } else {
+    threadfence_system();
+    __syncthreads();
+    if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * GpuCommunicator::kBlocks + b) = round;
+  }
   // Every flag is sent before any thread spins (tools/gpu_emu runs the threads of a block one after the other).
   __syncthreads();
   if (peer_thread) {
@@ -242,6 +256,11 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
   const int ranks = size();
   RBEE_CHECK(ranks >= 1 && ranks <= kMaxRanks, "GPU communicator: {} devices (1 to {})", ranks, kMaxRanks);
   path_ = requested_path();
+  if (const char* f = std::getenv("RBEE_ALLREDUCE_FENCE")) {
+    const std::string_view v = f;
+    RBEE_CHECK(v == "block" || v == "thread", "RBEE_ALLREDUCE_FENCE={}: expected block or thread", v);
+    block_fence_ = v == "block";
+  }
   // Peer access between every pair.
   p2p_ = ranks > 1;
   for (GpuDevice* a : devices_) {
@@ -378,6 +397,7 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n) {
   a.chunk = kFlagChunk;
   a.rank = rank;
   a.ranks = size();
+  a.block_fence = block_fence_;
   for (int p = 0; p < size(); ++p) {
     a.inbox[p] = flag_inbox_[(size_t)p];
     a.flags[p] = flags_[(size_t)p];
