@@ -3,7 +3,7 @@
 // all_reduce_sum takes one of four paths, chosen by message size and what the machine offers (the same choice
 // on every rank, since every rank passes the same size):
 //  - one-shot peer-to-peer (GPUs that can reach each other's memory, cudaDeviceCanAccessPeer), small messages
-//    (up to kOneShotMaxBytes: one decode row or a few): one kernel on each rank pushes its values, each as one
+//    (up to kOneShotMaxBytes: up to 32 decode rows of a 4096-wide model): one kernel on each rank pushes its values, each as one
 //    8-byte word carrying the value and the round number, into every peer's inbox through peer access, then sums
 //    the words of every rank in rank order, spinning on each word until it carries the current round (no
 //    separate flags or fences: a reader sees value and round together), so all ranks get the same bits. No host
