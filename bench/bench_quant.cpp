@@ -11,6 +11,8 @@
 //   counts its waiting as CPU time.
 //   BM_QDotKernelL2/<type>/<rows>: one core, the row kernel alone on 48 weight rows of K = 4096 that stay in L2:
 //     the compute ceiling of a core ("GB/s" of weights), to set against its share of memory bandwidth.
+//   BM_QMatVecKernelL2/<type>: the same for the decode matvec kernel (quant/matvec.h, 8 weight rows per call) where
+//     this CPU has one (skipped otherwise; RBEE_CPU_MATVEC=0 skips it too).
 // Weights: 64 distinct quantized rows of N(0, 1) data repeated to N rows (bytes stream from memory all the same;
 // the kernels' speed does not depend on the values).
 #include <benchmark/benchmark.h>
@@ -24,6 +26,7 @@
 #include <random>
 #include <tuple>
 
+#include "backends/cpu/quant/matvec.h"
 #include "backends/cpu/quant/quant.h"
 #include "rbee/backend/device.h"
 #include "rbee/ops.h"
@@ -141,7 +144,34 @@ void BM_QDotKernelL2(benchmark::State& state, DType type) {
                                                  benchmark::Counter::kIsRate);
 }
 
+void BM_QMatVecKernelL2(benchmark::State& state, DType type) {
+  namespace q = rbee::cpu::quant;
+  const q::MatVecFn mv = q::matvec_kernel(type);
+  if (mv == nullptr) {
+    state.SkipWithError("no matvec kernel for this type on this CPU");
+    return;
+  }
+  const int64_t n = 48, k = 4096;
+  const Tensor& w = weights(type, n, k);
+  const int64_t w_row = rbee::dtype_row_bytes(type, k);
+  std::vector<unsigned char> xq((size_t)(q::activation_row_bytes(type, k) + 64));
+  unsigned char* xb = xq.data() + (64 - reinterpret_cast<uintptr_t>(xq.data()) % 64) % 64;
+  const auto xf = normal_values(k, 3);
+  q::quantize_activation_row(type, xf.data(), xb, k);
+  std::vector<float> out((size_t)n);
+  const char* wp = static_cast<const char*>(w.data());
+  for (auto _ : state) {
+    for (int64_t j = 0; j < n; j += q::kMatVecRows) mv(k, wp + j * w_row, w_row, q::kMatVecRows, xb, out.data() + j);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter((double)(n * w_row) * (double)state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 const DType kBenchTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+// The one-core kernel benchmarks also cover the other types with a decode matvec kernel.
+const DType kKernelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // BM_QMatmulPrompt runs the prompt GEMM (src/backends/cpu/quant/qgemm.h) where the CPU has one; RBEE_CPU_QGEMM=0
 // runs the row kernels instead, for an A/B on the same machine.
 
@@ -171,11 +201,17 @@ int register_benchmarks() {
         ->UseRealTime()
         ->ComputeStatistics("max", max_of);
   }
-  for (DType t : kBenchTypes) {
+  for (DType t : kKernelTypes) {
     const std::string name(rbee::dtype_name(t));
     benchmark::RegisterBenchmark(("BM_QDotKernelL2/" + name).c_str(), BM_QDotKernelL2, t)
         ->Arg(1)
         ->Arg(4)
+        ->Unit(benchmark::kMicrosecond)
+        ->ComputeStatistics("max", max_of);
+  }
+  for (DType t : kKernelTypes) {
+    const std::string name(rbee::dtype_name(t));
+    benchmark::RegisterBenchmark(("BM_QMatVecKernelL2/" + name).c_str(), BM_QMatVecKernelL2, t)
         ->Unit(benchmark::kMicrosecond)
         ->ComputeStatistics("max", max_of);
   }

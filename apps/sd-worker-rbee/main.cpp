@@ -27,7 +27,7 @@ namespace {
 struct Options {
   rbee::server::WorkerOptions w;
   std::string config, sd_version = "auto", sampler, variant, noise = "rbee";
-  int queue_size = 8, preview_every = 5;
+  int queue_size = 8, preview_every = 5, batch_images = 4;
   bool use_f16 = false;
 };
 
@@ -122,10 +122,12 @@ int run(const Options& opt) {
   svc_opt.model_name = ctx.model_name;
   svc_opt.queue_size = opt.queue_size;
   svc_opt.request_timeout_s = opt.w.request_timeout;
+  svc_opt.batch_images = opt.batch_images;
   sd_api::SdService service(*pipeline, metrics, svc_opt);
   ctx.service = &service;
   lifecycle.set_ready();
-  log::info("event=ready queue={} preview_every={}", opt.queue_size, opt.preview_every);
+  log::info("event=ready queue={} preview_every={} batch_images={}", opt.queue_size, opt.preview_every,
+            opt.batch_images);
 
   lifecycle.wait_for_shutdown();
   lifecycle.set_draining();
@@ -175,6 +177,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--queue-size", opt.queue_size, "Jobs waiting for the device at most; beyond, 429 with Retry-After")
       ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  app.add_option("--batch-images", opt.batch_images,
+                 "Images one UNet batch holds at most when queued text-to-image jobs of the same size, steps, "
+                 "sampler, guidance and noise run together (1: one job at a time; each job's images stay the ones it "
+                 "makes alone)")
+      ->check(CLI::Range(1, rbee::sd::kMaxBatch))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (!rbee::server::apply_program_backend(fixed_backend, backend->count() > 0, opt.w.backend, "sd-worker-rbee")) {

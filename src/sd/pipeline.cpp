@@ -484,18 +484,49 @@ Pipeline::GraphCounts Pipeline::unet_graph_counts() const {
   return {impl_->graph->captures(), impl_->graph->replays()};
 }
 
+bool Pipeline::can_share_batch(const GenerateRequest& a, const GenerateRequest& b) {
+  auto text_to_image = [](const GenerateRequest& r) {
+    return !r.init_image.defined() && !r.mask.defined() && !r.initial_noise.defined();
+  };
+  return text_to_image(a) && text_to_image(b) && a.width == b.width && a.height == b.height && a.steps == b.steps &&
+         a.sampler == b.sampler && a.guidance_scale == b.guidance_scale && a.noise == b.noise;
+}
+
 Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
+  std::vector<bool> live;
+  return group_latents({&r}, live);
+}
+
+Tensor Pipeline::group_latents(const std::vector<const GenerateRequest*>& group, std::vector<bool>& live) const {
   const Impl& m = *impl_;
   Device& dev = *m.device;
   const int64_t f = latent_scale();
-  if (auto p = check_request(r, m.limits)) RBEE_THROW(ErrorCode::InvalidArgument, "sd request: {}: {}", p->field, p->message);
+  RBEE_CHECK(!group.empty(), "sd pipeline: a group of no requests");
+  const GenerateRequest& r = *group.front();  // size, steps, sampler, guidance and noise of every member
+  int64_t B = 0;  // UNet rows per guidance half: every member's images
+  for (const GenerateRequest* g : group) {
+    if (auto p = check_request(*g, m.limits))
+      RBEE_THROW(ErrorCode::InvalidArgument, "sd request: {}: {}", p->field, p->message);
+    RBEE_CHECK(g == &r || can_share_batch(r, *g),
+               "sd pipeline: a group's requests must be text-to-image with the same width, height, steps, sampler, "
+               "guidance_scale and noise");
+    B += g->batch;
+  }
+  RBEE_CHECK(B <= kMaxBatch, "sd pipeline: a group of {} images (at most {})", B, kMaxBatch);
+  live.assign(group.size(), true);
   const Shape lshape{1, latent_channels(), r.height / f, r.width / f};
   const bool img2img = r.init_image.defined();
   const bool inpaint = r.mask.defined();
-  // One noise source per image, seeded seed + i: image i of a batch is the image of a single request with that seed.
-  const int64_t B = r.batch;
+  // One noise source per image, seeded seed + i of its request: image i of a batch (and of a group) is the image of
+  // a single request with that seed. rows[k]: the request of UNet row k (of each guidance half).
   std::deque<NoiseSource> sources;
-  for (int64_t i = 0; i < B; ++i) sources.emplace_back(r.noise, r.seed + (uint64_t)i);
+  std::vector<size_t> rows;
+  for (size_t j = 0; j < group.size(); ++j) {
+    for (int64_t i = 0; i < group[j]->batch; ++i) {
+      sources.emplace_back(r.noise, group[j]->seed + (uint64_t)i);
+      rows.push_back(j);
+    }
+  }
   NoiseSource& source = sources[0];
   // [B, ...] from one [1, ...] tensor per image (`part(i)`), or that tensor itself for one image.
   auto stack = [&](auto&& part) -> Tensor {
@@ -535,35 +566,47 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
 
   const bool cfg = r.guidance_scale > 1.0;
   const bool xl = is_sdxl();
-  PromptEmbeddings cond = embed_prompt(r.prompt);
-  Tensor context = cond.context;
+  // Each member's prompt (and negative prompt) embeddings, repeated over its images: [B, ...] row k of request
+  // rows[k]. One request keeps the single request's tensors (repeat of one embedding).
+  std::vector<PromptEmbeddings> conds, negs;
+  for (const GenerateRequest* g : group) {
+    conds.push_back(embed_prompt(g->prompt));
+    if (!cfg) continue;
+    PromptEmbeddings neg;
+    if (xl && m.force_zeros_for_empty_prompt && g->negative_prompt.empty()) {
+      // diffusers' SDXL: no negative prompt -> all-zero negative context and pooled embedding
+      neg.context = ops::zeros(conds.back().context.shape(), DType::F32, dev);
+      neg.pooled = ops::zeros(conds.back().pooled.shape(), DType::F32, dev);
+    } else {
+      neg = embed_prompt(g->negative_prompt);
+    }
+    negs.push_back(neg);
+  }
+  auto per_row = [&](const std::vector<PromptEmbeddings>& e, Tensor PromptEmbeddings::*field) {
+    return group.size() == 1 ? repeat(e[0].*field) : stack([&](int64_t k) { return e[rows[(size_t)k]].*field; });
+  };
+  Tensor context = per_row(conds, &PromptEmbeddings::context);
+  Tensor pooled = xl ? per_row(conds, &PromptEmbeddings::pooled) : Tensor();
   UNet::AddedConditions added;
   if (cfg) {
-    PromptEmbeddings neg;
-    if (xl && m.force_zeros_for_empty_prompt && r.negative_prompt.empty()) {
-      // diffusers' SDXL: no negative prompt -> all-zero negative context and pooled embedding
-      neg.context = ops::zeros(cond.context.shape(), DType::F32, dev);
-      neg.pooled = ops::zeros(cond.pooled.shape(), DType::F32, dev);
-    } else {
-      neg = embed_prompt(r.negative_prompt);
-    }
-    context = nn::concat(repeat(neg.context), repeat(context), 0);
-    if (xl) cond.pooled = nn::concat(repeat(neg.pooled), repeat(cond.pooled), 0);
-  } else {
-    context = repeat(context);
-    if (xl) cond.pooled = repeat(cond.pooled);
+    context = nn::concat(per_row(negs, &PromptEmbeddings::context), context, 0);
+    if (xl) pooled = nn::concat(per_row(negs, &PromptEmbeddings::pooled), pooled, 0);
   }
   if (xl) {
-    // time_ids [orig_h, orig_w, crop_top, crop_left, target_h, target_w], the same for the negative row
+    // time_ids [orig_h, orig_w, crop_top, crop_left, target_h, target_w] of each row's request, the same for the
+    // negative rows
     auto or_size = [](int v, int fallback) { return (float)(v > 0 ? v : fallback); };
-    std::vector<float> row{or_size(r.original_height, r.height), or_size(r.original_width, r.width),
-                           (float)r.crop_top, (float)r.crop_left, or_size(r.target_height, r.height),
-                           or_size(r.target_width, r.width)};
-    const int64_t rows = (cfg ? 2 : 1) * B;
     std::vector<float> ids;
-    for (int64_t b = 0; b < rows; ++b) ids.insert(ids.end(), row.begin(), row.end());
-    added.time_ids = Tensor::from_vector(ids, {rows, 6}, dev);
-    added.text_embeds = cond.pooled;
+    for (int half = 0; half < (cfg ? 2 : 1); ++half) {
+      for (size_t j : rows) {
+        const GenerateRequest& g = *group[j];
+        ids.insert(ids.end(), {or_size(g.original_height, g.height), or_size(g.original_width, g.width),
+                               (float)g.crop_top, (float)g.crop_left, or_size(g.target_height, g.height),
+                               or_size(g.target_width, g.width)});
+      }
+    }
+    added.time_ids = Tensor::from_vector(ids, {(int64_t)ids.size() / 6, 6}, dev);
+    added.text_embeds = pooled;
   }
 
   auto sched = make_diffusion_scheduler(r.sampler, m.schedule);
@@ -617,9 +660,18 @@ Tensor Pipeline::generate_latents(const GenerateRequest& r) const {
       Tensor proper = i + 1 < total ? sched->add_noise(init_latents, noise, i + 1) : init_latents;
       latents = ops::add(ops::mul(latent_mask, latents), ops::mul(ops::affine(latent_mask, -1.0, 1.0), proper));
     }
-    if (r.on_step && !r.on_step(i - start + 1, total - start))
-      RBEE_CHECK_CODE(false, ErrorCode::Cancelled, "sd request: cancelled after step {}", i + 1);
-    if (r.on_latents) r.on_latents(i - start + 1, total - start, latents);
+    // Each member that has not cancelled hears of the step; the run stops when none is left.
+    bool any = false;
+    for (size_t j = 0; j < group.size(); ++j) {
+      if (live[j] && group[j]->on_step && !group[j]->on_step(i - start + 1, total - start)) live[j] = false;
+      any = any || live[j];
+    }
+    if (!any) RBEE_CHECK_CODE(false, ErrorCode::Cancelled, "sd request: cancelled after step {}", i + 1);
+    for (size_t j = 0, row = 0; j < group.size(); row += (size_t)group[j]->batch, ++j) {
+      if (!live[j] || !group[j]->on_latents) continue;
+      group[j]->on_latents(i - start + 1, total - start,
+                           group.size() == 1 ? latents : latents.narrow(0, (int64_t)row, group[j]->batch));
+    }
   }
   return latents;
 }
@@ -634,6 +686,22 @@ Tensor Pipeline::decode(const Tensor& latents) const {
   Tensor x = ops::affine(img, 0.5, 0.5);
   Tensor zero = ops::zeros({1}, DType::F32, x.device()), one = ops::ones({1}, DType::F32, x.device());
   return ops::binary(BinaryOp::Min, ops::binary(BinaryOp::Max, x, zero), one);
+}
+
+std::vector<std::vector<Image>> Pipeline::generate_group(const std::vector<GenerateRequest>& requests) const {
+  std::vector<const GenerateRequest*> group;
+  for (const GenerateRequest& r : requests) group.push_back(&r);
+  std::vector<bool> live;
+  const Tensor latents = group_latents(group, live);
+  // Each member's rows decoded as its own batch: the same VAE call as the request alone.
+  std::vector<std::vector<Image>> out(requests.size());
+  int64_t row = 0;
+  for (size_t j = 0; j < requests.size(); row += requests[j].batch, ++j) {
+    if (!live[j]) continue;
+    Tensor images = decode(latents.narrow(0, row, requests[j].batch));
+    for (int64_t i = 0; i < images.dim(0); ++i) out[j].push_back(to_image(images.narrow(0, i, 1)));
+  }
+  return out;
 }
 
 std::vector<Image> Pipeline::generate_batch(const GenerateRequest& r) const {

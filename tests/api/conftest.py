@@ -13,6 +13,9 @@ from worker_process import TOKEN, WorkerProcess, sse_events, wait  # noqa: F401 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_BIN = os.environ.get("RBEE_WORKER_BIN", str(ROOT / "build" / "ci" / "llm-worker-rbee"))
 MODEL = os.environ.get("RBEE_MODEL", str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+# How many times slower the worker build is than the optimized one (ctest sets 3 for the sanitizer build, whose
+# workers are Debug -O1 with ASan). Only latency bounds scale with it; what is checked stays the same.
+BUILD_SLOWDOWN = float(os.environ.get("RBEE_API_TIME_FACTOR", "1"))
 
 
 def require_worker():

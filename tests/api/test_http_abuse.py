@@ -10,7 +10,7 @@ import time
 
 import requests
 
-from conftest import Worker
+from conftest import BUILD_SLOWDOWN, Worker
 
 
 def read_response(sock, timeout=10):
@@ -165,7 +165,8 @@ def test_slow_connections_do_not_starve_health_or_streams():
         print(f"/health: {len(latencies)} probes, median {latencies[len(latencies) // 2] * 1e3:.1f} ms, "
               f"max {latencies[-1] * 1e3:.1f} ms; stream {baseline:.1f} tok/s alone, {rate(during['t']):.1f} tok/s "
               f"with 200 slow sockets; {trickler.reopened} reopened; {open_now:.0f} open")
-        assert latencies[-1] < 0.1, f"/health took {latencies[-1] * 1e3:.0f} ms"
+        # 100 ms in the optimized build (the bound); the sanitizer build's worker is slower throughout.
+        assert latencies[-1] < 0.1 * BUILD_SLOWDOWN, f"/health took {latencies[-1] * 1e3:.0f} ms"
         assert rate(during["t"]) >= 0.5 * baseline, (baseline, rate(during["t"]))
         assert trickler.reopened >= 150, "the header deadline should drop trickling connections"
         assert w.metric("rbee_http_connections_dropped_total", {"reason": "header_timeout"}) >= 150

@@ -115,6 +115,81 @@ TEST(SdPipeline, BatchImagesEqualTheirSingleSeedImages) {
   EXPECT_THROW(p.generate_latents(r), Error);  // batches are text-to-image only
 }
 
+// Requests of different prompts, negative prompts, seeds and batch sizes run as one UNet batch (the worker's
+// batching of queued jobs): each request's final latents (caught by on_latents at the last step) and images are
+// bit for bit those of the request run alone, on the CPU. A request whose on_step says stop is dropped while the
+// others go on; incompatible requests are refused.
+TEST(SdPipeline, GroupImagesEqualTheirSoloImages) {
+  const Pipeline& p = tiny("sd15");
+  std::vector<GenerateRequest> rs(3, base_request());
+  for (GenerateRequest& r : rs) {
+    r.steps = 2;
+    r.sampler = DiffusionSchedulerKind::EulerAncestral;  // per-image step noise too
+  }
+  rs[0].seed = 5;
+  rs[1].prompt = "a red cube";
+  rs[1].negative_prompt = "blurry";
+  rs[1].seed = 21;
+  rs[1].batch = 2;
+  rs[2].prompt = "a blue sphere";
+  rs[2].seed = 5;  // the same seed as request 0, another prompt: another image
+  std::vector<std::vector<float>> final_latents(rs.size());
+  for (size_t j = 0; j < rs.size(); ++j) {
+    rs[j].on_latents = [&, j](int step, int total, const Tensor& lat) {
+      if (step == total) final_latents[j] = lat.contiguous().to_vector<float>();
+    };
+  }
+  const std::vector<std::vector<Image>> group = p.generate_group(rs);
+  ASSERT_EQ(group.size(), 3u);
+  for (size_t j = 0; j < rs.size(); ++j) {
+    GenerateRequest alone = rs[j];
+    alone.on_latents = nullptr;
+    EXPECT_EQ(final_latents[j], p.generate_latents(alone).to_vector<float>()) << "request " << j;
+    const std::vector<Image> solo = alone.batch == 1 ? std::vector<Image>{p.generate(alone)} : p.generate_batch(alone);
+    ASSERT_EQ(group[j].size(), solo.size());
+    for (size_t i = 0; i < solo.size(); ++i) EXPECT_EQ(group[j][i].rgb, solo[i].rgb) << "request " << j << " image " << i;
+  }
+  EXPECT_NE(group[0][0].rgb, group[2][0].rgb);
+  EXPECT_NE(group[1][0].rgb, group[1][1].rgb);
+
+  // Request 1 stops after its first step: dropped (no images), the others unchanged.
+  int calls = 0;
+  rs[1].on_step = [&](int, int) { return ++calls < 1; };
+  std::vector<std::vector<Image>> dropped = p.generate_group(rs);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(dropped[1].empty());
+  EXPECT_EQ(dropped[0][0].rgb, group[0][0].rgb);
+  EXPECT_EQ(dropped[2][0].rgb, group[2][0].rgb);
+  // Every request stops: Cancelled.
+  for (GenerateRequest& r : rs) r.on_step = [](int, int) { return false; };
+  try {
+    (void)p.generate_group(rs);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Cancelled);
+  }
+  for (GenerateRequest& r : rs) r.on_step = nullptr;
+  // What cannot share a batch: another size, steps, sampler, guidance, noise; img2img; more than kMaxBatch images.
+  EXPECT_TRUE(Pipeline::can_share_batch(rs[0], rs[1]));
+  auto refused = [&](auto&& change) {
+    std::vector<GenerateRequest> bad = rs;
+    change(bad[2]);
+    EXPECT_FALSE(Pipeline::can_share_batch(bad[0], bad[2]));
+    EXPECT_THROW((void)p.generate_group(bad), Error);
+  };
+  refused([](GenerateRequest& r) { r.width = 40; });
+  refused([](GenerateRequest& r) { r.steps = 3; });
+  refused([](GenerateRequest& r) { r.sampler = DiffusionSchedulerKind::Euler; });
+  refused([](GenerateRequest& r) { r.guidance_scale = 5.0; });
+  refused([](GenerateRequest& r) { r.noise = NoiseKind::Torch; });
+  refused([](GenerateRequest& r) {
+    r.initial_noise = Tensor::from_vector(std::vector<float>(4 * 4 * 4, 0.5f), {1, 4, 4, 4}, Registry::global().cpu());
+  });
+  std::vector<GenerateRequest> big = rs;
+  big[2].batch = kMaxBatch - 2;  // 1 + 2 + 14 > 16
+  EXPECT_THROW((void)p.generate_group(big), Error);
+}
+
 TEST(SdPipeline, RandnIsStandardNormal) {
   Device& cpu = rbee::test::cpu_device();
   std::vector<float> v = randn({1 << 16}, 123, 0, cpu).to_vector<float>();

@@ -184,6 +184,33 @@ TEST(SdxlPipeline, SeedsAndImages) {
   EXPECT_EQ(img.rgb.size(), 32u * 32u * 3u);
 }
 
+// SDXL requests in one UNet batch (generate_group): per-row pooled embeddings, zeroed negative rows for an empty
+// negative prompt next to a real one, and each request's own size conditioning; every request's latents bit for
+// bit those of the request alone.
+TEST(SdxlPipeline, GroupLatentsEqualTheirSoloLatents) {
+  const Pipeline& p = tiny_xl();
+  std::vector<GenerateRequest> rs(2, base_request());
+  rs[0].steps = rs[1].steps = 2;
+  rs[0].seed = 5;
+  rs[1].prompt = "a red cube";
+  rs[1].negative_prompt = kNegative;
+  rs[1].original_width = 1024;
+  rs[1].seed = 9;
+  std::vector<std::vector<float>> final_latents(rs.size());
+  for (size_t j = 0; j < rs.size(); ++j) {
+    rs[j].on_latents = [&, j](int step, int total, const Tensor& lat) {
+      if (step == total) final_latents[j] = lat.contiguous().to_vector<float>();
+    };
+  }
+  const std::vector<std::vector<Image>> group = p.generate_group(rs);
+  for (size_t j = 0; j < rs.size(); ++j) {
+    GenerateRequest alone = rs[j];
+    alone.on_latents = nullptr;
+    EXPECT_EQ(final_latents[j], p.generate_latents(alone).to_vector<float>()) << "request " << j;
+    EXPECT_EQ(group[j].at(0).rgb, p.generate(alone).rgb) << "request " << j;
+  }
+}
+
 TEST(SdxlPipeline, RequestErrors) {
   const Pipeline& p = tiny_xl();
   auto bad = [&](auto edit) {

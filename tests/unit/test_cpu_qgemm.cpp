@@ -3,11 +3,15 @@
 // prompt tile (M >= 16, packed panels), for every block type, at tile and panel remainders (M % 4, N % 4) and past
 // the 64-row blocks. The values themselves are checked against double references in tests/conformance
 // (QMatmulConformance). On CPUs without AVX-512 VNNI both sides run the row kernels and the test still holds.
+// CpuMatVec: the decode matvec kernels (quant/matvec.h, 8 weight rows per call) against the row kernels called
+// directly, for every group remainder (1..8 rows) and several K.
 #include <cstring>
 #include <random>
 
 #include <hwy/targets.h>
 
+#include "backends/cpu/quant/matvec.h"
+#include "backends/cpu/quant/quant.h"
 #include "common/harness.h"
 #include "rbee/ops.h"
 
@@ -86,6 +90,49 @@ TEST_P(CpuBlockSumOrder, EveryTargetAndPathGivesTheSameBits) {
     }
   }
 }
+
+class CpuMatVec : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuMatVec, EveryGroupRemainderMatchesTheRowKernelBitForBit) {
+  namespace q = cpu::quant;
+  const DType wtype = GetParam();
+  const q::MatVecFn mv = q::matvec_kernel(wtype);
+  if (mv == nullptr) GTEST_SKIP() << "no matvec kernel for " << dtype_name(wtype) << " on this CPU";
+  Device& device = cpu_device();
+  std::mt19937_64 rng(23 + (int)wtype);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const int64_t bs = dtype_block_size(wtype);
+  for (int64_t k : {bs, 5 * bs, bs == 256 ? int64_t{2048} : int64_t{4128}}) {
+    const int64_t n = 8;
+    std::vector<float> wf((size_t)(n * k)), xf((size_t)k);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 3) - 0.01f;
+    for (auto& v : xf) v = normal(rng) * 3.f;
+    const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
+    const int64_t w_row = dtype_row_bytes(wtype, k);
+    std::vector<unsigned char> wb((size_t)(n * w_row));
+    w.copy_to_host(wb.data(), wb.size());
+    std::vector<unsigned char> xq((size_t)q::activation_row_bytes(wtype, k));
+    q::quantize_activation_row(wtype, xf.data(), xq.data(), k);
+    std::vector<float> want((size_t)n);
+    const q::RowDotFn dot = q::row_dot_kernel(wtype);
+    for (int64_t j = 0; j < n; ++j) dot(k, wb.data() + j * w_row, xq.data(), 0, 1, &want[(size_t)j], 1);
+    for (int rows = 1; rows <= q::kMatVecRows; ++rows) {
+      std::vector<float> got((size_t)q::kMatVecRows + 1, -777.f);  // poisoned; past `rows` must stay untouched
+      mv(k, wb.data(), w_row, rows, xq.data(), got.data());
+      for (int j = 0; j < rows; ++j)
+        ASSERT_EQ(std::memcmp(&got[(size_t)j], &want[(size_t)j], sizeof(float)), 0)
+            << dtype_name(wtype) << " k " << k << " rows " << rows << " row " << j << ": " << got[(size_t)j] << " vs "
+            << want[(size_t)j];
+      for (size_t j = (size_t)rows; j < got.size(); ++j) ASSERT_EQ(got[j], -777.f) << "rows " << rows << " wrote " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, CpuMatVec,
+                         ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Quant, CpuBlockSumOrder,
                          ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K,

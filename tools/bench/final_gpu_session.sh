@@ -18,6 +18,10 @@
 #                norm, block layer norm, P through shared memory, no split-K) vs the defaults, batch 1 and 4
 #     sdpeer     diffusers eager + torch.compile on the same card (PYTHONPATH must hold diffusers 0.42.1; the compile
 #                needs > 100 s: SDPEER_TIMEOUT, default 300)
+#     sdxl       SDXL base 1024x1024 20 steps guidance 5 (random weights: ~16-19 s to draw them a run), the defaults;
+#                with SDXL_PREV="ENV=V ..." also a run with those switches first (A/B)
+#     sdxlpeer   diffusers SDXL eager + torch.compile on the same card (fp16 VAE as rbee's; the compile of the SDXL
+#                UNet takes minutes: SDXLPEER_TIMEOUT, default 420)
 # Logs under $OUT (or /tmp/rbee-session/out); summary.txt collects one line per row.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -114,6 +118,25 @@ if has sdpeer; then
   PYTHONUNBUFFERED=1 timeout "${SDPEER_TIMEOUT:-300}" python3 tools/bench/sd_bench_diffusers.py --steps 20 --width 512 \
     --height 512 --runs 3 --modes eager,compiled --compile-warmup 1 > "$out/sd_diffusers.txt" 2>&1
   note "SD 1.5 diffusers (exit $?): $(grep -E '^load|^result|compile' "$out/sd_diffusers.txt" | tr '\n' ' ')"
+fi
+if has sdxl; then
+  # xl "ENV=V ..." ARGS: one rbee_sd_bench run of the SDXL base architecture with those switches.
+  xl() { local envs=$1; shift; env $envs timeout "${SDXL_TIMEOUT:-120}" "$P/rbee_sd_bench" --random-sdxl \
+    --tokenizer tests/data/tiny_sd/sd15/tokenizer --tokenizer-2 tests/data/tiny_sd/sdxl/tokenizer_2 --backend cuda --f16 \
+    --steps 20 --width 1024 --height 1024 --guidance 5 "$@"; }
+  if [ -n "${SDXL_PREV:-}" ]; then
+    xl "$SDXL_PREV" --runs 2 --warmup 1 > "$out/sdxl_prev.txt" 2>&1
+    note "SDXL with $SDXL_PREV: $(grep -E '^result' "$out/sdxl_prev.txt" | tr '\n' ' ')"
+  fi
+  xl "" --runs 3 --warmup 1 > "$out/sdxl_new.txt" 2>&1
+  note "SDXL new: $(grep -E '^load|^warmup 0|^result|graphs' "$out/sdxl_new.txt" | tr '\n' ' ')"
+fi
+
+if has sdxlpeer; then
+  PYTHONUNBUFFERED=1 timeout "${SDXLPEER_TIMEOUT:-420}" python3 tools/bench/sd_bench_diffusers.py --sdxl --steps 20 \
+    --width 1024 --height 1024 --guidance 5 --runs 2 --modes eager,compiled --compile-warmup 1 \
+    > "$out/sdxl_diffusers.txt" 2>&1
+  note "SDXL diffusers (exit $?): $(grep -E '^load|^result|compile' "$out/sdxl_diffusers.txt" | tr '\n' ' ')"
 fi
 rm -f "$out/row.tmp"
 note end

@@ -6,10 +6,16 @@
 # The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
 # core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
-# over MEMCHECK_FILTER), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
+# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls alone; not in the default
+# list), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
 # only with PROFILE_LAST_ONLY=1).
+# SDXL stages (not in the default list): sdxl (rbee_sd_bench --random-sdxl 1024x1024 20 steps f16 guidance 5, UNet
+# step graphs, once per entry of SDXL_CONFIGS, default the last entry of CONFIGS), sdxl_profile (per-layer profile of
+# one warm SDXL image, last entry of SDXL_CONFIGS), diffusers / sdxl_diffusers (tools/bench/sd_bench_diffusers.py, the
+# carried copy, SD 1.5 512x512 or SDXL 1024x1024, modes DIFFUSERS_MODES (default eager,compiled) on one loaded pipeline,
+# in what is left of LIMIT seconds (default 400) counted from the script's start; the diffusers wheel from $C/whl).
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
 set -u
 C=${C:?C=carry folder}
@@ -52,6 +58,11 @@ if has memcheck && command -v compute-sanitizer >/dev/null; then
     > "$out/memcheck.log" 2>&1
   note "memcheck exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
 fi
+if has attention; then  # the UNets' attention calls alone
+  "$P/rbee_sd_bench" --attention --backend cuda > "$out/attention.txt" 2>&1
+  grep "^attention" "$out/attention.txt" | tee -a "$out/summary.txt"
+  note "attention bench done"
+fi
 if has tiny; then
   for size in ${TINY_SIZES:-128}; do
     "$P/rbee_sd_bench" --model tests/data/tiny_sd/sd15 --backend cuda --f16 --compare-cpu --steps 4 --width "$size" \
@@ -88,5 +99,39 @@ if has profile; then
     grep -E "kind|profile:" "$out/profile_${name}.txt" | head -16 | sed "s/^/profile $name: /" | tee -a "$out/summary.txt"
   done
   note "profile done"
+fi
+xl() {  # xl NAME "ENV..." ARGS...: rbee SDXL base, random weights, 1024x1024, 20 steps
+  local name=$1 envs=$2
+  shift 2
+  env $envs "$P/rbee_sd_bench" --random-sdxl --tokenizer $tok --tokenizer-2 tests/data/tiny_sd/sdxl/tokenizer_2 \
+    --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5 "$@" > "$out/sdxl_${name}.txt" 2>&1
+  grep -E "^load|^run|^warmup|result|graphs" "$out/sdxl_${name}.txt" | sed "s/^/sdxl $name [$envs]: /" | tee -a "$out/summary.txt"
+}
+IFS=';' read -r -a xl_configs <<< "${SDXL_CONFIGS:-$last}"
+if has sdxl; then
+  for c in "${xl_configs[@]}"; do xl "${c%%:*}" "${c#*:}" --runs "${SDXL_RUNS:-2}" --warmup 1; done
+  note "sdxl done"
+fi
+if has sdxl_profile; then
+  c=${xl_configs[${#xl_configs[@]}-1]}
+  xl "profile_${c%%:*}" "${c#*:} RBEE_OP_PROFILE=1" --runs 1 --warmup 1
+  grep -E "kind|profile:" "$out/sdxl_profile_${c%%:*}.txt" | head -16 | sed "s/^/sdxl profile: /" | tee -a "$out/summary.txt"
+  note "sdxl profile done"
+fi
+if has diffusers || has sdxl_diffusers; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$C"/whl/*.whl &&
+    export PYTHONPATH=/tmp/site
+  cp "$C/sd_bench_diffusers.py" tools/bench/sd_bench_diffusers.py  # the measured worktree's version
+  for which in diffusers sdxl_diffusers; do
+    has $which || continue
+    left=$((${LIMIT:-400} - SECONDS - 3))
+    args="--steps 20 --width 512 --height 512 --runs ${DIFFUSERS_RUNS:-3}"
+    [ $which = sdxl_diffusers ] && args="--sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs ${DIFFUSERS_RUNS:-2}"
+    note "$which with $left s left"
+    PYTHONUNBUFFERED=1 timeout "$left" python3 tools/bench/sd_bench_diffusers.py $args --modes "${DIFFUSERS_MODES:-eager,compiled}" \
+      --compile-warmup 1 > "$out/bench_$which.txt" 2>&1
+    note "$which exit $?"
+    grep -vi "warn" "$out/bench_$which.txt" | tail -12 | sed "s/^/$which: /" | tee -a "$out/summary.txt"
+  done
 fi
 note "done"

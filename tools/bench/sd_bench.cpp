@@ -15,6 +15,9 @@
 // --compare-cpu (with --model, a small pipeline such as tests/data/tiny_sd/sd15) generates the same image on the
 // CPU in f32 and on the chosen device (f16 activations with --f16) and fails (exit 2) when the images differ by
 // more than --tol-mean (mean absolute difference) or --tol-max (largest difference), on the [-1, 1] scale.
+//
+// --attention times the attention calls of the SD 1.5 and SDXL UNets alone (no model): microseconds and TFLOP/s a
+// call (switches such as RBEE_ATTN_FLASH=0 apply).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +32,7 @@
 #include "rbee/sd/pipeline.h"
 #include "rbee/sd/png.h"
 #include "rbee/sd/profile.h"
+#include "sd_attention_bench.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -78,18 +82,24 @@ int main(int argc, char** argv) {
   app.add_flag("--no-unet-graph", no_unet_graph,
                "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
                "replayed)");
+  bool attention = false;
+  app.add_flag("--attention", attention, "time the SD 1.5 / SDXL UNets' attention calls alone (no model)");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
   app.add_option("--tol-max", tol_max, "--compare-cpu: largest absolute difference");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    RBEE_CHECK((int)random_sd15 + (int)random_sdxl + (int)!model.empty() == 1,
+    RBEE_CHECK(attention || (int)random_sd15 + (int)random_sdxl + (int)!model.empty() == 1,
                "give exactly one of --model, --random-sd15 and --random-sdxl");
     rbee::Registry& registry = rbee::Registry::global();
     for (const auto& line : registry.load_plugins()) std::fprintf(stderr, "plugin: %s\n", line.c_str());
     std::string reason;
     rbee::Device& device = registry.select(backend, device_index, &reason);
     std::printf("device: %s (%s)\n", device.info().name.c_str(), reason.c_str());
+    if (attention) {
+      run_sd_attention_bench(device);
+      return 0;
+    }
 
     rbee::sd::LoadOptions opt;
     opt.device = &device;

@@ -55,7 +55,9 @@ UNET_XL = dict(act_fn="silu", addition_embed_type="text_time", addition_embed_ty
                norm_eps=1e-5, norm_num_groups=32, out_channels=4, projection_class_embeddings_input_dim=2816,
                sample_size=128, transformer_layers_per_block=(1, 2, 10),
                up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), use_linear_projection=True)
-VAE_XL = dict(VAE, sample_size=1024, scaling_factor=0.13025, force_upcast=True)
+# force_upcast False: the VAE decodes in fp16 as rbee's does (the setup of the fp16-fixed SDXL VAE that fast users run;
+# the base VAE's True would cast the whole VAE to f32 and back around every decode).
+VAE_XL = dict(VAE, sample_size=1024, scaling_factor=0.13025, force_upcast=False)
 TEXT_XL_2 = dict(hidden_act="gelu", hidden_size=1280, intermediate_size=5120, max_position_embeddings=77,
                  num_attention_heads=20, num_hidden_layers=32, vocab_size=49408, layer_norm_eps=1e-5,
                  projection_dim=1280)
@@ -65,6 +67,28 @@ SCHED_XL = dict(SCHED, timestep_spacing="leading")
 def tokenizer(folder, pad):
     return CLIPTokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"), pad_token=pad,
                          model_max_length=77)
+
+
+def build_pipeline(sdxl, device):
+    """The pipeline with random weights (f32): the models' weights drawn on `device` (seconds instead of minutes of
+    CPU init for SDXL's 3.5 B values); the scheduler's tables stay on the CPU, where diffusers keeps them."""
+    with torch.device(device):
+        if sdxl:
+            models = dict(vae=AutoencoderKL(**VAE_XL), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
+                          text_encoder_2=CLIPTextModelWithProjection(CLIPTextConfig(**TEXT_XL_2)),
+                          unet=UNet2DConditionModel(**UNET_XL))
+        else:
+            models = dict(vae=AutoencoderKL(**VAE), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
+                          unet=UNet2DConditionModel(**UNET))
+    if sdxl:
+        return StableDiffusionXLPipeline(tokenizer=tokenizer(TOKENIZER, "<|endoftext|>"),
+                                         tokenizer_2=tokenizer(TOKENIZER_2, "!"),
+                                         scheduler=EulerDiscreteScheduler(**SCHED_XL), **models)
+    return StableDiffusionPipeline(
+        tokenizer=CLIPTokenizer(os.path.join(TOKENIZER, "vocab.json"), os.path.join(TOKENIZER, "merges.txt"),
+                                model_max_length=77),
+        scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None, feature_extractor=None,
+        requires_safety_checker=False, **models)
 
 
 def main():
@@ -86,19 +110,7 @@ def main():
     dtype = getattr(torch, a.dtype)
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    if a.sdxl:
-        pipe = StableDiffusionXLPipeline(
-            vae=AutoencoderKL(**VAE_XL), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
-            text_encoder_2=CLIPTextModelWithProjection(CLIPTextConfig(**TEXT_XL_2)),
-            tokenizer=tokenizer(TOKENIZER, "<|endoftext|>"), tokenizer_2=tokenizer(TOKENIZER_2, "!"),
-            unet=UNet2DConditionModel(**UNET_XL), scheduler=EulerDiscreteScheduler(**SCHED_XL)).to(a.device, dtype)
-    else:
-        pipe = StableDiffusionPipeline(
-            vae=AutoencoderKL(**VAE), text_encoder=CLIPTextModel(CLIPTextConfig(**TEXT)),
-            tokenizer=CLIPTokenizer(os.path.join(TOKENIZER, "vocab.json"), os.path.join(TOKENIZER, "merges.txt"),
-                                    model_max_length=77),
-            unet=UNet2DConditionModel(**UNET), scheduler=EulerDiscreteScheduler(**SCHED), safety_checker=None,
-            feature_extractor=None, requires_safety_checker=False).to(a.device, dtype)
+    pipe = build_pipeline(a.sdxl, a.device).to(a.device, dtype)
     pipe.set_progress_bar_config(disable=True)
     print(f"load: {time.perf_counter() - t0:.2f} s on {a.device} ({a.dtype}, torch {torch.__version__})", flush=True)
     for mode in a.modes.split(","):

@@ -187,6 +187,17 @@ class Pipeline {
   Image generate(const GenerateRequest& request) const;
   // Full request -> its `batch` RGB images, image i from seed + i.
   std::vector<Image> generate_batch(const GenerateRequest& request) const;
+  // Whether two requests can share one UNet batch (generate_group): both text-to-image (no init_image, mask or
+  // initial_noise) with the same width, height, steps, sampler, guidance_scale and noise kind. Prompts, negative
+  // prompts, seeds, batch sizes, callbacks and SDXL size conditioning may differ.
+  static bool can_share_batch(const GenerateRequest& a, const GenerateRequest& b);
+  // Several requests (each can_share_batch with the first; together at most kMaxBatch images) as one UNet batch:
+  // the rows of each guidance half are the requests' images in order. Entry j holds request j's `batch` images,
+  // each equal to the image of request j run alone (seed_j + i; bit for bit on the CPU, up to the summation order
+  // of a different row count on GPUs). Request j's on_step is called after every step until it returns false; from
+  // then on that request is dropped (entry j stays empty) while the others go on; Error(Cancelled) once every
+  // request has returned false. on_latents gets the request's own rows [batch, latent, h, w].
+  std::vector<std::vector<Image>> generate_group(const std::vector<GenerateRequest>& requests) const;
   // Image tensor [1, 3, H, W] in [0, 1] -> RGB8 (rounded, clamped).
   static Image to_image(const Tensor& image01);
   // RGB8 -> [1, 3, H, W] in [-1, 1] on the pipeline's device (for init_image).
@@ -208,6 +219,8 @@ class Pipeline {
 
  private:
   friend struct PipelineAssembler;
+  // The denoising loop of generate_latents and generate_group; live[j] false once member j's on_step said stop.
+  Tensor group_latents(const std::vector<const GenerateRequest*>& group, std::vector<bool>& live) const;
   std::shared_ptr<const Impl> impl_;
 };
 

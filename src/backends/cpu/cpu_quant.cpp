@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/quant/matvec.h"
 #include "backends/cpu/quant/qgemm.h"
 #include "backends/cpu/quant/quant.h"
 
@@ -165,6 +166,29 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (m >= quant::kQGemmMinRows) {
     if (const quant::QGemm* gemm = quant::qgemm_kernel(wtype)) {
       run_qgemm(*gemm, m, n, k, wp, w_row_bytes, xp, x_row_bytes, dst, pool);
+      return;
+    }
+  }
+
+  if (m == 1) {
+    if (const quant::MatVecFn mv = quant::matvec_kernel(wtype)) {
+      // Chunks of whole groups of kMatVecRows weight rows (at least ~32 KiB of weights each), 8 per thread.
+      constexpr int64_t g = quant::kMatVecRows;
+      const int64_t groups = (n + g - 1) / g;
+      const int64_t min_groups = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(g * w_row_bytes, 1));
+      const int64_t per = std::max(min_groups, (groups + pool.size() * 8 - 1) / (pool.size() * 8));
+      const int64_t tasks = (groups + per - 1) / per;
+      auto task = [&](int64_t t) {
+        const int64_t g1 = std::min(groups, (t + 1) * per);
+        for (int64_t i = t * per; i < g1; ++i) {
+          mv(k, wp + i * g * w_row_bytes, w_row_bytes, (int)std::min<int64_t>(g, n - i * g), xp, dst + i * g);
+        }
+      };
+      if (tasks == 1) {
+        task(0);
+      } else {
+        pool.run(tasks, task);
+      }
       return;
     }
   }

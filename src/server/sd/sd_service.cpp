@@ -41,6 +41,8 @@ void describe_sd_metrics(Metrics& m) {
                        {0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160});
   m.describe_histogram("rbee_step_seconds", "Seconds per denoising step.",
                        {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5});
+  m.describe_histogram("rbee_batch_jobs", "Jobs run together in one UNet batch (queued text-to-image jobs of one size).",
+                       {1, 2, 3, 4, 8, 16});
   m.describe_histogram("rbee_queue_seconds", "Seconds a job waited before the device took it.",
                        {0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120});
 }
@@ -102,7 +104,7 @@ size_t SdService::streaming() const {
 
 SdService::Stats SdService::stats() const {
   std::lock_guard lock(mutex_);
-  return {(int)queue_.size(), running_ != nullptr, images_};
+  return {(int)queue_.size(), !running_.empty(), images_};
 }
 
 void SdService::cancel(const std::shared_ptr<SdJob>& job) {
@@ -150,13 +152,13 @@ void SdService::drain(std::chrono::milliseconds grace) {
   while (std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard lock(mutex_);
-      if (queue_.empty() && !running_) break;
+      if (queue_.empty() && running_.empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // Past the grace: what is still queued ends without starting, the running job at its next step.
   std::deque<std::shared_ptr<SdJob>> queued;
-  std::shared_ptr<SdJob> running;
+  std::vector<std::shared_ptr<SdJob>> running;
   {
     std::lock_guard lock(mutex_);
     queued.swap(queue_);
@@ -170,7 +172,7 @@ void SdService::drain(std::chrono::milliseconds grace) {
     ev.message = "the worker is shutting down; the job did not start within the grace period";
     finish(*job, ev);
   }
-  if (running) running->cancel_requested = true;
+  for (auto& job : running) job->cancel_requested = true;
   {
     std::lock_guard lock(mutex_);
     exit_ = true;
@@ -181,69 +183,168 @@ void SdService::drain(std::chrono::milliseconds grace) {
 
 void SdService::loop() {
   while (true) {
-    std::shared_ptr<SdJob> job;
+    std::vector<std::shared_ptr<SdJob>> jobs;
     {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [&] { return exit_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      job = queue_.front();
+      std::shared_ptr<SdJob> head = queue_.front();
       queue_.pop_front();
-      running_ = job;
+      jobs = take_batch(std::move(head));
+      running_ = jobs;
     }
-    metrics_.observe("rbee_queue_seconds", seconds_since(job->created));
-    run_job(*job);
+    for (const auto& job : jobs) metrics_.observe("rbee_queue_seconds", seconds_since(job->created));
+    metrics_.observe("rbee_batch_jobs", (double)jobs.size());
+    run_jobs(jobs);
     {
       std::lock_guard lock(mutex_);
-      running_.reset();
+      running_.clear();
     }
   }
 }
 
-void SdService::run_job(SdJob& job) {
-  const ImageRequest& r = job.request;
+std::vector<std::shared_ptr<SdJob>> SdService::take_batch(std::shared_ptr<SdJob> head) {
+  std::vector<std::shared_ptr<SdJob>> jobs{std::move(head)};
+  const ImageRequest& h = jobs[0]->request;
+  if (options_.batch_images <= 1 || h.operation != Operation::Generate) return jobs;
+  const sd::GenerateRequest lead = to_generate_request(h, jobs[0]->seed);
+  int images = h.n;
+  for (auto it = queue_.begin(); it != queue_.end() && images < options_.batch_images;) {
+    const ImageRequest& r = (*it)->request;
+    if (r.operation == Operation::Generate && images + r.n <= options_.batch_images &&
+        sd::Pipeline::can_share_batch(lead, to_generate_request(r, (*it)->seed))) {
+      images += r.n;
+      jobs.push_back(*it);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return jobs;
+}
+
+void SdService::run_jobs(const std::vector<std::shared_ptr<SdJob>>& jobs) {
+  const size_t n = jobs.size();
   const auto started = std::chrono::steady_clock::now();
-  const auto deadline = job.created + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                          std::chrono::duration<double>(options_.request_timeout_s));
-  sd::GenerateRequest g = to_generate_request(r, job.seed);
-  bool timed_out = false;
-  auto last_step = std::chrono::steady_clock::now();
-  g.on_step = [&](int step, int total) {
-    const auto now = std::chrono::steady_clock::now();
-    metrics_.observe("rbee_step_seconds", std::chrono::duration<double>(now - last_step).count());
-    last_step = now;
+  std::vector<sd::GenerateRequest> gs;
+  // Per job: ended (its error already sent: dropped from the batch), ran past its deadline.
+  std::vector<char> ended(n, 0), timed_out(n, 0);
+  std::vector<std::chrono::steady_clock::time_point> deadlines, last_steps(n, started);
+  auto error_event = [&](size_t j, ErrorCode code, const std::string& message) {
     SdEvent ev;
-    ev.type = SdEvent::Type::Progress;
-    ev.step = step;
-    ev.total = total;
-    job.events.push(std::move(ev));
-    if (now > deadline) timed_out = true;
-    return !job.cancel_requested && !timed_out;
+    ev.type = SdEvent::Type::Error;
+    if (timed_out[j]) {
+      ev.code = "timeout";
+      ev.message = fmt::format("the job ran past the worker's time limit of {} s", options_.request_timeout_s);
+    } else if (code == ErrorCode::Cancelled) {
+      ev.code = "cancelled";
+      ev.message = "the job was cancelled (DELETE, client disconnect or worker shutdown)";
+    } else {
+      ev.code = code == ErrorCode::OutOfMemory ? "out_of_memory" : "generation_failed";
+      ev.message = message;
+      log::error("job={} event=generation_failed error=\"{}\"", jobs[j]->id, message);
+    }
+    return ev;
   };
-  g.on_latents = [&](int step, int total, const Tensor& latents) {
-    if (g.batch > 1 || r.preview_every <= 0 || step % r.preview_every != 0 || step == total || job.cancel_requested) return;
-    SdEvent ev;
-    ev.type = SdEvent::Type::Preview;
-    ev.step = step;
-    ev.total = total;
-    ev.png_base64 = base64_encode(sd::encode_png(sd::Pipeline::to_image(pipeline_.decode(latents))));
-    job.events.push(std::move(ev));
-    last_step = std::chrono::steady_clock::now();  // the decode is not step time
-  };
-  SdEvent last;
+  for (size_t j = 0; j < n; ++j) {
+    SdJob& job = *jobs[j];
+    const ImageRequest& r = job.request;
+    deadlines.push_back(job.created + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                          std::chrono::duration<double>(options_.request_timeout_s)));
+    sd::GenerateRequest g = to_generate_request(r, job.seed);
+    g.on_step = [&, j](int step, int total) {
+      SdJob& jb = *jobs[j];
+      if (ended[j]) return false;  // cancelled before the batch started: its error is out
+      const auto now = std::chrono::steady_clock::now();
+      metrics_.observe("rbee_step_seconds", std::chrono::duration<double>(now - last_steps[j]).count());
+      last_steps[j] = now;
+      SdEvent ev;
+      ev.type = SdEvent::Type::Progress;
+      ev.step = step;
+      ev.total = total;
+      jb.events.push(std::move(ev));
+      if (now > deadlines[j]) timed_out[j] = 1;
+      if (!jb.cancel_requested && !timed_out[j]) return true;
+      // Dropped from the batch: its error now, while the others go on.
+      ended[j] = 1;
+      finish(jb, error_event(j, ErrorCode::Cancelled, ""));
+      return false;
+    };
+    g.on_latents = [&, j](int step, int total, const Tensor& latents) {
+      SdJob& jb = *jobs[j];
+      const ImageRequest& rq = jb.request;
+      if (gs[j].batch > 1 || rq.preview_every <= 0 || step % rq.preview_every != 0 || step == total ||
+          jb.cancel_requested)
+        return;
+      SdEvent ev;
+      ev.type = SdEvent::Type::Preview;
+      ev.step = step;
+      ev.total = total;
+      ev.png_base64 = base64_encode(sd::encode_png(sd::Pipeline::to_image(pipeline_.decode(latents))));
+      jb.events.push(std::move(ev));
+      last_steps[j] = std::chrono::steady_clock::now();  // the decode is not step time
+    };
+    gs.push_back(std::move(g));
+  }
+  if (n > 1) {
+    std::string ids;
+    int images = 0;
+    for (size_t j = 0; j < n; ++j) {
+      ids += (j ? "," : "") + jobs[j]->id;
+      images += gs[j].batch;
+    }
+    log::info("event=batched jobs={} images={}", ids, images);
+  }
+  std::vector<std::vector<sd::Image>> results;
   try {
-    if (job.cancel_requested) RBEE_THROW(ErrorCode::Cancelled, "cancelled before it started");
-    if (r.operation != Operation::Generate) g.init_image = pipeline_.from_image(r.init_image);
-    if (r.operation == Operation::Inpaint) g.mask = mask_tensor(r.mask, pipeline_.device());
-    const std::vector<sd::Image> images =
-        g.batch > 1 ? pipeline_.generate_batch(g) : std::vector<sd::Image>{pipeline_.generate(g)};
-    for (size_t i = 0; i < images.size(); ++i) {
-      sd::GenerateRequest gi = g;  // image i's parameters: its own seed
-      gi.seed = g.seed + i;
-      gi.batch = 1;
-      std::string png =
-          base64_encode(sd::encode_png(images[i], {{"parameters", sd::generation_parameters(gi, options_.model_name)}}));
-      if (i == 0) last.png_base64 = std::move(png);
-      else last.more_png_base64.push_back(std::move(png));
+    for (size_t j = 0; j < n; ++j) {
+      if (jobs[j]->cancel_requested) {
+        ended[j] = 1;
+        finish(*jobs[j], error_event(j, ErrorCode::Cancelled, ""));
+      }
+    }
+    bool any = false;
+    for (size_t j = 0; j < n; ++j) any = any || !ended[j];
+    if (!any) return;
+    if (n == 1) {
+      const ImageRequest& r = jobs[0]->request;
+      sd::GenerateRequest& g = gs[0];
+      if (r.operation != Operation::Generate) g.init_image = pipeline_.from_image(r.init_image);
+      if (r.operation == Operation::Inpaint) g.mask = mask_tensor(r.mask, pipeline_.device());
+      results.push_back(g.batch > 1 ? pipeline_.generate_batch(g) : std::vector<sd::Image>{pipeline_.generate(g)});
+    } else {
+      // Jobs that ended before the start keep their rows (they stop at their first step).
+      results = pipeline_.generate_group(gs);
+    }
+  } catch (const Error& e) {
+    for (size_t j = 0; j < n; ++j) {
+      if (!ended[j]) finish(*jobs[j], error_event(j, e.code(), e.message()));
+    }
+    return;
+  } catch (const std::exception& e) {
+    for (size_t j = 0; j < n; ++j) {
+      if (!ended[j]) finish(*jobs[j], error_event(j, ErrorCode::Internal, e.what()));
+    }
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    if (ended[j]) continue;
+    SdJob& job = *jobs[j];
+    const std::vector<sd::Image>& images = results[j];
+    SdEvent last;
+    try {
+      for (size_t i = 0; i < images.size(); ++i) {
+        sd::GenerateRequest gi = gs[j];  // image i's parameters: its own seed
+        gi.seed = gs[j].seed + i;
+        gi.batch = 1;
+        std::string png = base64_encode(
+            sd::encode_png(images[i], {{"parameters", sd::generation_parameters(gi, options_.model_name)}}));
+        if (i == 0) last.png_base64 = std::move(png);
+        else last.more_png_base64.push_back(std::move(png));
+      }
+    } catch (const std::exception& e) {
+      finish(job, error_event(j, ErrorCode::Internal, e.what()));
+      continue;
     }
     const sd::Image& image = images.front();
     last.type = SdEvent::Type::Complete;
@@ -258,27 +359,9 @@ void SdService::run_job(SdJob& job) {
       images_ += images.size();
     }
     log::info("job={} event=finished outcome=complete seconds={:.3f} it_per_s={:.2f}", job.id, last.seconds,
-              r.steps / std::max(last.seconds, 1e-9));
-  } catch (const Error& e) {
-    last.type = SdEvent::Type::Error;
-    if (timed_out) {
-      last.code = "timeout";
-      last.message = fmt::format("the job ran past the worker's time limit of {} s", options_.request_timeout_s);
-    } else if (e.code() == ErrorCode::Cancelled) {
-      last.code = "cancelled";
-      last.message = "the job was cancelled (DELETE, client disconnect or worker shutdown)";
-    } else {
-      last.code = e.code() == ErrorCode::OutOfMemory ? "out_of_memory" : "generation_failed";
-      last.message = e.message();
-      log::error("job={} event=generation_failed error=\"{}\"", job.id, e.what());
-    }
-  } catch (const std::exception& e) {
-    last.type = SdEvent::Type::Error;
-    last.code = "generation_failed";
-    last.message = e.what();
-    log::error("job={} event=generation_failed error=\"{}\"", job.id, e.what());
+              job.request.steps / std::max(last.seconds, 1e-9));
+    finish(job, std::move(last));
   }
-  finish(job, std::move(last));
 }
 
 void SdService::collect_garbage() {

@@ -1,6 +1,10 @@
-// SdService: runs image jobs one at a time on the device (an SD step uses the whole device; running two would
-// only split it), from a bounded FIFO queue: a job submitted while `queue_size` jobs wait gets 429 with
-// Retry-After. The device thread turns each job into a GenerateRequest, sends progress after every step and a
+// SdService: runs image jobs on the device one batch at a time (an SD step uses the whole device; running two
+// would only split it), from a bounded FIFO queue: a job submitted while `queue_size` jobs wait gets 429 with
+// Retry-After. The job at the head of the queue goes first; text-to-image jobs already queued behind it with the
+// same size, steps, sampler, guidance and noise join it in one UNet batch (sd::Pipeline::generate_group), up to
+// `batch_images` images together. Nothing waits for more jobs to come: an empty queue starts the head alone. Each
+// job's images equal the ones it makes alone (its seeds, its prompt); a job cancelled or timed out inside a batch
+// gets its error at once and the others go on. The device thread turns each job into a GenerateRequest, sends progress after every step and a
 // preview every `preview_every` steps (the current latent x_t decoded by the VAE: noisy early on, the image at
 // the end; at 256x256 a decode costs about one UNet step), then the PNG (with its parameters chunk) and seed.
 // Cancelling (DELETE, a client that hangs up, shutdown) takes effect at the next step through on_step.
@@ -13,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "rbee/sd/pipeline.h"
 #include "server/sd/sd_job.h"
@@ -26,6 +31,7 @@ struct ServiceOptions {
   int retry_after_s = 5;          // Retry-After of a 429
   double request_timeout_s = 600; // a job still running then is cancelled with error "timeout"
   double job_ttl_s = 120;         // a finished job nobody read is forgotten after this
+  int batch_images = 4;           // images one batch of queued jobs holds at most (1: one job at a time)
 };
 
 // Registers the metric families the service reports into.
@@ -60,7 +66,10 @@ class SdService {
 
  private:
   void loop();
-  void run_job(SdJob& job);
+  // Runs jobs (the head of the queue first) as one batch; each ends with its own Complete or Error event.
+  void run_jobs(const std::vector<std::shared_ptr<SdJob>>& jobs);
+  // Takes the jobs of the queue that can join `head`'s batch (lock held).
+  std::vector<std::shared_ptr<SdJob>> take_batch(std::shared_ptr<SdJob> head);
   void finish(SdJob& job, SdEvent last);
   void collect_garbage();
 
@@ -70,7 +79,7 @@ class SdService {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SdJob>> queue_;
-  std::shared_ptr<SdJob> running_;
+  std::vector<std::shared_ptr<SdJob>> running_;  // the batch on the device
   std::unordered_map<std::string, std::shared_ptr<SdJob>> jobs_;
   bool stopping_ = false;   // no new jobs
   bool exit_ = false;       // the device thread leaves when the queue is empty

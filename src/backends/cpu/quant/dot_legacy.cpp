@@ -315,6 +315,9 @@ struct Avx2BlockSum {
 
 }  // namespace
 
+// Whether this target's row kernels are the AVX2 code (HWY_AVX2 and HWY_AVX3 compile the same raw intrinsics).
+bool IsX86SimdRowTarget() { return RBEE_QUANT_AVX2 != 0; }
+
 RowDotFn GetLegacyRowDot(DType t) {
 #if RBEE_QUANT_AVX2
   switch (t) {
@@ -345,6 +348,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rbee::cpu::quant {
 HWY_EXPORT(GetLegacyRowDot);
+HWY_EXPORT(IsX86SimdRowTarget);
+bool row_kernels_are_x86_simd() { return HWY_DYNAMIC_DISPATCH(IsX86SimdRowTarget)(); }
 RowDotFn legacy_row_dot(DType weight) { return HWY_DYNAMIC_DISPATCH(GetLegacyRowDot)(weight); }
 }  // namespace rbee::cpu::quant
 #endif

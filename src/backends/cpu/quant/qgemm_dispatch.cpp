@@ -1,11 +1,10 @@
-// Chooses the prompt GEMM (qgemm.h) for this CPU, or none.
+// Chooses the prompt GEMM (qgemm.h) and the decode matvec (matvec.h) for this CPU, or none.
 #include <cstdlib>
 #include <cstring>
 
-#include <hwy/highway.h>
-
 #include "backends/cpu/quant/qgemm.h"
 #include "backends/cpu/quant/qgemm_target.h"
+#include "backends/cpu/quant/quant.h"
 
 namespace rbee::cpu::quant {
 namespace {
@@ -19,23 +18,31 @@ bool cpu_has_avx512_vnni() {
   return false;
 #endif
 }
-bool enabled_by_env() {
-  const char* v = std::getenv("RBEE_CPU_QGEMM");
+bool enabled_by_env(const char* name) {
+  const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
+
 }  // namespace
 
 const QGemm* qgemm_kernel(DType weight) {
-  static const bool available = cpu_has_avx512_vnni() && enabled_by_env();
-  if (!available) return nullptr;
-  // The GEMM reproduces the AVX2 / AVX3 row kernels bit for bit; where Highway runs another target (a test
-  // restricting targets), the row kernels compute everything.
-  const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
-  const int64_t best = targets & -targets;
-  if (best != HWY_AVX2 && best != HWY_AVX3) return nullptr;
+  static const bool available = cpu_has_avx512_vnni() && enabled_by_env("RBEE_CPU_QGEMM");
+  if (!available || !row_kernels_are_x86_simd()) return nullptr;
 #if RBEE_QGEMM_X86
   return qgemm_avx512_vnni(weight);
 #else
+  (void)weight;
+  return nullptr;
+#endif
+}
+
+MatVecFn matvec_kernel(DType weight) {
+  static const bool available = cpu_has_avx512_vnni() && enabled_by_env("RBEE_CPU_MATVEC");
+  if (!available || !row_kernels_are_x86_simd()) return nullptr;
+#if RBEE_QGEMM_X86
+  return matvec_avx512_vnni(weight);
+#else
+  (void)weight;
   return nullptr;
 #endif
 }

@@ -1,7 +1,9 @@
-// Whether this build has the x86 AVX-512 VNNI prompt GEMM (qgemm_avx512.cpp): x86-64 with GCC or clang, whose
-// per-function target attributes let it sit beside baseline code.
+// Whether this build has the x86 AVX-512 VNNI prompt GEMM (qgemm_avx512.cpp) and decode matvec
+// (matvec_avx512.cpp): x86-64 with GCC or clang, whose per-function target attributes let them sit beside
+// baseline code.
 #pragma once
 
+#include "backends/cpu/quant/matvec.h"
 #include "rbee/core/dtype.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -16,5 +18,7 @@ struct QGemm;
 // The AVX-512 VNNI kernels for `weight` (nullptr for types without one); call only where the CPU has
 // AVX-512 F/BW/VL/DQ and VNNI.
 const QGemm* qgemm_avx512_vnni(DType weight);
+// The decode matvec kernels (matvec_avx512.cpp, matvec.h) for `weight`, or nullptr; the same condition.
+MatVecFn matvec_avx512_vnni(DType weight);
 #endif
 }  // namespace rbee::cpu::quant

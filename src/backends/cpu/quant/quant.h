@@ -61,6 +61,12 @@ using RowDotFn = void (*)(int64_t k, const void* w, const void* x, size_t x_stri
 // so tests can switch targets). Legacy and K-quant types, and F32/F16/BF16.
 RowDotFn row_dot_kernel(DType weight);
 
+// Whether row_dot_kernel runs the AVX2 row kernels now (Highway targets AVX2 and AVX3; a test may restrict the
+// targets): the VNNI prompt GEMM and decode matvec reproduce those bit for bit, so they run only then. A table
+// lookup (Highway's dynamic dispatch), cheap per call; hwy::SupportedTargets() runs cpuid each time, which a
+// virtual machine traps (1.2% of a decode step when it was called per qmatmul).
+bool row_kernels_are_x86_simd();
+
 // Per-family selectors behind row_dot_kernel (one Highway translation unit each); nullptr for other types.
 RowDotFn legacy_row_dot(DType weight);
 RowDotFn kquant_row_dot(DType weight);
