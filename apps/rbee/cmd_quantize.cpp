@@ -33,6 +33,7 @@ struct QuantizeOptions {
 struct RandomOptions {
   std::string preset, output, type = "q4_0";
   uint64_t seed = 1;
+  int context_length = 0;  // 0: the preset's
 };
 }  // namespace
 
@@ -59,9 +60,12 @@ Command add_random_model_command(CLI::App& app) {
   sub->add_option("-o,--output", opt->output, "Output .gguf")->required();
   sub->add_option("--type", opt->type, "Weight type (norms stay f32)")->capture_default_str();
   sub->add_option("--seed", opt->seed, "Seed")->capture_default_str();
+  sub->add_option("--ctx-length", opt->context_length,
+                  "Context length written into the file (default: the preset's, e.g. 4096 for llama2-70b)")
+      ->check(CLI::PositiveNumber);
   return [opt] {
     llm::write_random_model(opt->preset, parse_weight_type(opt->type), opt->output, opt->seed,
-                            terminal_progress("writing"));
+                            terminal_progress("writing"), opt->context_length);
     std::printf("wrote %s\n", opt->output.c_str());
     return 0;
   };

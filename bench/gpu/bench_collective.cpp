@@ -3,12 +3,19 @@
 // an f32 tensor into one device graph (what a decode graph holds: two per layer), then the ranks replay their
 // graphs `reps` times at once; the table gives microseconds per all-reduce (wall time of the replays, each rank
 // synchronized at the end, / (reps x count)) and, for the same sizes, per eager all-reduce (one launch each).
-// Sizes: one decode row of a 4096-wide model (Llama-2-7B), of an 8192-wide one (70B), and 64 rows of 4096.
+// Sizes (floats, --sizes): one decode row of a 4096-wide model (Llama-2-7B), of an 8192-wide one (70B), 4 and 16
+// rows of 4096 (64 KiB, 256 KiB), 64 rows of 4096 (1 MiB: 64 streams of 7B), 128 and 256 rows (2 and 4 MiB).
+// The column "GB/s" is bytes of the message / time in a graph: what crosses the link per direction at two ranks
+// for a kernel that sends each value once (4 bytes).
 //
-// Usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50]
-// Programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the one-shot kernel alone)
-// decides whether consecutive all-reduces of a graph overlap their launches; run it with each setting.
+// Usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50] [--sizes N,N,...]
+// RBEE_ALLREDUCE=auto|oneshot|flag|nccl picks the path (backends/gpu/collective.h; nccl is recorded into the graphs
+// too); programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the all-reduce
+// kernels alone) decides whether consecutive all-reduces of a graph overlap their launches; run it with each
+// setting.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -55,6 +62,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 int main(int argc, char** argv) {
   std::string backend_name;
   int ranks = 2, count = 64, reps = 50;
+  std::vector<int64_t> sizes = {4096, 8192, 4 * 4096, 16 * 4096, 64 * 4096, 128 * 4096, 256 * 4096};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -68,13 +76,24 @@ int main(int argc, char** argv) {
     else if (a == "--ranks") ranks = std::atoi(next().c_str());
     else if (a == "--count") count = std::atoi(next().c_str());
     else if (a == "--reps") reps = std::atoi(next().c_str());
-    else {
-      fmt::print(stderr, "usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50]\n");
+    else if (a == "--sizes") {
+      sizes.clear();
+      const std::string list = next();
+      for (size_t p = 0; p < list.size();) {
+        const size_t e = std::min(list.find(',', p), list.size());
+        sizes.push_back(std::atoll(list.substr(p, e - p).c_str()));
+        p = e + 1;
+      }
+    } else {
+      fmt::print(stderr, "usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50] "
+                         "[--sizes N,N,...]\n");
       return 2;
     }
   }
-  if (ranks < 2 || count < 1 || reps < 1) {
-    fmt::print(stderr, "rbee_bench_collective: --ranks >= 2, --count >= 1, --reps >= 1\n");
+  bool sizes_ok = !sizes.empty();
+  for (int64_t n : sizes) sizes_ok = sizes_ok && n >= 1;
+  if (ranks < 2 || count < 1 || reps < 1 || !sizes_ok) {
+    fmt::print(stderr, "rbee_bench_collective: --ranks >= 2, --count >= 1, --reps >= 1, --sizes of positive counts\n");
     return 2;
   }
   try {
@@ -103,11 +122,13 @@ int main(int argc, char** argv) {
     }
     const char* pdl = std::getenv("RBEE_PDL");
     const char* ar_pdl = std::getenv("RBEE_ALLREDUCE_PDL");
-    fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_PDL={} "
+    const char* path = std::getenv("RBEE_ALLREDUCE");
+    fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_ALLREDUCE={} RBEE_PDL={} "
                "RBEE_ALLREDUCE_PDL={}\n", ranks, devices[0]->id(), comm->name(), why, count, reps,
-               pdl ? pdl : "(unset: on)", ar_pdl ? ar_pdl : "(unset: on)");
-    fmt::print("| floats | bytes | us per all-reduce in a graph | us per eager all-reduce |\n|---|---|---|---|\n");
-    for (int64_t n : {(int64_t)4096, (int64_t)8192, (int64_t)64 * 4096}) {
+               path ? path : "(unset: auto)", pdl ? pdl : "(unset: on)", ar_pdl ? ar_pdl : "(unset: on)");
+    fmt::print("| floats | bytes | us per all-reduce in a graph | GB/s in a graph | us per eager all-reduce |\n"
+               "|---|---|---|---|---|\n");
+    for (int64_t n : sizes) {
       std::vector<Tensor> x((size_t)ranks);
       // Zeros: the sums stay finite over any number of rounds (tests/unit/test_collective.cpp checks the bits).
       for (int r = 0; r < ranks; ++r) x[(size_t)r] = Tensor::from_vector(std::vector<float>((size_t)n, 0.f), {n}, *devices[(size_t)r]);
@@ -148,8 +169,10 @@ int main(int argc, char** argv) {
         graph_us = seconds_since(t0) * 1e6 / ((double)reps * count);
         for (int r = 0; r < ranks; ++r) devices[(size_t)r]->release_graph(graphs[(size_t)r]);
       }
-      fmt::print("| {} | {} | {} | {:.1f} |\n", n, n * 4, graph_us < 0 ? std::string("-") : fmt::format("{:.1f}", graph_us),
-                 eager_us);
+      fmt::print("| {} | {} | {} | {} | {:.1f} |\n", n, n * 4,
+                 graph_us < 0 ? std::string("-") : fmt::format("{:.1f}", graph_us),
+                 graph_us < 0 ? std::string("-") : fmt::format("{:.0f}", (double)n * 4 / (graph_us * 1e3)), eager_us);
+      std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "rbee_bench_collective: {}\n", e.what());

@@ -66,8 +66,11 @@ struct StepShape {
 };
 
 // The temporaries one forward step leaves held on a rank's device (eager; a graph holds the same set).
-int64_t step_activations(const ModelConfig& c, const RankShard& shard, const StepShape& s, bool embeds, bool heads,
-                         bool layers, DType embd_dtype, DType weight_dtype, bool gpu, int compute_units) {
+// head_rows: the rank's rows of the head (Placement::head_rows; 0: no head; fewer than the vocabulary: a cut head,
+// whose logits are gathered into a whole [rows, vocab] tensor).
+int64_t step_activations(const ModelConfig& c, const RankShard& shard, const StepShape& s, bool embeds,
+                         int64_t head_rows, bool layers, DType embd_dtype, DType weight_dtype, bool gpu,
+                         int compute_units) {
   const int64_t n = s.n, h = c.hidden_size, d = c.head_dim, hq = shard.q_heads, hkv = shard.kv_heads;
   const int64_t ffn = shard.ffn;
   const int64_t nh = n * h * 4, nq = n * hq * d * 4, nkv = n * hkv * d * 4, ni = n * ffn * 4;
@@ -125,10 +128,10 @@ int64_t step_activations(const ModelConfig& c, const RankShard& shard, const Ste
     classes.phase(mlp);
     classes.phase({ints, nh, nh, nh, nh, nh, nh, c.post_norms ? nh : 0, staged(n, h, weight_dtype)});
   }
-  if (heads) {
-    const int64_t r = s.rows, rv = r * c.vocab_size * 4;
-    classes.phase({ints, nh, r < n ? r * h * 4 : 0, r * h * 4, rv, staged(r, h, weight_dtype),
-                   c.final_softcap > 0 ? rv : 0, c.final_softcap > 0 ? rv : 0});
+  if (head_rows > 0) {
+    const int64_t r = s.rows, rv = r * c.vocab_size * 4, rp = r * head_rows * 4;
+    classes.phase({ints, nh, r < n ? r * h * 4 : 0, r * h * 4, rp, staged(r, h, weight_dtype),
+                   head_rows < c.vocab_size ? rv : 0, c.final_softcap > 0 ? rv : 0, c.final_softcap > 0 ? rv : 0});
   }
   return classes.total();
 }
@@ -198,10 +201,21 @@ class Planner {
       };
       const auto* embd = find_weight(d_, "token_embd.weight");
       const auto* out = c_.tie_embeddings ? nullptr : find_weight(d_, "output.weight");
-      if (p.holds_embedding(r) || (p.holds_head(r) && !out)) add(embd->shape, embd->dtype, "", false, -1, &dp.weights);
-      if (p.holds_head(r)) {
+      // The head: whole on the rank that holds it, or rows of it on every rank of a tensor split
+      // (Placement::head_rows; a tied head's rows are a view of the table on the rank that embeds).
+      const auto* head = out ? out : embd;
+      const int64_t head_rows = head ? p.head_rows(r, head->shape[0]).second : 0;
+      const bool whole_head = head && head_rows == head->shape[0];
+      if (p.holds_embedding(r) || (whole_head && !out)) add(embd->shape, embd->dtype, "", false, -1, &dp.weights);
+      if (head_rows > 0) {
         if (const auto* norm = find_weight(d_, "output_norm.weight")) add(norm->shape, norm->dtype, "", true, -1, &dp.weights);
-        if (out) add(out->shape, out->dtype, "", false, -1, &dp.weights);
+        if (whole_head && out) {
+          add(out->shape, out->dtype, "", false, -1, &dp.weights);
+        } else if (!whole_head && (out || !p.holds_embedding(r))) {
+          Shape rows = head->shape;
+          rows[0] = head_rows;
+          add(rows, head->dtype, "", false, -1, &dp.weights);
+        }
       }
       for (int l = dp.first_layer; l < dp.end_layer; ++l) {
         std::map<std::string, const ModelDescription::Weight*> present;
@@ -242,7 +256,7 @@ class Planner {
       big.rows = std::min<int64_t>(req_.logit_rows, big.n);
       big.seqs = std::min<int64_t>(req_.parallel, big.n);
       big.width = (ctx + req_.block_size - 1) / req_.block_size;
-      dp.activations = step_activations(sc, shard, big, p.holds_embedding(r) || tensor, p.holds_head(r), has_layers,
+      dp.activations = step_activations(sc, shard, big, p.holds_embedding(r) || tensor, head_rows, has_layers,
                                         embd_dtype_, weight_dtype_, gpu, cus);
       if (gpu && req_.decode_graphs && dev->supports_graphs()) {
         StepShape dec;
@@ -252,7 +266,7 @@ class Planner {
                                 (DecodeGraphs::kTableStep * req_.block_size);
         const int64_t entries = std::min<int64_t>((int64_t)DecodeGraphs::kMaxEntries, req_.parallel * buckets);
         const int64_t per_graph =
-            step_activations(sc, shard, dec, p.holds_embedding(r) || tensor, p.holds_head(r), has_layers, embd_dtype_,
+            step_activations(sc, shard, dec, p.holds_embedding(r) || tensor, head_rows, has_layers, embd_dtype_,
                              weight_dtype_, gpu, cus) +
             rounded(dec.n * c_.hidden_size * 4);  // the entry's input
         dp.graphs = entries * per_graph;

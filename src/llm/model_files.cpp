@@ -69,7 +69,7 @@ void encode_rows(const std::vector<float>& values, int64_t rows, int64_t cols, D
 }  // namespace
 
 void write_random_model(const std::string& preset_name, DType weight_dtype, const std::string& out_path, uint64_t seed,
-                        const std::function<void(float)>& progress) {
+                        const std::function<void(float)>& progress, int context_length) {
   const ShapePreset& p = shape_preset(preset_name);
   const Architecture& arch = architecture(p.arch);
   const int head_dim = p.head_dim ? p.head_dim : p.hidden / p.heads;
@@ -81,7 +81,8 @@ void write_random_model(const std::string& preset_name, DType weight_dtype, cons
   const std::string a = p.arch + ".";
   w.add_string("general.architecture", p.arch);
   w.add_string("general.name", fmt::format("random {} ({})", p.name, dtype_name(weight_dtype)));
-  w.add_u32(a + "context_length", (uint32_t)p.context);
+  RBEE_CHECK(context_length >= 0, "random model: context length {} is negative", context_length);
+  w.add_u32(a + "context_length", (uint32_t)(context_length > 0 ? context_length : p.context));
   w.add_u32(a + "embedding_length", (uint32_t)p.hidden);
   w.add_u32(a + "block_count", (uint32_t)p.layers);
   w.add_u32(a + "feed_forward_length", (uint32_t)p.ffn);

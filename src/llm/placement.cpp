@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "rbee/backend/device.h"
@@ -12,6 +13,20 @@
 namespace rbee::llm {
 
 std::string_view split_mode_name(SplitMode mode) { return mode == SplitMode::Tensor ? "tensor" : "layer"; }
+
+bool Placement::splits_head() const {
+  static const bool on = [] {
+    const char* v = std::getenv("RBEE_TP_SPLIT_HEAD");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on && split == SplitMode::Tensor && ranks() > 1;
+}
+
+std::pair<int64_t, int64_t> Placement::head_rows(int r, int64_t vocab) const {
+  if (!splits_head()) return holds_head(r) ? std::pair<int64_t, int64_t>{0, vocab} : std::pair<int64_t, int64_t>{0, 0};
+  const int64_t n = ranks(), base = vocab / n, extra = vocab % n;
+  return {r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0)};
+}
 
 void Placement::validate(const ModelConfig& c) const {
   RBEE_CHECK(!devices.empty(), "placement: no devices");

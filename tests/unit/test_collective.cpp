@@ -2,13 +2,16 @@
 // of the CPU (always), and the GPU backend's communicator over two or three of its devices where present (the
 // emulator: RBEE_EMU_DEVICES=2 or 3 with tools/gpu_emu's plug-in; or real GPUs, where graph replay is checked
 // too). Each rank's thread calls the same sequence of all-reduces of changing sizes (1 element, odd tails, one
-// decode row, a batch of rows, more than one one-shot chunk), several rounds in a row, so that the one-shot
-// kernel's double-buffered inboxes are reused at both parities with other sizes in between. Every rank must hold
-// the same bits afterwards; those bits must equal the f32 sum in rank order where the one-shot kernel or the
-// host adds (the contract), and be within f32 rounding of the double sum where a collective library adds.
+// decode row, a batch of rows, more than one one-shot chunk, more than one flag-kernel chunk), several rounds in a
+// row, so that the peer-to-peer kernels' double-buffered inboxes are reused at both parities with other sizes (and
+// the other kernel) in between. The GPU cases run for each path RBEE_ALLREDUCE can force (auto, oneshot, flag:
+// backends/gpu/collective.h). Every rank must hold the same bits afterwards; those bits must equal the f32 sum in
+// rank order where a peer-to-peer kernel or the host adds (the contract), and be within f32 rounding of the double
+// sum where a collective library adds.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -22,8 +25,38 @@
 namespace rbee {
 namespace {
 
-// Sizes of consecutive all-reduces; 262144 is the one-shot chunk (GpuCommunicator::kOneShotChunk).
-const std::vector<int64_t> kSizes = {4096, 1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 4096};
+// Sizes of consecutive all-reduces; 262144 is the one-shot chunk (GpuCommunicator::kOneShotChunk), 1 << 20 the
+// flag kernel's (kFlagChunk); 131072 floats (512 KiB) the largest message of the one-shot kernel by default
+// (kOneShotMaxBytes), 1 << 20 floats (4 MiB) the largest of the flag kernel where a library is loaded.
+const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 131072, 131076,
+                                     (1 << 20) + 5, 4096};
+
+// The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made); "flag+block":
+// the flag kernel with one fence per block (RBEE_ALLREDUCE_FENCE=block).
+const std::vector<std::string> kPaths = {"auto", "oneshot", "flag", "flag+block"};
+
+// Sets RBEE_ALLREDUCE (and RBEE_ALLREDUCE_FENCE) for the communicators made while it lives.
+struct ForcedPath {
+  explicit ForcedPath(const std::string& path) {
+    const bool block = path == "flag+block";
+    ::setenv("RBEE_ALLREDUCE", block ? "flag" : path.c_str(), 1);
+    if (block) ::setenv("RBEE_ALLREDUCE_FENCE", "block", 1);
+  }
+  ~ForcedPath() {
+    ::unsetenv("RBEE_ALLREDUCE");
+    ::unsetenv("RBEE_ALLREDUCE_FENCE");
+  }
+};
+
+// The largest message the GPU communicator named `name` adds in rank order under RBEE_ALLREDUCE=`path` (-1: every
+// message): the peer-to-peer kernels up to their limits where a library is loaded (the library above), every size
+// without a library; a library alone never.
+int64_t rank_order_limit(const std::string& name, const std::string& path) {
+  const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
+  if (!library) return -1;
+  if (!p2p) return 0;
+  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+block" as "flag"
+}
 
 std::vector<float> random_values(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -127,31 +160,34 @@ TEST(Collective, GpuCommunicatorEager) {
   Backend* gpu = gpu_backend(2);
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (int ranks = 2; ranks <= std::min(3, gpu->device_count()); ++ranks) {
-    std::string why;
-    auto comm = gpu_communicator(*gpu, ranks, &why);
-    ASSERT_TRUE(comm) << why;
-    SCOPED_TRACE(comm->name() + " over " + std::to_string(ranks) + " devices: " + why);
-    // With peer access and a library, messages above the one-shot limit (1 MiB) go through the library outside
-    // graphs; with a library alone, all of them; the one-shot kernel and the host add in rank order.
-    const std::string name = comm->name();
-    const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
-    check_eager(*comm, 3, !library ? -1 : p2p ? (int64_t)1 << 20 : 0);
+    for (const std::string& path : kPaths) {
+      ForcedPath forced(path);
+      std::string why;
+      auto comm = gpu_communicator(*gpu, ranks, &why);
+      ASSERT_TRUE(comm) << why;
+      SCOPED_TRACE(comm->name() + " over " + std::to_string(ranks) + " devices, RBEE_ALLREDUCE=" + path + ": " + why);
+      check_eager(*comm, 3, rank_order_limit(comm->name(), path));
+    }
   }
 }
 
 // Three all-reduces recorded into one graph per rank, replayed with new inputs each time: the one-shot kernel
 // keeps its round numbers on the device, so replays need no host update.
+// Under every RBEE_ALLREDUCE path: a recorded all-reduce is always a peer-to-peer kernel (auto: the one-shot
+// kernel for 4096 floats, the flag kernel for the others), whatever the size.
 TEST(Collective, GpuCommunicatorInGraphs) {
   Backend* gpu = gpu_backend(2);
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices";
   if (!gpu->device(0).supports_graphs()) GTEST_SKIP() << gpu->device(0).id() << " records no graphs (the emulator)";
+  for (const std::string& path : kPaths) {
+  ForcedPath forced(path);
   std::string why;
   auto comm = gpu_communicator(*gpu, 2, &why);
   ASSERT_TRUE(comm) << why;
   if (!comm->capturable()) GTEST_SKIP() << comm->name() << " cannot be recorded: " << why;
   const int ranks = comm->size();
-  for (int64_t n : {(int64_t)4096, (int64_t)64 * 4096, (int64_t)262144 + 3}) {
-    SCOPED_TRACE(std::to_string(n) + " floats");
+  for (int64_t n : {(int64_t)4096, (int64_t)64 * 4096, (int64_t)262144 + 3, (int64_t)(1 << 20) + 4096}) {
+    SCOPED_TRACE("RBEE_ALLREDUCE=" + path + ", " + std::to_string(n) + " floats");
     std::vector<Tensor> x((size_t)ranks);
     std::vector<Device::GraphId> graphs((size_t)ranks);
     for (int r = 0; r < ranks; ++r) x[(size_t)r] = Tensor::from_vector(random_values(n, r), {n}, comm->device(r));
@@ -198,6 +234,20 @@ TEST(Collective, GpuCommunicatorInGraphs) {
       }
     }
     for (int r = 0; r < ranks; ++r) comm->device(r).release_graph(graphs[(size_t)r]);
+  }
+  }
+}
+
+TEST(Collective, UnknownPathIsRefused) {
+  Backend* gpu = gpu_backend(2);
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices";
+  ForcedPath forced("ring");
+  std::string why;
+  try {
+    auto comm = gpu_communicator(*gpu, 2, &why);
+    FAIL() << "RBEE_ALLREDUCE=ring was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RBEE_ALLREDUCE=ring"), std::string::npos) << e.what();
   }
 }
 

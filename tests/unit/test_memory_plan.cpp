@@ -17,6 +17,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/memory_plan.h"
+#include "rbee/llm/placement.h"
 #include "rbee/llm/model.h"
 #include "rbee/llm/model_files.h"
 
@@ -143,12 +144,16 @@ TEST(MemoryPlan, LargePresetWeightsAddUp) {
     int64_t planned = 0;
     for (const DevicePlan& dp : plan.devices) planned += dp.weights + dp.mapped;
     EXPECT_NEAR((double)planned, (double)file_bytes, 0.01 * (double)file_bytes) << name;
-    // Two ranks of a tensor split hold half each (plus the embedding and head on rank 0).
+    // Two ranks of a tensor split hold half each, plus the embedding on rank 0; the head is cut by vocabulary rows
+    // over the ranks (Placement::splits_head), or whole on rank 0 with RBEE_TP_SPLIT_HEAD=0.
     req.devices = {&cpu(4), &cpu(5)};
     req.split = SplitMode::Tensor;
     const MemoryPlan tp = plan_memory(d, req);
     ASSERT_EQ(tp.devices.size(), 2u);
-    const int64_t embd = 2 * dtype_row_bytes(DType::Q8_0, p.hidden) * p.vocab;
+    Placement tensor;
+    tensor.split = SplitMode::Tensor;
+    tensor.devices = req.devices;
+    const int64_t embd = (tensor.splits_head() ? 1 : 2) * dtype_row_bytes(DType::Q8_0, p.hidden) * p.vocab;
     EXPECT_NEAR((double)tp.devices[0].weights - (double)embd, (double)tp.devices[1].weights,
                 0.01 * (double)tp.devices[1].weights);
     // KV: 2 x layers x kv heads x head_dim x 2 bytes per position, split by kv heads.
@@ -378,6 +383,27 @@ TEST(MemoryPlan, Parsers) {
   EXPECT_EQ(proportional_split(3, {1, 1}), (std::vector<int>{2, 1}));
   EXPECT_EQ(proportional_split(11008, {1, 1}, 256), (std::vector<int>{5632, 5376}));
   EXPECT_EQ(proportional_split(8, {0, 1}), (std::vector<int>{0, 8}));
+}
+
+// The head's vocabulary rows per rank: contiguous, covering the vocabulary once, the remainder on the first ranks;
+// whole on the rank of the logits without a cut (layer split, one device, RBEE_TP_SPLIT_HEAD=0).
+TEST(MemoryPlan, HeadRowsPerRank) {
+  Placement tensor;
+  tensor.split = SplitMode::Tensor;
+  tensor.devices = {nullptr, nullptr, nullptr};  // only counted (cpu:6 and cpu:7 are other tests' budget devices)
+  if (!tensor.splits_head()) GTEST_SKIP() << "RBEE_TP_SPLIT_HEAD=0";
+  EXPECT_EQ(tensor.head_rows(0, 32003), (std::pair<int64_t, int64_t>{0, 10668}));
+  EXPECT_EQ(tensor.head_rows(1, 32003), (std::pair<int64_t, int64_t>{10668, 10668}));
+  EXPECT_EQ(tensor.head_rows(2, 32003), (std::pair<int64_t, int64_t>{21336, 10667}));
+  Placement layer;
+  layer.devices = {nullptr, nullptr};
+  layer.layer_begin = {0, 1, 2};
+  EXPECT_FALSE(layer.splits_head());
+  EXPECT_EQ(layer.head_rows(0, 100), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(layer.head_rows(1, 100), (std::pair<int64_t, int64_t>{0, 100}));
+  tensor.devices = {nullptr};
+  EXPECT_FALSE(tensor.splits_head());
+  EXPECT_EQ(tensor.head_rows(0, 100), (std::pair<int64_t, int64_t>{0, 100}));
 }
 
 }  // namespace

@@ -15,11 +15,15 @@
 #
 #   OUT=/tmp/out tools/bench/multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]
 #   e.g. (device machine)  cd .devpack-multidev && OUT=$OUT ./multi_gpu_session.sh . llama.cpp /tmp/rbee-models
-#   5. the all-reduce latency (bench/rbee_bench_collective: one decode row, 64 rows; the one-shot kernel as a
-#      programmatic dependent launch (default) and as an ordinary launch) and, with AB=1 or AB=batched,
-#      7B tensor-split tg128 or 64-stream S_TG with a change switched off beside the default (see below).
-# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, PLAN_7B=0 (plan only the
-# 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+#   5. the all-reduce latency (bench/rbee_bench_collective: one decode row .. 256 rows, 16 KiB .. 4 MiB) under each
+#      path RBEE_ALLREDUCE can force (COLLECTIVE_PATHS, default "auto oneshot flag nccl") and, with AB=1 or
+#      AB=batched, 7B tensor-split tg128 or 64-stream S_TG with changes switched off beside the default (see below);
+#   6. LONGCTX=1: the Llama-2-70B-shape Q8_0 model at CTX70 (65536) positions, which one 80 GB card cannot hold:
+#      the plan on one GPU (refused) and over two (--check), then `rbee bench` pp512 / tg64 at that context with
+#      --split tensor and --split layer (--no-fit: refused rather than shrunk);
+#   7. NSYS=1: nsys's kernel and API summaries of a 64-stream tensor-split run (where nsys is installed).
+# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
+# LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -48,6 +52,8 @@ stamp() { date -u +%H:%M:%S; }
 devices=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
 m7="$models/llama2-7b-f16.gguf"
 m70="$models/llama2-70b-q8_0.gguf"
+# LONGCTX=1: the 70B shape with a context length of CTX70 in the file (the preset's is 4096; -c is capped at it).
+m70l="$models/llama2-70b-q8_0-ctx${CTX70:-65536}.gguf"
 
 note "$(stamp) session start; GPUs:"
 nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader 2>&1 |
@@ -79,6 +85,11 @@ for spec in "llama2-7b f16 $m7" "llama2-70b q8_0 $m70"; do
   note "$(stamp) writing $3"
   "$rbee" random-model --preset "$1" --type "$2" -o "$3.part" > /dev/null && mv "$3.part" "$3" || status=1
 done
+if [ "${LONGCTX:-0}" = 1 ] && [ ! -f "$m70l" ]; then
+  note "$(stamp) writing $m70l"
+  "$rbee" random-model --preset llama2-70b --type q8_0 --ctx-length "${CTX70:-65536}" -o "$m70l.part" > /dev/null &&
+    mv "$m70l.part" "$m70l" || status=1
+fi
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   note "$(stamp) unit tests on the GPUs"
@@ -137,18 +148,21 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   grep -E "FAILED|^\||^devices" "$out/bench.log" | tee -a "$out/summary.txt"
 fi
 if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" ]; then
-  for envs in "RBEE_PDL=1" "RBEE_ALLREDUCE_PDL=0"; do
-    note "$(stamp) all-reduce latency over $ngpu GPUs, $envs"
-    # shellcheck disable=SC2086
-    env $envs timeout 120 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 | tee -a "$out/summary.txt" ||
-      status=1
+  for path in ${COLLECTIVE_PATHS:-auto oneshot flag nccl}; do
+    note "$(stamp) all-reduce latency over $ngpu GPUs, RBEE_ALLREDUCE=$path"
+    fence=thread
+    [ "$path" = flag+block ] && path=flag && fence=block  # the flag kernel with one fence per block
+    # nccl is recorded into the graphs too: a hang there costs 60 s, not the call.
+    RBEE_ALLREDUCE=$path RBEE_ALLREDUCE_FENCE=$fence timeout 60 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 |
+      tee -a "$out/summary.txt" || status=1
   done
 fi
 
-# AB=1: the tensor split's tg128 with this session's changes switched off (RBEE_TP_FOLD_RESIDUAL=0
-# RBEE_ALLREDUCE_PDL=0), beside the default and one GPU; AB=batched: S_TG of 64 streams with the one-shot all-reduce
-# as an ordinary launch (RBEE_ALLREDUCE_PDL=0) beside the default and one GPU. Alternating, two rounds, so each
-# change is measured against its own baseline.
+# AB=1: the tensor split's tg128 with the fourth session's changes switched off (RBEE_ALLREDUCE=oneshot: the one-shot
+# all-reduce up to 1 MiB, no flag kernel; RBEE_TP_SPLIT_HEAD=0: the whole head on rank 0), beside the default and
+# one GPU; AB=batched: the same for S_TG of 64 streams, and the flag kernel with one fence per block
+# (RBEE_ALLREDUCE_FENCE=block); AB=each / each-batched: each change alone. Alternating, AB_ROUNDS rounds (default
+# 2), so each change is measured against its own baseline.
 ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   local envs=${1%%|*} rest=${1#*|}
   local mode=${rest%%|*}; rest=${rest#*|}
@@ -158,18 +172,54 @@ ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   # shellcheck disable=SC2086
   env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
 }
+tp="--devices $devices --split tensor"
 case "${AB:-0}" in
-  1) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
-               "RBEE_TP_FOLD_RESIDUAL=0 RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+  1) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+               "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
                "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
-  batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
-                     "RBEE_ALLREDUCE_PDL=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1|^\|  +128 "
-                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1|^\|  +128 ") ;;
+  batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE_FENCE=block|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  each) ab_specs=("default|--devices $devices --split tensor|-p 0 -n 128 -r 2|tg128|limits measured"
+               "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
+               "RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
+               "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                     "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   *) ab_specs=() ;;
 esac
 if [ "${#ab_specs[@]}" -gt 0 ]; then
-  for round in 1 2; do
+  for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     for spec in "${ab_specs[@]}"; do ab_run "$spec"; done
+  done
+fi
+if [ "${NSYS:-0}" = 1 ]; then
+  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$nsys_bin" ]; then
+    note "$(stamp) nsys: 64 streams, --split tensor, 32 steps"
+    timeout 150 "$nsys_bin" profile -t cuda,osrt -o /tmp/tp64 -f true "$rbee" bench -m "$m7" --devices "$devices" \
+      --split tensor --batch 64 -p 128 -n 32 -r 1 --no-limits > "$out/nsys.log" 2>&1 || status=1
+    timeout 90 "$nsys_bin" stats -r cuda_gpu_kern_sum,cuda_api_sum,osrt_sum -f csv -o "$out/nsys" /tmp/tp64.nsys-rep \
+      >> "$out/nsys.log" 2>&1 || status=1
+    for f in "$out"/nsys_*.csv; do [ -f "$f" ] && { echo "-- $f"; head -14 "$f"; } | tee -a "$out/summary.txt"; done
+  else
+    note "nsys: not installed"
+  fi
+fi
+if [ "${LONGCTX:-0}" = 1 ] && [ -f "$m70l" ]; then
+  ctx=${CTX70:-65536}
+  m70=$m70l
+  note "$(stamp) 70B Q8_0 at $ctx positions: one GPU (the plan refuses), two GPUs (plan --check)"
+  "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c "$ctx" --no-fit 2>&1 | tail -4 | tee -a "$out/summary.txt"
+  timeout 240 "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c "$ctx" --check 2>&1 | tee -a "$out/summary.txt" ||
+    status=1
+  for mode in ${LONGCTX_MODES:-tensor layer}; do
+    note "$(stamp) 70B Q8_0, -c $ctx, --split $mode: rbee bench pp512 tg64"
+    timeout 240 "$rbee" bench -m "$m70" --devices "$devices" --split "$mode" -c "$ctx" --no-fit -p 512 -n 64 -r 1 \
+      --no-limits 2>&1 | grep -vE "^\s*$|progress" | tail -12 | tee -a "$out/summary.txt" || status=1
   done
 fi
 note "$(stamp) session end, status $status"

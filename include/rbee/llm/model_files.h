@@ -25,9 +25,10 @@ const std::vector<ShapePreset>& shape_presets();
 const ShapePreset& shape_preset(const std::string& name);  // throws NotFound listing the names
 
 // Writes a GGUF model of the preset's shape with random weights in `weight_dtype` (F32, F16, BF16 or a block
-// type; norms stay F32), a SentencePiece-style vocabulary of byte tokens and fillers, seeded.
+// type; norms stay F32), a SentencePiece-style vocabulary of byte tokens and fillers, seeded. context_length > 0
+// replaces the preset's context length in the file (e.g. the 70B shape at 65536 positions, more than one card holds).
 void write_random_model(const std::string& preset, DType weight_dtype, const std::string& out_path, uint64_t seed,
-                        const std::function<void(float)>& progress = {});
+                        const std::function<void(float)>& progress = {}, int context_length = 0);
 
 // Copies a GGUF model, converting every 2-D weight whose rows fit the block size to `type` (1-D tensors
 // and non-fitting rows are kept as they are). Metadata is copied unchanged.

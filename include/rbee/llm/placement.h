@@ -9,11 +9,16 @@
 //                 attention output and down by columns (row-parallel); one all-reduce after each of the two. A
 //                 rank's query heads are whole groups of kv heads, or part of one group: then that kv head is
 //                 kept by every rank that reads it (models with fewer kv heads than devices). Rank 0 also holds
-//                 the embedding and the head.
+//                 the embedding, and ends with the logits. The head (output norm and projection) is cut by
+//                 vocabulary rows: rank r projects rows head_rows(r) and the ranks gather the logits with one
+//                 all-reduce (each rank's rows, zeros elsewhere: every logit is one rank's value plus zeros, so
+//                 the same bits as a whole head); RBEE_TP_SPLIT_HEAD=0 keeps the whole head on rank 0.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -41,7 +46,13 @@ struct Placement {
   int first_layer(int r) const { return split == SplitMode::Layer ? layer_begin[(size_t)r] : 0; }
   int end_layer(int r, int n_layers) const { return split == SplitMode::Layer ? layer_begin[(size_t)r + 1] : n_layers; }
   bool holds_embedding(int r) const { return r == 0; }
+  // The stage / rank that ends with the logits (the model's device).
   bool holds_head(int r) const { return split == SplitMode::Tensor ? r == 0 : r + 1 == ranks(); }
+  // Whether a tensor split cuts the head by vocabulary rows over its ranks (above; RBEE_TP_SPLIT_HEAD, read once).
+  bool splits_head() const;
+  // Rank r's rows [first, first + count) of the head when splits_head(); else the whole vocabulary on the rank
+  // that holds the head and none elsewhere. Even shares, the remainder on the first ranks.
+  std::pair<int64_t, int64_t> head_rows(int r, int64_t vocab) const;
 
   // Throws InvalidArgument naming what is inconsistent with the config (bounds, sums, duplicate devices).
   void validate(const ModelConfig& config) const;

@@ -124,6 +124,106 @@ __global__ void one_shot_all_reduce(OneShotArgs a) {
   if (threadIdx.x == 0) a.rounds[b] = round;
 }
 
+// One rank's arguments of a flag round (the same launch shape on every rank).
+struct FlagArgs {
+  float* x;                                           // this rank's data, n elements, summed in place
+  int64_t n;
+  float* inbox[GpuCommunicator::kMaxRanks];           // every rank's inbox: [2 parities][ranks][chunk] floats
+  uint32_t* flags[GpuCommunicator::kMaxRanks];        // every rank's flags: [ranks][blocks], the sender's round
+  uint32_t* rounds;                                   // [blocks]: this rank's last finished round per block
+  int64_t chunk;                                      // elements per (parity, sender) slot
+  int rank, ranks;
+  bool block_fence;  // one system-scope fence per block (thread 0, after a barrier) instead of one per thread
+};
+
+// V floats moved as one unit (V = 4: one 16-byte store or load).
+template <int V>
+struct Unit {
+  float v[V];
+};
+
+// The values-only all-reduce of one chunk, for large messages (many decode rows): 4 bytes per value cross the link
+// instead of the one-shot kernel's 8, and one flag per block and peer says a block's values arrived.
+// Block b owns the units (V consecutive floats) u with (u mod stride) / blockDim == b, on every rank.
+//  1. Every unit the block owns goes into slot `rank` of every peer's inbox at this round's parity (plain stores
+//     through peer access).
+//  2. Every thread fences at system scope (its stores are visible to the peers before anything it does next),
+//     the block meets at a barrier, then thread p (< ranks, != rank) writes this round into peer p's flag
+//     [rank][b]: the peer that sees the flag sees the block's values. RBEE_ALLREDUCE_FENCE=block: the block meets
+//     first and thread 0 alone fences and writes every peer's flag (one fence per block, for comparison).
+//  3. Thread p spins on its own flag [p][b] until it holds this round or a later one (a peer may already be one
+//     round further, writing the other parity), fences, and the block meets again; then each unit is summed in
+//     rank order (this rank's own value from x; the peers' values read with volatile loads, never from a stale
+//     L1 line): the same bits on every rank.
+// Inbox reuse: as in one_shot_all_reduce (both kernels advance the same per-block round counters, so they can
+// follow each other in any order): a peer writes round k + 2 into parity k & 1 only after it saw this rank's
+// round k + 1 flag, which this rank sends only after its round k kernel ended. Flags compare as serial numbers
+// (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
+template <int V>
+__global__ void flag_all_reduce(FlagArgs a) {
+  grid_dependency_trigger();
+  grid_dependency_wait();
+  const int b = (int)blockIdx.x;
+  const int t = (int)threadIdx.x;
+  uint32_t round = a.rounds[b] + 1u;
+  if (round == 0u) round = 2u;
+  const int64_t units = a.n / V;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t first = (int64_t)b * blockDim.x + t;
+  const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
+  const Unit<V>* x = reinterpret_cast<const Unit<V>*>(a.x);
+  for (int64_t u = first; u < units; u += stride) {
+    const Unit<V> v = x[u];
+    for (int p = 0; p < a.ranks; ++p) {
+      if (p == a.rank) continue;
+      reinterpret_cast<Unit<V>*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
+    }
+  }
+  const bool peer_thread = t < a.ranks && t != a.rank;
+  if (a.block_fence) {
+    // The barrier orders every thread's stores before thread 0's fence, which is cumulative (as in a grid sync):
+    // the peer that sees thread 0's flag sees the block's values.
+    __syncthreads();
+    if (t == 0) {
+      threadfence_system();
+      for (int p = 0; p < a.ranks; ++p) {
+        if (p != a.rank) *((volatile uint32_t*)a.flags[p] + a.rank * GpuCommunicator::kBlocks + b) = round;
+      }
+    }
+  } else {
+    threadfence_system();
+    __syncthreads();
+    if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * GpuCommunicator::kBlocks + b) = round;
+  }
+  // Every flag is sent before any thread spins (tools/gpu_emu runs the threads of a block one after the other).
+  __syncthreads();
+  if (peer_thread) {
+    const volatile uint32_t* flag = (const volatile uint32_t*)a.flags[a.rank] + t * GpuCommunicator::kBlocks + b;
+    while ((int32_t)(*flag - round) < 0) {
+    }
+    threadfence_system();
+  }
+  __syncthreads();
+  const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
+  Unit<V>* xo = reinterpret_cast<Unit<V>*>(a.x);
+  for (int64_t u = first; u < units; u += stride) {
+    Unit<V> s;
+    for (int j = 0; j < V; ++j) s.v[j] = 0.f;
+    for (int p = 0; p < a.ranks; ++p) {
+      if (p == a.rank) {
+        const Unit<V> v = xo[u];
+        for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
+      } else {
+        const volatile float* src = own + (int64_t)p * a.chunk + u * V;
+        for (int j = 0; j < V; ++j) s.v[j] += src[j];
+      }
+    }
+    xo[u] = s;
+  }
+  __syncthreads();  // every thread read the round before it advances
+  if (t == 0) a.rounds[b] = round;
+}
+
 // Whether the one-shot kernel is a programmatic dependent launch (launch_decode_kernel, where RBEE_PDL allows):
 // yes unless RBEE_ALLREDUCE_PDL=0 (an ordinary launch, as before; for comparisons). Measured on two H100s over NVLink
 // (docs/perf-notes/multi-device.md, third session): 64 all-reduces in a graph (bench/rbee_bench_collective) of one
@@ -138,11 +238,29 @@ bool all_reduce_pdl() {
   return on;
 }
 
+// RBEE_ALLREDUCE (collective.h): unset or "auto" is the size rule; anything else not listed is an error.
+GpuCommunicator::Path requested_path() {
+  const char* v = std::getenv("RBEE_ALLREDUCE");
+  const std::string_view s = v ? v : "";
+  if (s.empty() || s == "auto") return GpuCommunicator::Path::Auto;
+  if (s == "oneshot") return GpuCommunicator::Path::OneShot;
+  if (s == "flag") return GpuCommunicator::Path::Flag;
+  if (s == "nccl" || s == "rccl") return GpuCommunicator::Path::Library;
+  RBEE_THROW(ErrorCode::InvalidArgument, "RBEE_ALLREDUCE={}: expected auto, oneshot, flag or {}", s,
+             RBEE_GPU_COLLECTIVE_NAME);
+}
+
 }  // namespace
 
 GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* why) : devices_(std::move(devices)) {
   const int ranks = size();
   RBEE_CHECK(ranks >= 1 && ranks <= kMaxRanks, "GPU communicator: {} devices (1 to {})", ranks, kMaxRanks);
+  path_ = requested_path();
+  if (const char* f = std::getenv("RBEE_ALLREDUCE_FENCE")) {
+    const std::string_view v = f;
+    RBEE_CHECK(v == "block" || v == "thread", "RBEE_ALLREDUCE_FENCE={}: expected block or thread", v);
+    block_fence_ = v == "block";
+  }
   // Peer access between every pair.
   p2p_ = ranks > 1;
   for (GpuDevice* a : devices_) {
@@ -193,6 +311,16 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
       RBEE_GPU_CHECK(stream_synchronize(d->stream()));
       inbox_.push_back(static_cast<uint64_t*>(inbox));
       rounds_.push_back(static_cast<uint32_t*>(rounds));
+      void* flag_inbox = nullptr;
+      void* flags = nullptr;
+      const size_t flag_inbox_bytes = (size_t)(2 * ranks) * (size_t)kFlagChunk * sizeof(float);
+      const size_t flags_bytes = (size_t)ranks * kBlocks * sizeof(uint32_t);
+      RBEE_GPU_CHECK(device_malloc_coherent(&flag_inbox, flag_inbox_bytes));
+      RBEE_GPU_CHECK(device_malloc_coherent(&flags, flags_bytes));
+      RBEE_GPU_CHECK(memset_async(flags, 0, flags_bytes, d->stream()));
+      RBEE_GPU_CHECK(stream_synchronize(d->stream()));
+      flag_inbox_.push_back(static_cast<float*>(flag_inbox));
+      flags_.push_back(static_cast<uint32_t*>(flags));
     }
   }
   if (!p2p_ && !nccl_) {
@@ -213,6 +341,8 @@ GpuCommunicator::~GpuCommunicator() {
     stream_synchronize(devices_[r]->stream());
     device_free(inbox_[r]);
     device_free(rounds_[r]);
+    device_free(flag_inbox_[r]);
+    device_free(flags_[r]);
   }
 }
 
@@ -260,6 +390,39 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
   }
 }
 
+void GpuCommunicator::flag(int rank, float* x, int64_t n) {
+  GpuDevice& dev = *devices_[(size_t)rank];
+  FlagArgs a{};
+  a.rounds = rounds_[(size_t)rank];
+  a.chunk = kFlagChunk;
+  a.rank = rank;
+  a.ranks = size();
+  a.block_fence = block_fence_;
+  for (int p = 0; p < size(); ++p) {
+    a.inbox[p] = flag_inbox_[(size_t)p];
+    a.flags[p] = flags_[(size_t)p];
+  }
+  for (int64_t off = 0; off < n; off += kFlagChunk) {
+    a.x = x + off;
+    a.n = std::min(kFlagChunk, n - off);
+    // 16-byte units where the chunk is whole units at a 16-byte address (every decode message of a model whose
+    // hidden size is a multiple of 4); single floats otherwise. The same choice on every rank (same n; the
+    // allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
+    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    // Always kBlocks blocks, as in one_shot (the round counters are per block).
+    if (all_reduce_pdl()) {
+      quant::launch_decode_kernel(vec4 ? flag_all_reduce<4> : flag_all_reduce<1>, dim3(kBlocks), dim3(kThreads), 0,
+                                  dev.stream(), a);
+    } else if (vec4) {
+      flag_all_reduce<4><<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
+    } else {
+      flag_all_reduce<1><<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
+    }
+  }
+}
+
 void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) {
   RBEE_CHECK(rank >= 0 && rank < size(), "all_reduce_sum: rank {} of {}", rank, size());
   RBEE_CHECK(x.dtype() == DType::F32 && x.is_contiguous(), "all_reduce_sum: needs a contiguous f32 tensor, got {}",
@@ -273,8 +436,23 @@ void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) {
   GpuDevice& dev = *devices_[(size_t)rank];
   dev.activate();
   float* data = static_cast<float*>(x.data());
-  const bool small = n * (int64_t)sizeof(float) <= kOneShotMaxBytes;
-  if (p2p_ && (small || dev.capturing() || !nccl_)) return one_shot(rank, data, n);
+  const int64_t bytes = n * (int64_t)sizeof(float);
+  // The path (collective.h): the library where asked for (also while recording: NCCL and RCCL record into
+  // graphs); else the one-shot kernel for small messages, the flag kernel up to kFlagMaxBytes, and the flag
+  // kernel for any size where the library cannot serve (recording, or none loaded); the library above.
+  // RBEE_ALLREDUCE=oneshot: the one-shot kernel up to 1 MiB and wherever the library cannot serve (as before
+  // the flag kernel); =flag: the flag kernel at every size the library is not needed for.
+  const bool library_ok = nccl_ && !dev.capturing();
+  if (path_ == Path::Library && nccl_) {
+    // the library for every size (below)
+  } else if (p2p_ && path_ == Path::OneShot) {
+    if (bytes <= ((int64_t)1 << 20) || !library_ok) return one_shot(rank, data, n);
+  } else if (p2p_ && path_ == Path::Flag) {
+    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n);
+  } else if (p2p_) {
+    if (bytes <= kOneShotMaxBytes) return one_shot(rank, data, n);
+    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n);
+  }
   const nccl::Result r = nccl_->all_reduce(data, data, (size_t)n, nccl::kFloat32, nccl::kSum, comms_[(size_t)rank],
                                            dev.stream());
   RBEE_CHECK_CODE(r == nccl::kSuccess, ErrorCode::Backend, "{} all-reduce of {} floats on {}: {}",

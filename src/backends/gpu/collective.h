@@ -1,26 +1,32 @@
 // Collectives over the GPUs of one backend (rbee/backend/communicator.h), for tensor parallelism.
 //
-// all_reduce_sum takes one of three paths, chosen by message size and what the machine offers (the same choice
+// all_reduce_sum takes one of four paths, chosen by message size and what the machine offers (the same choice
 // on every rank, since every rank passes the same size):
-//  - one-shot peer-to-peer (GPUs that can reach each other's memory, cudaDeviceCanAccessPeer): one kernel on each
-//    rank pushes its values, each as one 8-byte word carrying the value and the round number, into every peer's
-//    inbox through peer access, then sums the words of every rank in rank order, spinning on each word until it
-//    carries the current round (no separate flags or fences: a reader sees value and round together), so all
-//    ranks get the same bits. One launch per kOneShotChunk elements, no host involvement: it records into decode
-//    graphs, one kernel per all-reduce and one network crossing (stores) per element. It is launched like the
-//    decode kernels around it (programmatic dependent launch on sm_90, unless RBEE_PDL=0 or
-//    RBEE_ALLREDUCE_PDL=0): it starts while the projection before it ends, and lets the norm + gemv after it
-//    start and load its weights while it waits for its peers. Used for messages up to
-//    kOneShotMaxBytes (decode steps), for every message while a graph is being recorded, and for every message
-//    when no collective library is present.
-//  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): larger messages outside graph capture (prompt
-//    steps), where its ring/tree algorithms and copy engines beat the one-shot kernel's n-fold peer reads.
+//  - one-shot peer-to-peer (GPUs that can reach each other's memory, cudaDeviceCanAccessPeer), small messages
+//    (up to kOneShotMaxBytes: up to 32 decode rows of a 4096-wide model): one kernel on each rank pushes its values, each as one
+//    8-byte word carrying the value and the round number, into every peer's inbox through peer access, then sums
+//    the words of every rank in rank order, spinning on each word until it carries the current round (no
+//    separate flags or fences: a reader sees value and round together), so all ranks get the same bits. No host
+//    involvement: it records into decode graphs, one kernel per all-reduce and one network crossing (stores) per
+//    element. It is launched like the decode kernels around it (programmatic dependent launch on sm_90, unless
+//    RBEE_PDL=0 or RBEE_ALLREDUCE_PDL=0): it starts while the projection before it ends, and lets the norm + gemv
+//    after it start and load its weights while it waits for its peers.
+//  - flag peer-to-peer, larger messages (many decode rows, prompt steps up to kFlagMaxBytes, and any size while
+//    a graph is recorded or when no collective library is present): the same push-then-sum in rank order, but
+//    the values travel alone (4 bytes each, 16-byte stores) and one flag per block and peer, written after a
+//    system-scope fence, says that a block's values arrived: half the bytes over the link of the one-shot words,
+//    for one fence and one flag round trip more. Launched like the one-shot kernel.
+//  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): messages above kFlagMaxBytes outside graph
+//    capture, where its ring/tree algorithms and copy engines beat the peer-to-peer kernels.
 //  - the host communicator, when the GPUs cannot reach each other and no library is present (never recorded).
+// RBEE_ALLREDUCE=oneshot | flag | nccl forces one path where it is possible (for comparisons: oneshot is the
+// one-shot kernel up to 1 MiB as before the flag kernel existed; nccl is the library for every size, also
+// recorded into graphs); the default (auto) is the size rule above.
 //
-// The one-shot words carry a per-block round number kept in device memory and advanced by the kernel, so a
-// replayed graph needs no host update. Inboxes are double-buffered by round parity: a rank may start round k + 1
-// while a slow peer still reads round k's words; it cannot reach round k + 2 before every peer has sent round
-// k + 1, which they do only after finishing round k.
+// Both peer-to-peer kernels carry a per-block round number kept in device memory and advanced by the kernel, so
+// a replayed graph needs no host update. Inboxes are double-buffered by round parity: a rank may start round
+// k + 1 while a slow peer still reads round k's values; it cannot reach round k + 2 before every peer has sent
+// round k + 1, which they do only after finishing round k.
 #pragma once
 
 #include <memory>
@@ -41,7 +47,11 @@ class GpuCommunicator final : public Communicator {
   static constexpr int kBlocks = 64;                // blocks of a one-shot launch (a round counter per block)
   static constexpr int kThreads = 512;
   static constexpr int64_t kOneShotChunk = 1 << 18;  // elements per one-shot launch (1 MiB of f32)
-  static constexpr int64_t kOneShotMaxBytes = 1 << 20;
+  static constexpr int64_t kOneShotMaxBytes = 512 << 10;  // measured: one-shot 4.1 us at 256 KiB (flag 7.3), 11.9 at 1 MiB (flag 11.3)
+  static constexpr int64_t kFlagChunk = 1 << 20;     // elements per flag launch (4 MiB of f32)
+  static constexpr int64_t kFlagMaxBytes = 4 << 20;
+  // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
+  enum class Path { Auto, OneShot, Flag, Library };
 
   // Throws Backend when the devices can neither reach each other nor use a collective library (the caller then
   // uses the host communicator); `why` says which paths are available.
@@ -57,6 +67,7 @@ class GpuCommunicator final : public Communicator {
 
  private:
   void one_shot(int rank, float* x, int64_t n);
+  void flag(int rank, float* x, int64_t n);
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -67,6 +78,12 @@ class GpuCommunicator final : public Communicator {
   // rounds [kBlocks] u32; coherent device memory (device_malloc_coherent).
   std::vector<uint64_t*> inbox_;
   std::vector<uint32_t*> rounds_;
+  // Per rank, for the flag kernel: inbox [2 parities][ranks][kFlagChunk] f32, flags [ranks][kBlocks] u32 (the
+  // round each sender's block last delivered); the round counters are the one-shot kernel's.
+  std::vector<float*> flag_inbox_;
+  std::vector<uint32_t*> flags_;
+  Path path_ = Path::Auto;
+  bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
   std::string aborted_;
 };
 

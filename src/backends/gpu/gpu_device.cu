@@ -280,6 +280,10 @@ std::unique_ptr<Communicator> GpuBackend::make_communicator(std::span<Device* co
   }
   try {
     return std::make_unique<GpuCommunicator>(std::move(gpus), why);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::InvalidArgument) throw;  // a bad RBEE_ALLREDUCE: say so, do not fall back
+    if (why) *why = e.what();
+    return nullptr;
   } catch (const std::exception& e) {
     if (why) *why = e.what();
     return nullptr;

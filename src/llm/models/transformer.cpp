@@ -91,7 +91,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
     k.shard = rank_shard(placement_, c, r);
     k.config = shard_config(c, k.shard);
     k.embeds = placement_.holds_embedding(r);
-    k.heads = placement_.holds_head(r);
+    k.heads = placement_.holds_head(r) || placement_.splits_head();
     RBEE_WITH_CONTEXT(fmt::format("placing weights on {}", k.device->id()), { load_rank(k, lookup, report); });
     // Freed staging blocks (norm conversions, host-side cuts) would otherwise stay in the device's cache.
     k.device->empty_cache();
@@ -202,10 +202,26 @@ void Transformer::load_rank(Rank& k, const TensorLookup& lookup, const std::func
     RBEE_CHECK_CODE(embd.rank() == 2 && embd.dim(1) == c.hidden_size, ErrorCode::Io,
                     "token_embd.weight has shape {}, expected [vocab, {}]", embd.shape().to_string(), c.hidden_size);
     const Tensor out = c.tie_embeddings ? Tensor() : lookup("output.weight");
-    if (k.embeds || !out.defined()) k.token_embd = place(k, embd, "token_embd.weight", false);
+    const Tensor head = out.defined() ? out : embd;
+    const auto [first, rows] = placement_.head_rows(k.index, head.dim(0));
+    const bool whole_head = k.heads && rows == head.dim(0);
+    if (k.embeds || (whole_head && !out.defined())) k.token_embd = place(k, embd, "token_embd.weight", false);
     if (k.heads) {
+      RBEE_CHECK_CODE(head.rank() == 2 && head.dim(1) == c.hidden_size && rows > 0, ErrorCode::Io,
+                      "{} has shape {}, expected [vocab, {}] with rows for {} devices",
+                      out.defined() ? "output.weight" : "token_embd.weight", head.shape().to_string(), c.hidden_size,
+                      placement_.ranks());
+      k.head_first = first;
+      k.head_vocab = head.dim(0);
       k.output_norm = place(k, need_host("output_norm.weight"), "output_norm.weight", true);
-      k.output = out.defined() ? place(k, out, "output.weight", false) : k.token_embd;
+      if (whole_head) {
+        k.output = out.defined() ? place(k, out, "output.weight", false) : k.token_embd;
+      } else if (!out.defined() && k.token_embd.defined()) {
+        k.output = k.token_embd.narrow(0, first, rows);  // tied: rows of the table this rank already holds
+      } else {
+        // Whole rows of any block type (blocks never straddle rows).
+        k.output = place(k, head.narrow(0, first, rows), out.defined() ? "output.weight" : "token_embd.weight", false);
+      }
     }
   }
   report();
@@ -400,6 +416,15 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     profile::Scope scope("output_norm+head", x, k.output.shape());
     logits = fused_ops_ ? ops::rms_norm_qmatmul(x, k.output_norm, c.norm_eps, k.output)
                         : ops::qmatmul(ops::rms_norm(x, k.output_norm, c.norm_eps), k.output);
+  }
+  if (k.output.dim(0) != k.head_vocab) {
+    // A head cut by vocabulary rows (Placement::splits_head): this rank's logits into its columns of zeros, summed
+    // over the ranks, so every rank (rank 0's is returned) holds every logit as computed by its rank, exactly.
+    profile::Scope scope("gather logits", logits);
+    Tensor all = ops::zeros({logits.dim(0), k.head_vocab}, DType::F32, *k.device);
+    ops::copy(all.narrow(1, k.head_first, k.output.dim(0)), logits);
+    comm_->all_reduce_sum(k.index, all);
+    logits = all;
   }
   if (c.final_softcap > 0) {
     logits = ops::affine(ops::unary(UnaryOp::Tanh, ops::affine(logits, 1.0 / c.final_softcap, 0.0)), c.final_softcap, 0.0);

@@ -51,7 +51,10 @@ class Transformer final : public Model {
     int first_layer = 0, end_layer = 0;  // layers [first_layer, end_layer)
     RankShard shard;
     ModelConfig config;                  // this rank's heads
-    bool embeds = false, heads = false;  // holds the token embedding / the output norm and head
+    bool embeds = false, heads = false;  // holds the token embedding / the output norm and (its rows of) the head
+    // The head's vocabulary rows [head_first, head_first + output.dim(0)) of head_vocab; fewer than head_vocab
+    // where a tensor split cuts the head (Placement::splits_head: the ranks gather the logits by an all-reduce).
+    int64_t head_first = 0, head_vocab = 0;
     Tensor token_embd, output_norm, output;
     std::vector<LayerWeights> layers;    // layers[l - first_layer]
     Tensor inv_freq_global, inv_freq_local;
