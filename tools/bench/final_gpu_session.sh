@@ -14,8 +14,8 @@
 #     identity   greedy identity on the random 7B Q4_0 shape, --batch-invariant both: prefix cache vs none (32
 #                chats, 1,000-token shared system prompt) and prompt-lookup speculation k = 4 vs plain decoding
 #     attnkernel rbee_bench_gpu_llm --only attention (each decode row default, flash and scalar)
-#     sd         SD 1.5 512x512 20 steps: the previous session's code by its switches (gelu + mul, 3-kernel group
-#                norm, block layer norm, P through shared memory, no split-K) vs the defaults, batch 1 and 4
+#     sd         SD 1.5 512x512 20 steps: the previous session's code by its switches (SD_PREV="ENV=V ...", default
+#                the switch of session 7's change: RBEE_CONV_IMPLICIT=0) vs the defaults, batch 1 and 4
 #     sdpeer     diffusers eager + torch.compile on the same card (PYTHONPATH must hold diffusers 0.42.1; the compile
 #                needs > 100 s: SDPEER_TIMEOUT, default 300)
 #     sdxl       SDXL base 1024x1024 20 steps guidance 5 (random weights: ~16-19 s to draw them a run), the defaults;
@@ -102,14 +102,15 @@ if has sd; then
   # sd "ENV=V ..." ARGS: one rbee_sd_bench run with those switches ("" for the defaults).
   sd() { local envs=$1; shift; env $envs timeout "${SD_TIMEOUT:-100}" "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok \
     --backend cuda --f16 --steps 20 --width 512 --height 512 "$@"; }
-  # The previous session's code by its switches (session 6's changes off), then the defaults, batch 1 and 4.
-  prev="RBEE_SD_GEGLU_FUSED=0 RBEE_GROUP_NORM_ONE_LAUNCH=0 RBEE_LAYER_NORM_WARP=0 RBEE_ATTN_FAST_TILES=0 RBEE_CONV_SPLIT_K=0"
+  # The previous session's code by its switches (SD_PREV; session 7: the implicit-GEMM convolution of the VAE's
+  # 512x512 level off), then the defaults, batch 1 and 4.
+  prev=${SD_PREV-RBEE_CONV_IMPLICIT=0}
   sd "$prev" --runs 3 --warmup 1 > "$out/sd_prev.txt" 2>&1
-  note "SD 1.5, session-5 code ($prev): $(grep -E '^result' "$out/sd_prev.txt" | tr '\n' ' ')"
+  note "SD 1.5, previous session's code ($prev): $(grep -E '^result' "$out/sd_prev.txt" | tr '\n' ' ')"
   sd "" --runs 3 --warmup 1 > "$out/sd_new.txt" 2>&1
   note "SD 1.5 new: $(grep -E '^load|^warmup 0|^result|graphs' "$out/sd_new.txt" | tr '\n' ' ')"
   sd "$prev" --runs 2 --warmup 1 --batch 4 > "$out/sd_prev_batch4.txt" 2>&1
-  note "SD 1.5 batch 4, session-5 code: $(grep -E '^result' "$out/sd_prev_batch4.txt" | tr '\n' ' ')"
+  note "SD 1.5 batch 4, previous session's code: $(grep -E '^result' "$out/sd_prev_batch4.txt" | tr '\n' ' ')"
   sd "" --runs 2 --warmup 1 --batch 4 > "$out/sd_batch4.txt" 2>&1
   note "SD 1.5 batch 4: $(grep -E '^result|graphs' "$out/sd_batch4.txt" | tr '\n' ' ')"
 fi
