@@ -15,12 +15,18 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// "out_of_memory" for a full device (or RBEE_FAULT_ALLOC_*), else "forward".
-const char* forward_error_code(const std::exception& e) {
+bool is_out_of_memory(const std::exception& e) {
   const auto* err = dynamic_cast<const Error*>(&e);
-  const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || (err && err->code() == ErrorCode::OutOfMemory);
-  return oom ? "out_of_memory" : "forward";
+  return dynamic_cast<const std::bad_alloc*>(&e) || (err && err->code() == ErrorCode::OutOfMemory);
 }
+
+// "out_of_memory" for a full device (or RBEE_FAULT_ALLOC_*), else "forward".
+const char* forward_error_code(const std::exception& e) { return is_out_of_memory(e) ? "out_of_memory" : "forward"; }
+
+// Sampling allocates too (the logits read back through a host staging buffer, device sampling's scratch on a GPU): a
+// full device there is "out_of_memory" like in the forward pass (503 with Retry-After for a request not yet
+// streaming), else "sampling".
+const char* sampling_error_code(const std::exception& e) { return is_out_of_memory(e) ? "out_of_memory" : "sampling"; }
 
 // Choice i of a group samples with seed + i (a request without a seed: the clock, different per choice).
 SamplingParams choice_params(SamplingParams p, int choice) {
@@ -426,7 +432,7 @@ void Scheduler::advance(Active& a, std::span<const float> row) {
     if (a.constraint) step.allowed = &a.constraint->allowed();
     t = a.sampler.sample(row, r.prompt, a.generated, step);
   } catch (const std::exception& e) {
-    finish(a, StopReason::Error, "sampling", e.what());
+    finish(a, StopReason::Error, sampling_error_code(e), e.what());
     return;
   }
   take(a, t, r.top_logprobs >= 0 ? &lp : nullptr);
@@ -444,6 +450,7 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
   }
   std::vector<TokenId> ids;
   std::string error;
+  const char* error_code = "sampling";
   if (batch.size() > 0) {
     try {
       bool in_order = (int64_t)source.size() == logits.dim(0);
@@ -455,6 +462,7 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
       ids = batch.run(rows);
     } catch (const std::exception& e) {
       error = e.what();
+      error_code = sampling_error_code(e);
       log::error("event=sampling_error rows={} error=\"{}\"", source.size(), e.what());
     }
   }
@@ -463,10 +471,12 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
   const size_t host_draws = draws.size() - source.size(), vocab = (size_t)logits.dim(1);
   std::vector<float> host;
   std::string copy_error;
+  ErrorCode copy_error_kind = ErrorCode::Internal;
   try {
     if (host_draws > 1 && host_draws * 2 >= (size_t)logits.dim(0)) host = logits.to_vector<float>();
   } catch (const std::exception& e) {
     copy_error = e.what();
+    if (is_out_of_memory(e)) copy_error_kind = ErrorCode::OutOfMemory;
   }
   size_t next = 0;
   for (const Draw& d : draws) {
@@ -479,11 +489,11 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
       }
       std::vector<float> row;
       try {
-        if (!copy_error.empty()) throw Error(ErrorCode::Internal, copy_error);
+        if (!copy_error.empty()) throw Error(copy_error_kind, copy_error);
         row = logits.narrow(0, d.row, 1).to_vector<float>();
       } catch (const std::exception& e) {
         log::error("event=sampling_error rows=1 error=\"{}\"", e.what());
-        finish(a, StopReason::Error, "sampling", e.what());
+        finish(a, StopReason::Error, sampling_error_code(e), e.what());
         continue;
       }
       advance(a, row);
@@ -492,7 +502,7 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
     const size_t i = next++;
     if (a.done) continue;
     if (!error.empty()) {
-      finish(a, StopReason::Error, "sampling", error);
+      finish(a, StopReason::Error, error_code, error);
     } else if (ids[i] < 0) {
       finish(a, StopReason::Error, "sampling", "sample: every token is banned (logit_bias, the grammar or min_tokens)");
     } else {
@@ -519,7 +529,7 @@ void Scheduler::take(Active& a, TokenId t, const TokenLogprob* lp) {
     try {
       a.constraint->accept(t);
     } catch (const std::exception& e) {
-      finish(a, StopReason::Error, "sampling", e.what());
+      finish(a, StopReason::Error, sampling_error_code(e), e.what());
       return;
     }
   }
@@ -711,7 +721,7 @@ bool Scheduler::step() {
             host = logits.narrow(0, r.first_row, r.rows).to_vector<float>();
           } catch (const std::exception& e) {
             log::error("event=sampling_error rows={} error=\"{}\"", r.rows, e.what());
-            finish(a, StopReason::Error, "sampling", e.what());
+            finish(a, StopReason::Error, sampling_error_code(e), e.what());
             continue;
           }
           for (int i = 0;; ++i) {
