@@ -61,6 +61,10 @@ TEST_P(QuantSimdTargets, EveryTargetMatchesTheReference) {
 
   TargetGuard guard;
   const auto targets = hwy::SupportedAndGeneratedTargets();
+#ifdef HWY_COMPILE_ONLY_STATIC
+  // RBEE_SIMD_ONE_TARGET (the sanitizer build) compiles one target: there is nothing to compare it with.
+  if (targets.size() < 2) GTEST_SKIP() << "one SIMD target compiled (RBEE_SIMD_ONE_TARGET)";
+#endif
   ASSERT_GE(targets.size(), 2u) << "expected a SIMD target and a fallback";
   std::vector<double> first;
   for (int64_t target : targets) {
