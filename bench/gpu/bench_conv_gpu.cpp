@@ -7,7 +7,12 @@
 //   RBEE_CONV_IMPLICIT=0 rbee_bench_conv_gpu --label im2col            (im2col + cuBLAS + epilogue)
 //   RBEE_CONV_IMPLICIT=0 RBEE_CONV_IGEMM=1 rbee_bench_conv_gpu --label igemm --no-gemm
 //   RBEE_CONV_IMPLICIT=1 rbee_bench_conv_gpu --label implicit --no-gemm   (conv_implicit.cu on every shape it takes)
+//   RBEE_CONV_CUDNN=1 rbee_bench_conv_gpu --label cudnn --no-gemm        (cuDNN on every shape it takes, NCHW)
+//   RBEE_CONV_CUDNN=1 RBEE_CONV_CUDNN_LAYOUT=nhwc rbee_bench_conv_gpu --label nhwc --no-gemm
+//                                                                     (cuDNN on NHWC copies, transposes included)
 //   rbee_bench_conv_gpu --label default --no-gemm                     (the shipped choice per shape)
+// (RBEE_CONV_CUDNN=0 with the first three: today's paths without cuDNN.) --image-bias gives the UNet shapes a
+// [N, Cout] bias (the time embedding of the resnets' first convolutions) instead of a [Cout] one.
 // Each row: "conv LABEL NAME calls ms TF/s [gemm ms TF/s conv/gemm]"; the totals weight each shape by its calls.
 // Timing: warm-up calls, then repeats until --min-seconds have passed (and at least 5), synchronize() and the
 // wall clock around the loop (the ops' device API has no events).
@@ -23,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/log.h"
 #include "rbee/ops.h"
 
 namespace {
@@ -63,7 +69,7 @@ const std::vector<Shape2d> kShapes = {
 
 struct Options {
   std::string label = "default", filter;
-  bool gemm = true;
+  bool gemm = true, image_bias = false;
   double min_seconds = 0.05;
 };
 
@@ -108,15 +114,18 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--label" && i + 1 < argc) o.label = argv[++i];
     else if (a == "--no-gemm") o.gemm = false;
+    else if (a == "--image-bias") o.image_bias = true;
     else if (a == "--filter" && i + 1 < argc) o.filter = argv[++i];
     else if (a == "--min-seconds" && i + 1 < argc) o.min_seconds = std::atof(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] [--filter SUBSTRING] [--min-seconds S]\n");
+                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] [--image-bias] [--filter SUBSTRING] "
+                 "[--min-seconds S]\n");
       return 2;
     }
   }
   try {
+    log::init_from_env();  // RBEE_LOG_LEVEL=debug: which convolution library plan took each shape, or why none
     Registry& registry = Registry::global();
     const std::vector<std::string> report = registry.load_plugins();
     Backend* b = registry.find("cuda");
@@ -136,7 +145,7 @@ int main(int argc, char** argv) {
       const int64_t ho = s.ho(), K = s.cin * s.k * s.k, np = s.n * ho * ho;
       const Tensor x = random_tensor({s.n, s.cin, s.hw, s.hw}, dev, 1);
       const Tensor w = random_tensor({s.cout, s.cin, s.k, s.k}, dev, 2, 0.05f);
-      const Tensor bias = random_tensor({s.cout}, dev, 3);
+      const Tensor bias = o.image_bias ? random_tensor({s.n, s.cout}, dev, 3) : random_tensor({s.cout}, dev, 3);
       Conv2dParams p;
       p.stride_h = p.stride_w = (int)s.stride;
       p.pad_h = p.pad_w = (int)(s.k / 2);

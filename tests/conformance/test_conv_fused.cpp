@@ -1,5 +1,7 @@
 // Conformance: conv2d_fused (a convolution with bias, residual and silu in its epilogue) on every backend, against
-// naive double-precision loops written here. The cases cover the GPU paths: the pipelined implicit GEMM (sd_* cases;
+// naive double-precision loops written here. The cases cover the GPU paths: the vendor convolution library (cuDNN:
+// every F16 / BF16 case of groups 1 without SiLU, dnn_* cases for its per-image calls and zero bias; RBEE_CONV_CUDNN=0
+// turns it off for the other paths), the pipelined implicit GEMM (sd_* cases;
 // all F16 / BF16 cases with Cin % 8 == 0 under RBEE_CONV_IMPLICIT=1), the implicit GEMM on matrix tiles
 // (F16 / BF16, groups 1, 1x1 or 3x3, Cin * KH * KW % 8 == 0; partial tiles in every direction, split-K on small
 // maps with deep K; the im2col + Blas path's split-K of deep K on small maps) and the im2col fallback (F32, F64, groups, Cin 4, 5x5 kernels).
@@ -46,6 +48,12 @@ const std::vector<FusedCase> kCases = {
     {"sd_k3_stride2", 2, 8, 130, 132, 136, 3, 2, 1, 1, BiasKind::PerChannel, false, false},
     {"sd_k1_64x66", 2, 40, 64, 66, 200, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
     {"sd_k3_512x512", 1, 8, 512, 512, 8, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
+    // The vendor convolution library's path (conv_dnn.cu: cuDNN takes F16 / BF16, groups 1, no SiLU): a [N, Cout]
+    // bias as one call per image (3 images) with Cin 4, a residual without bias (the library's zero bias), 1x1
+    // stride 2. Cases above without SiLU cover a [Cout] bias, residuals, 3x3 stride 2 and no epilogue there.
+    {"dnn_k3_cin4_image_bias", 3, 4, 9, 10, 12, 3, 1, 1, 1, BiasKind::PerImage, true, false},
+    {"dnn_k1_residual_only", 2, 24, 6, 7, 40, 1, 1, 0, 1, BiasKind::None, true, false},
+    {"dnn_k1_stride2", 2, 16, 11, 9, 24, 1, 2, 0, 1, BiasKind::PerChannel, false, false},
     {"fallback_cin4", 2, 4, 8, 9, 10, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
     {"fallback_groups2", 1, 16, 7, 6, 8, 3, 1, 1, 2, BiasKind::PerImage, true, false},
     {"fallback_k5", 1, 8, 9, 9, 6, 5, 1, 2, 1, BiasKind::PerChannel, false, true},

@@ -26,7 +26,7 @@ flags="-std=c++20 ${RBEE_EMU_OPT:--O1 -g} -fPIC -Wall -Wno-unused-parameter -Wno
   -DRBEE_DEVICE_WARP_SIZE=$warp -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED
   -I$here -I$here/include -I$out/src -I$root/include"
 objs=""
-for src in "$out"/src/backends/gpu/*.cu "$out"/src/backends/gpu/kernels/*.cu "$here/emu_runtime.cpp" "$here/emu_blas.cpp"; do
+for src in "$out"/src/backends/gpu/*.cu "$out"/src/backends/gpu/kernels/*.cu "$here/emu_runtime.cpp" "$here/emu_blas.cpp" "$here/emu_dnn.cpp"; do
   obj="$out/obj/$(basename "$src").w$warp.o"
   lang=c++
   case "$src" in *.cu) pre="-include $here/prelude.h" ;; *) pre="" ;; esac

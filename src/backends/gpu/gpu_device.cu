@@ -48,6 +48,9 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
     blas_ = make_vendor_blas(&blas_note_);
   }
   log::debug("{}: {}", id_, blas_note_);
+  // Opening cuDNN only resolves its entry points; its handle is made at the first convolution it takes.
+  dnn_ = make_vendor_dnn(&dnn_note_);
+  log::debug("{}: {}", id_, dnn_note_);
   kernels_ = std::make_unique<GpuKernels>(*this);
   if (host_malloc_pinned(&staging_, kStagingBytes) == kSuccess) staging_bytes_ = kStagingBytes;
   else get_last_error();
@@ -78,6 +81,7 @@ void GpuDevice::release_held_memory() noexcept {
     }
     if (allocator_) allocator_->empty_cache();
     blas_.reset();  // cuBLASLt's workspace, then the cuBLASLt and cuBLAS handles (cublas_blas.cu)
+    dnn_.reset();   // cuDNN's plans, zero bias and handle (cudnn_dnn.cu)
     {
       std::lock_guard<std::mutex> lock(staging_mutex_);
       if (staging_) host_free_pinned(staging_);

@@ -1,6 +1,7 @@
 // The GPU device and backend, written once for CUDA and HIP over backends/gpu/platform.h.
 // One GpuDevice per GPU: a non-blocking stream that every kernel and copy of that device is ordered on, a
-// caching allocator over device memory, a pinned staging buffer for host copies, and the vendor BLAS.
+// caching allocator over device memory, a pinned staging buffer for host copies, the vendor BLAS and the vendor
+// convolution library (dnn.h; cuDNN where installed).
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backends/gpu/blas.h"
+#include "backends/gpu/dnn.h"
 #include "backends/gpu/graph_pool.h"
 #include "backends/gpu/platform.h"
 #include "rbee/backend/device.h"
@@ -55,14 +57,18 @@ class GpuDevice final : public Device {
   Stream stream() const { return stream_; }
   const DeviceProps& props() const { return props_; }
   Blas* blas() const { return blas_.get(); }
+  // The convolution library (cuDNN), or nullptr; dnn_note() says why when absent (for one log line).
+  Dnn* dnn() const { return dnn_.get(); }
+  const std::string& dnn_note() const { return dnn_note_; }
   // Makes this device current on the calling thread (every entry point calls it).
   void activate() const;
   // Frees what the device holds for the process, in this order: the graphs' executables (their pools' free
   // blocks go back to the cache), the caching allocator's cached blocks, the vendor BLAS (its workspaces, then
-  // its handles with their own allocations), the pinned staging buffer; waits for the stream first. Blocks of
-  // live tensors stay theirs. Afterwards the device still answers every call (GEMMs take rbee's kernels, host
-  // copies go unstaged). Idempotent; never throws (errors are ignored: the runtime may be going down). Runs from
-  // the destructor and from the plug-in's exit handler (rbee_register_backend says why).
+  // its handles with their own allocations), the convolution library (its plans, zero bias and handle), the pinned
+  // staging buffer; waits for the stream first. Blocks of live tensors stay theirs. Afterwards the device still
+  // answers every call (GEMMs and convolutions take rbee's kernels, host copies go unstaged). Idempotent; never
+  // throws (errors are ignored: the runtime may be going down). Runs from the destructor and from the plug-in's
+  // exit handler (rbee_register_backend says why).
   void release_held_memory() noexcept;
 
  private:
@@ -73,6 +79,8 @@ class GpuDevice final : public Device {
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;
   std::string blas_note_;
+  std::unique_ptr<Dnn> dnn_;
+  std::string dnn_note_;
   std::unique_ptr<GpuKernels> kernels_;
   // Pinned staging for host copies: pageable memory would make every copy a synchronous, slower one.
   std::mutex staging_mutex_;

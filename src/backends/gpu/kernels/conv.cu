@@ -1,4 +1,5 @@
-// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: the pipelined implicit GEMM of
+// GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: the vendor convolution library of
+// kernels/conv_dnn.cu (cuDNN) for the shapes it is chosen for, else the pipelined implicit GEMM of
 // kernels/conv_implicit.cu for the shapes it is chosen for, else im2col + the vendor Blas's GEMM into f32 sums
 // + an epilogue kernel where the Blas has a mixed-precision product (cuBLAS), else the implicit GEMM on matrix tiles
 // of kernels/conv_igemm.cu; other dtypes or shapes: im2col + GEMM and the epilogue), conv_transpose1d/2d (GEMM +
@@ -19,6 +20,7 @@
 #include "backends/common/conv_geometry.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/conv_dnn.h"
 #include "backends/gpu/kernels/conv_igemm.h"
 #include "backends/gpu/kernels/conv_implicit.h"
 #include "backends/gpu/kernels/gemm.h"
@@ -454,6 +456,8 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
   }();
   const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
   if (half && igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
+  // The vendor convolution library (conv_dnn.cu: cuDNN; RBEE_CONV_CUDNN=0 skips it) where it is chosen for the shape.
+  if (half && conv2d_dnn(device_, x, w, bias, residual, p, silu, out)) return;
   // The pipelined implicit GEMM (conv_implicit.cu; RBEE_CONV_IMPLICIT=0 skips it) where it is chosen for the shape.
   if (half && conv2d_implicit(device_, x, w, bias, residual, p, silu, out)) return;
   const ConvGeometry g = geometry_2d(x, w, out, p);

@@ -1,0 +1,232 @@
+// A convolution through cuDNN's backend API: one operation graph
+//   conv fprop (x, w) -> t0 [f32, virtual]
+//   t1 = t0 + bias           (pointwise add; bias [1 or n, cout, 1, 1] broadcast over the positions)
+//   t2 = t1 + residual       (pointwise add)
+//   out = swish(t2)          (SiLU: x / (1 + exp(-x)))
+// where absent terms drop their node and the last node writes out (16-bit); the intermediates are f32 and never
+// stored, so the result is rounded once. cuDNN's heuristics (mode A) rank the engines that take the graph (on Hopper
+// its runtime-fused kernels: the epilogue runs inside the convolution's tile loop); the first ranked configuration
+// that finalizes is kept. Tensors carry real strides, so the same graph describes NCHW and NHWC operands.
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "backends/cuda/cudnn_plan.h"
+
+namespace rbee::gpu::cudnn {
+
+namespace {
+
+// Unique ids of the graph's tensors (the variant pack binds pointers by them).
+enum : int64_t { kUidX = 1, kUidW, kUidOut, kUidBias, kUidResidual, kUidConv = 10, kUidBiased, kUidSummed };
+
+class GraphPlan final : public ConvPlan {
+ public:
+  explicit GraphPlan(const Api& api) : api_(api) {}
+  ~GraphPlan() override {
+    // Dependents first: the plan, the engine configurations, the heuristics, the graph, the ops, the tensors.
+    for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) api_.backend_destroy(*it);
+  }
+  const char* api() const override { return "graph"; }
+  size_t workspace() const override { return (size_t)workspace_; }
+  void abandon() override { owned_.clear(); }
+
+  bool prepare(Handle handle, const DnnConv2d& c, std::string* why) {
+    const int io_type = c.dtype == DType::F16 ? kDataHalf : kDataBfloat16;
+    const int f32 = kDataFloat;
+    const int64_t n = c.n, k = c.cout, align = c.align;
+    // Strides of a [d0, d1, d2, d3] = [n, channels, rows, cols] tensor in the call's layout.
+    auto strides = [&](int64_t ch, int64_t rows, int64_t cols) -> std::array<int64_t, 4> {
+      if (c.nhwc) return {rows * cols * ch, 1, cols * ch, ch};
+      return {ch * rows * cols, rows * cols, cols, 1};
+    };
+    BackendDesc x = tensor(kUidX, io_type, {n, c.cin, c.h, c.w}, strides(c.cin, c.h, c.w), false, align);
+    BackendDesc w = tensor(kUidW, io_type, {k, c.cin, c.kh, c.kw}, strides(c.cin, c.kh, c.kw), false, align);
+    const std::array<int64_t, 4> out_dims{n, k, c.ho, c.wo}, out_strides = strides(k, c.ho, c.wo);
+    const bool epilogue = c.bias || c.residual || c.silu;
+    BackendDesc out = tensor(kUidOut, io_type, out_dims, out_strides, false, align);
+    BackendDesc conv_out = epilogue ? tensor(kUidConv, f32, out_dims, out_strides, true, align) : out;
+    if (!x || !w || !out || !conv_out) return fail(why, "a tensor descriptor");
+
+    BackendDesc conv = make(kConvolutionDescriptor);
+    const int mode = kCrossCorrelation;
+    const int64_t dims = 2, dil[2] = {c.dilation_h, c.dilation_w}, str[2] = {c.stride_h, c.stride_w},
+                  pad[2] = {c.pad_h, c.pad_w};
+    if (!conv || !set(conv, kAttrConvCompType, kTypeDataType, 1, &f32) ||
+        !set(conv, kAttrConvMode, kTypeConvolutionMode, 1, &mode) ||
+        !set(conv, kAttrConvSpatialDims, kTypeInt64, 1, &dims) || !set(conv, kAttrConvDilations, kTypeInt64, 2, dil) ||
+        !set(conv, kAttrConvFilterStrides, kTypeInt64, 2, str) || !set(conv, kAttrConvPrePaddings, kTypeInt64, 2, pad) ||
+        !set(conv, kAttrConvPostPaddings, kTypeInt64, 2, pad) || !finalize(conv))
+      return fail(why, "the convolution descriptor");
+
+    std::vector<BackendDesc> ops;
+    BackendDesc fprop = make(kOpConvForwardDescriptor);
+    const float alpha = 1.0f, beta = 0.0f;
+    if (!fprop || !set(fprop, kAttrConvFwdX, kTypeBackendDescriptor, 1, &x) ||
+        !set(fprop, kAttrConvFwdW, kTypeBackendDescriptor, 1, &w) ||
+        !set(fprop, kAttrConvFwdY, kTypeBackendDescriptor, 1, &conv_out) ||
+        !set(fprop, kAttrConvFwdConvDesc, kTypeBackendDescriptor, 1, &conv) ||
+        !set(fprop, kAttrConvFwdAlpha, kTypeFloat, 1, &alpha) || !set(fprop, kAttrConvFwdBeta, kTypeFloat, 1, &beta) ||
+        !finalize(fprop))
+      return fail(why, "the convolution node");
+    ops.push_back(fprop);
+
+    // The epilogue chain: each node reads the previous result and writes a new f32 virtual tensor, or out.
+    BackendDesc prev = conv_out;
+    int remaining = (c.bias ? 1 : 0) + (c.residual ? 1 : 0) + (c.silu ? 1 : 0);
+    auto next_out = [&](int64_t uid) {
+      return --remaining == 0 ? out : tensor(uid, f32, out_dims, out_strides, true, align);
+    };
+    if (c.bias) {
+      const int64_t rows = c.bias_per_image ? n : 1;
+      BackendDesc bias = tensor(kUidBias, io_type, {rows, k, 1, 1}, {k, 1, k, k}, false, align);
+      BackendDesc dst = next_out(kUidBiased);
+      BackendDesc op = bias && dst ? pointwise(kPointwiseAdd, prev, bias, dst) : nullptr;
+      if (!op) return fail(why, "the bias node");
+      ops.push_back(op);
+      prev = dst;
+    }
+    if (c.residual) {
+      BackendDesc residual = tensor(kUidResidual, io_type, out_dims, out_strides, false, align);
+      BackendDesc dst = next_out(kUidSummed);
+      BackendDesc op = residual && dst ? pointwise(kPointwiseAdd, prev, residual, dst) : nullptr;
+      if (!op) return fail(why, "the residual node");
+      ops.push_back(op);
+      prev = dst;
+    }
+    if (c.silu) {
+      BackendDesc op = pointwise(kPointwiseSwishFwd, prev, nullptr, out);
+      if (!op) return fail(why, "the SiLU node");
+      ops.push_back(op);
+    }
+
+    BackendDesc graph = make(kOpGraphDescriptor);
+    if (!graph || !set(graph, kAttrOpGraphHandle, kTypeHandle, 1, &handle) ||
+        !set(graph, kAttrOpGraphOps, kTypeBackendDescriptor, (int64_t)ops.size(), ops.data()) || !finalize(graph))
+      return fail(why, "the operation graph (no engine takes these nodes)");
+
+    BackendDesc heur = make(kEngineHeurDescriptor);
+    const int heur_mode = kHeurModeA;
+    int64_t count = 0;
+    if (!heur || !set(heur, kAttrEngineHeurOpGraph, kTypeBackendDescriptor, 1, &graph) ||
+        !set(heur, kAttrEngineHeurMode, kTypeHeurMode, 1, &heur_mode) || !finalize(heur) ||
+        api_.backend_get(heur, kAttrEngineHeurResults, kTypeBackendDescriptor, 0, &count, nullptr) != kSuccess)
+      return fail(why, "the engine heuristics");
+    if (count <= 0) return fail(why, "the heuristics (no engine for this graph)");
+    count = std::min<int64_t>(count, 8);  // the best ranked few
+    std::vector<BackendDesc> configs;
+    for (int64_t i = 0; i < count; ++i) {
+      BackendDesc cfg = make(kEngineCfgDescriptor);
+      if (!cfg) return fail(why, "an engine configuration");
+      configs.push_back(cfg);
+    }
+    int64_t got = 0;
+    if (api_.backend_get(heur, kAttrEngineHeurResults, kTypeBackendDescriptor, count, &got, configs.data()) !=
+        kSuccess)
+      return fail(why, "the heuristics' results");
+    for (int64_t i = 0; i < got; ++i) {
+      BackendDesc plan = nullptr;
+      int64_t returned = 0;
+      if (api_.backend_create(kExecutionPlanDescriptor, &plan) != kSuccess) return fail(why, "an execution plan");
+      if (set(plan, kAttrPlanHandle, kTypeHandle, 1, &handle) &&
+          set(plan, kAttrPlanEngineConfig, kTypeBackendDescriptor, 1, &configs[(size_t)i]) &&
+          api_.backend_finalize(plan) == kSuccess &&
+          api_.backend_get(plan, kAttrPlanWorkspaceSize, kTypeInt64, 1, &returned, &workspace_) == kSuccess) {
+        owned_.push_back(plan);
+        plan_ = plan;
+        break;
+      }
+      api_.backend_destroy(plan);  // this engine does not take the graph after all: the next one
+    }
+    if (!plan_) return fail(why, "the execution plans (none of the ranked engines finalized)");
+    has_bias_ = c.bias;
+    has_residual_ = c.residual;
+    return true;
+  }
+
+  Status run(Handle handle, const void* x, const void* w, const void* bias, const void* residual, void* out,
+             void* workspace, size_t /*workspace_bytes*/) override {
+    int64_t uids[5] = {kUidX, kUidW, kUidOut};
+    void* ptrs[5] = {const_cast<void*>(x), const_cast<void*>(w), out};
+    int count = 3;
+    if (has_bias_) {
+      uids[count] = kUidBias;
+      ptrs[count++] = const_cast<void*>(bias);
+    }
+    if (has_residual_) {
+      uids[count] = kUidResidual;
+      ptrs[count++] = const_cast<void*>(residual);
+    }
+    BackendDesc pack = nullptr;
+    Status s = api_.backend_create(kVariantPackDescriptor, &pack);
+    if (s != kSuccess) return s;
+    s = api_.backend_set(pack, kAttrVariantPackUniqueIds, kTypeInt64, count, uids);
+    if (s == kSuccess) s = api_.backend_set(pack, kAttrVariantPackDataPointers, kTypeVoidPtr, count, ptrs);
+    if (s == kSuccess) s = api_.backend_set(pack, kAttrVariantPackWorkspace, kTypeVoidPtr, 1, &workspace);
+    if (s == kSuccess) s = api_.backend_finalize(pack);
+    if (s == kSuccess) s = api_.backend_execute(handle, plan_, pack);
+    api_.backend_destroy(pack);
+    return s;
+  }
+
+ private:
+  BackendDesc make(int type) {
+    BackendDesc d = nullptr;
+    if (api_.backend_create(type, &d) != kSuccess) return nullptr;
+    owned_.push_back(d);
+    return d;
+  }
+  bool set(BackendDesc d, int name, int type, int64_t count, const void* elements) {
+    return api_.backend_set(d, name, type, count, elements) == kSuccess;
+  }
+  bool finalize(BackendDesc d) { return api_.backend_finalize(d) == kSuccess; }
+  static bool fail(std::string* why, const char* what) {
+    *why = std::string("cuDNN's graph API refused ") + what;
+    return false;
+  }
+
+  BackendDesc tensor(int64_t uid, int type, const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides,
+                     bool is_virtual, int64_t align) {
+    BackendDesc t = make(kTensorDescriptor);
+    const bool v = is_virtual;
+    if (!t || !set(t, kAttrTensorDataType, kTypeDataType, 1, &type) ||
+        !set(t, kAttrTensorDimensions, kTypeInt64, 4, dims.data()) ||
+        !set(t, kAttrTensorStrides, kTypeInt64, 4, strides.data()) || !set(t, kAttrTensorUniqueId, kTypeInt64, 1, &uid) ||
+        !set(t, kAttrTensorByteAlignment, kTypeInt64, 1, &align) || !set(t, kAttrTensorIsVirtual, kTypeBoolean, 1, &v) ||
+        !finalize(t))
+      return nullptr;
+    return t;
+  }
+
+  // A pointwise node y = mode(x, b) (b null: unary), computed in f32.
+  BackendDesc pointwise(int mode, BackendDesc x, BackendDesc b, BackendDesc y) {
+    BackendDesc pw = make(kPointwiseDescriptor);
+    const int prec = kDataFloat;
+    if (!pw || !set(pw, kAttrPointwiseMode, kTypePointwiseMode, 1, &mode) ||
+        !set(pw, kAttrPointwiseMathPrec, kTypeDataType, 1, &prec) || !finalize(pw))
+      return nullptr;
+    BackendDesc op = make(kOpPointwiseDescriptor);
+    if (!op || !set(op, kAttrOpPointwisePwDesc, kTypeBackendDescriptor, 1, &pw) ||
+        !set(op, kAttrOpPointwiseX, kTypeBackendDescriptor, 1, &x) ||
+        (b && !set(op, kAttrOpPointwiseB, kTypeBackendDescriptor, 1, &b)) ||
+        !set(op, kAttrOpPointwiseY, kTypeBackendDescriptor, 1, &y) || !finalize(op))
+      return nullptr;
+    return op;
+  }
+
+  const Api& api_;
+  std::vector<BackendDesc> owned_;  // in creation order
+  BackendDesc plan_ = nullptr;
+  int64_t workspace_ = 0;
+  bool has_bias_ = false, has_residual_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvPlan> make_graph_plan(const Api& api, Handle handle, const DnnConv2d& c, std::string* why) {
+  auto plan = std::make_unique<GraphPlan>(api);
+  if (!plan->prepare(handle, c, why)) return nullptr;
+  return plan;
+}
+
+}  // namespace rbee::gpu::cudnn
