@@ -10,8 +10,15 @@
 set -u
 export C=${C:?C=carry folder} KEEP_LOGS=1
 out=${OUT:-/tmp/out}
-mkdir -p "$out"
-ab() { env "$@" bash "$C/sd_ab_call.sh"; }
+logs=/tmp/sd-cudnn-logs
+rm -rf "$logs" && mkdir -p "$out" "$logs"
+# Each stage logs into $logs; $out gets summary.txt and logs.tgz after every stage, so a call stopped by its time
+# limit still brings both back (the device tool returns few files).
+ab() {
+  env OUT="$logs" "$@" bash "$C/sd_ab_call.sh"
+  cp "$logs/summary.txt" "$out/summary.txt"
+  (cd "$logs" && tar czf "$out/logs.tgz" --exclude=summary.txt -- *)
+}
 off="RBEE_CONV_CUDNN=0"
 all="RBEE_CONV_CUDNN=1"
 ab STAGES=conformance CONFORMANCE_FILTER='*Conv2dFused*/cuda*' \
@@ -27,8 +34,5 @@ ab STAGES=tiny
 if [ "${SKIP_SDXL:-0}" != 1 ] && [ $((${LIMIT:-440} - SECONDS)) -ge "${SDXL_NEEDS:-70}" ]; then
   ab STAGES=sdxl SDXL_RUNS=2 SDXL_CONFIGS="off:$off;default:"
 else
-  echo "== [$SECONDS s] sdxl skipped" | tee -a "$out/summary.txt"
+  echo "== [$SECONDS s] sdxl skipped" | tee -a "$logs/summary.txt" "$out/summary.txt"
 fi
-# The device tool brings back a limited number of files: every log but the summary travels as one logs.tgz.
-(cd "$out" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz -- * &&
-  find . -type f ! -name summary.txt ! -name logs.tgz -delete)
