@@ -1,5 +1,6 @@
 // Per-shape GPU timing of conv2d_fused (f16, bias per channel) over every convolution shape of the SD 1.5 UNet at
-// 512x512 (batch 2: both CFG halves; calls per UNet step) and of the VAE decoder (batch 1; calls per decode), next
+// 512x512 (batch 2: both CFG halves; calls per UNet step), of the VAE decoder (batch 1; calls per decode) and of the
+// SDXL UNet at 1024x1024 (batch 2; calls per step), next
 // to the vendor Blas's f16 GEMM on the same M (Cout), N (images * Ho * Wo) and K (Cin * KH * KW), measured in the
 // same run: the rate the im2col lowering's GEMM alone reaches, i.e. what an implicit GEMM must match.
 //
@@ -8,11 +9,10 @@
 //   RBEE_CONV_IMPLICIT=0 RBEE_CONV_IGEMM=1 rbee_bench_conv_gpu --label igemm --no-gemm
 //   RBEE_CONV_IMPLICIT=1 rbee_bench_conv_gpu --label implicit --no-gemm   (conv_implicit.cu on every shape it takes)
 //   RBEE_CONV_CUDNN=1 rbee_bench_conv_gpu --label cudnn --no-gemm        (cuDNN on every shape it takes, NCHW)
-//   RBEE_CONV_CUDNN=1 RBEE_CONV_CUDNN_LAYOUT=nhwc rbee_bench_conv_gpu --label nhwc --no-gemm
-//                                                                     (cuDNN on NHWC copies, transposes included)
 //   rbee_bench_conv_gpu --label default --no-gemm                     (the shipped choice per shape)
 // (RBEE_CONV_CUDNN=0 with the first three: today's paths without cuDNN.) --image-bias gives the UNet shapes a
-// [N, Cout] bias (the time embedding of the resnets' first convolutions) instead of a [Cout] one.
+// [N, Cout] bias (the time embedding of the resnets' first convolutions) instead of a [Cout] one. --filter sdxl (or
+// unet, vae) times one part only.
 // Each row: "conv LABEL NAME calls ms TF/s [gemm ms TF/s conv/gemm]"; the totals weight each shape by its calls.
 // Timing: warm-up calls, then repeats until --min-seconds have passed (and at least 5), synchronize() and the
 // wall clock around the loop (the ops' device API has no events).
@@ -37,7 +37,7 @@ using namespace rbee;
 using Clock = std::chrono::steady_clock;
 
 struct Shape2d {
-  const char* part;  // "unet" (per step) or "vae" (per decode)
+  const char* part;  // "unet" (SD 1.5, per step), "vae" (per decode) or "sdxl" (per step)
   int64_t n, cin, hw, cout, k, stride, calls;
   int64_t ho() const { return (hw + 2 * (k / 2) - k) / stride + 1; }
   double flops() const { return 2.0 * n * cout * ho() * ho() * cin * k * k; }
@@ -65,6 +65,17 @@ const std::vector<Shape2d> kShapes = {
     {"vae", 1, 512, 256, 256, 3, 1, 1},   {"vae", 1, 256, 256, 256, 3, 1, 5},   {"vae", 1, 512, 256, 256, 1, 1, 1},
     {"vae", 1, 256, 512, 256, 3, 1, 1},   {"vae", 1, 256, 512, 128, 3, 1, 1},   {"vae", 1, 128, 512, 128, 3, 1, 5},
     {"vae", 1, 256, 512, 128, 1, 1, 1},
+    // SDXL base UNet at a 128x128 latent (1024x1024), both CFG halves: its 128x128, 64x64 and 32x32 levels (resnet
+    // convs, 1x1 shortcuts, down- and upsampler convs; the transformers' projections are linear layers in SDXL).
+    {"sdxl", 2, 320, 128, 320, 3, 1, 7},  {"sdxl", 2, 320, 128, 320, 3, 2, 1},  {"sdxl", 2, 960, 128, 320, 3, 1, 1},
+    {"sdxl", 2, 640, 128, 320, 3, 1, 2},  {"sdxl", 2, 640, 128, 640, 3, 1, 1},  {"sdxl", 2, 320, 64, 640, 3, 1, 1},
+    {"sdxl", 2, 640, 64, 640, 3, 1, 6},   {"sdxl", 2, 640, 64, 640, 3, 2, 1},   {"sdxl", 2, 1920, 64, 640, 3, 1, 1},
+    {"sdxl", 2, 1280, 64, 640, 3, 1, 1},  {"sdxl", 2, 960, 64, 640, 3, 1, 1},   {"sdxl", 2, 1280, 64, 1280, 3, 1, 1},
+    {"sdxl", 2, 640, 32, 1280, 3, 1, 1},  {"sdxl", 2, 1280, 32, 1280, 3, 1, 10}, {"sdxl", 2, 2560, 32, 1280, 3, 1, 2},
+    {"sdxl", 2, 1920, 32, 1280, 3, 1, 1}, {"sdxl", 2, 960, 128, 320, 1, 1, 1},  {"sdxl", 2, 640, 128, 320, 1, 1, 2},
+    {"sdxl", 2, 320, 64, 640, 1, 1, 1},   {"sdxl", 2, 1920, 64, 640, 1, 1, 1},  {"sdxl", 2, 1280, 64, 640, 1, 1, 1},
+    {"sdxl", 2, 960, 64, 640, 1, 1, 1},   {"sdxl", 2, 640, 32, 1280, 1, 1, 1},  {"sdxl", 2, 2560, 32, 1280, 1, 1, 2},
+    {"sdxl", 2, 1920, 32, 1280, 1, 1, 1},
 };
 
 struct Options {
@@ -138,7 +149,9 @@ int main(int argc, char** argv) {
     Device& dev = b->device(0);
     const DeviceInfo info = dev.info();
     fmt::print("device: {} ({}), {} compute units; path label {}\n", info.name, info.arch, info.compute_units, o.label);
-    double total_conv[2] = {0, 0}, total_gemm[2] = {0, 0};
+    const char* part_names[3] = {"UNet step", "VAE decode", "SDXL step"};
+    double total_conv[3] = {0, 0, 0}, total_gemm[3] = {0, 0, 0};
+    bool seen[3] = {false, false, false};
     for (const Shape2d& s : kShapes) {
       const std::string name = s.name();
       if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
@@ -151,7 +164,8 @@ int main(int argc, char** argv) {
       p.pad_h = p.pad_w = (int)(s.k / 2);
       const double tc =
           time_call(dev, o.min_seconds, [&] { (void)ops::conv2d_fused(x, w, bias, Tensor(), p, false); });
-      const int part = std::strcmp(s.part, "vae") == 0;
+      const int part = std::strcmp(s.part, "vae") == 0 ? 1 : std::strcmp(s.part, "sdxl") == 0 ? 2 : 0;
+      seen[part] = true;
       total_conv[part] += tc * (double)s.calls;
       std::string row = fmt::format("conv {:<9} {:<34} {:>3} {:>9.4f} ms {:>7.1f} TF/s", o.label, name, s.calls,
                                     tc * 1e3, s.flops() / tc * 1e-12);
@@ -167,9 +181,10 @@ int main(int argc, char** argv) {
       fmt::print("{}\n", row);
       std::fflush(stdout);
     }
-    for (int part = 0; part < 2; ++part) {
-      std::string row = fmt::format("total {:<9} {} (calls-weighted): conv {:.3f} ms", o.label,
-                                    part ? "VAE decode" : "UNet step", total_conv[part] * 1e3);
+    for (int part = 0; part < 3; ++part) {
+      if (!seen[part]) continue;
+      std::string row = fmt::format("total {:<9} {} (calls-weighted): conv {:.3f} ms", o.label, part_names[part],
+                                    total_conv[part] * 1e3);
       if (o.gemm) row += fmt::format(", gemm alone {:.3f} ms", total_gemm[part] * 1e3);
       fmt::print("{}\n", row);
     }

@@ -5,8 +5,9 @@
 #     cp tools/bench/sd_ab_call.sh tools/bench/sd_cudnn_call.sh MAIN/.devpack-NAME/
 #   there: C=.devpack-NAME bash .devpack-NAME/sd_cudnn_call.sh         (summary.txt and logs.tgz in $OUT)
 # Switches (docs/perf-notes/sd-speed.md, session 8): RBEE_CONV_CUDNN=0 (today's paths) / 1 (cuDNN on every shape it
-# takes), RBEE_CONV_CUDNN_API=graph|legacy, RBEE_CONV_CUDNN_LAYOUT=nhwc. SKIP_SDXL=1 leaves SDXL out; SDXL also
-# stays out when fewer than SDXL_NEEDS seconds (default 70) of LIMIT (default 440) are left.
+# takes), RBEE_CONV_CUDNN_TUNE=1 (cuDNN's graph engines timed per shape). SKIP_SDXL=1 leaves SDXL out; SDXL also stays
+# out when fewer than SDXL_NEEDS seconds (default 55) of LIMIT (default 225) are left. (Session 8's first call ran
+# this script at 0ce853e: every API and layout per shape; this is its second.)
 set -u
 export C=${C:?C=carry folder} KEEP_LOGS=1
 out=${OUT:-/tmp/out}
@@ -21,17 +22,16 @@ ab() {
 }
 off="RBEE_CONV_CUDNN=0"
 all="RBEE_CONV_CUDNN=1"
-ab STAGES=conformance CONFORMANCE_FILTER='*Conv2dFused*/cuda*' \
-  CONFORMANCE_ENVS="default:;legacy:$all RBEE_CONV_CUDNN_API=legacy;nhwc:$all RBEE_CONV_CUDNN_LAYOUT=nhwc;off:$off"
-ab STAGES=convbench CONVBENCH_ARGS='--min-seconds 0.03' \
-  CONV_PATHS="im2col:$off RBEE_CONV_IMPLICIT=0;implicit:$off RBEE_CONV_IMPLICIT=1;graph:$all RBEE_CONV_CUDNN_API=graph RBEE_LOG_LEVEL=debug;legacy:$all RBEE_CONV_CUDNN_API=legacy;graph_nhwc:$all RBEE_CONV_CUDNN_API=graph RBEE_CONV_CUDNN_LAYOUT=nhwc;legacy_nhwc:$all RBEE_CONV_CUDNN_API=legacy RBEE_CONV_CUDNN_LAYOUT=nhwc"
-ab STAGES=convbench CONVBENCH_ARGS='--min-seconds 0.03 --image-bias --no-gemm --filter unet' \
-  CONV_PATHS="ib_im2col:$off RBEE_CONV_IMPLICIT=0;ib_graph:$all RBEE_CONV_CUDNN_API=graph;ib_legacy:$all RBEE_CONV_CUDNN_API=legacy"
-ab STAGES=bench RUNS=2 \
-  CONFIGS="off:$off;graph:$all RBEE_CONV_CUDNN_API=graph;legacy:$all RBEE_CONV_CUDNN_API=legacy;graph_nhwc:$all RBEE_CONV_CUDNN_API=graph RBEE_CONV_CUDNN_LAYOUT=nhwc;default:"
-ab STAGES=memcheck MEMCHECK_FILTER='*Conv2dFused*/cuda*_f16' MEMCHECK_TIMEOUT=60
+ab STAGES=conformance CONFORMANCE_FILTER='*Conv2dFused*/cuda*' CONFORMANCE_ENVS="default:;all:$all"
+ab STAGES=memcheck MEMCHECK_ENV="$all" MEMCHECK_FILTER='*Conv2dFused*/cuda*_f16' MEMCHECK_TIMEOUT=60
 ab STAGES=tiny
-if [ "${SKIP_SDXL:-0}" != 1 ] && [ $((${LIMIT:-440} - SECONDS)) -ge "${SDXL_NEEDS:-70}" ]; then
+ab STAGES=convbench CONVBENCH_ARGS='--min-seconds 0.03' \
+  CONV_PATHS="default:RBEE_LOG_LEVEL=debug;tuned:$all RBEE_CONV_CUDNN_TUNE=1 RBEE_LOG_LEVEL=debug"
+ab STAGES=convbench CONVBENCH_ARGS='--min-seconds 0.03 --filter sdxl' CONV_PATHS="xl_im2col:$off;xl_cudnn:$all"
+ab STAGES=convbench CONVBENCH_ARGS='--min-seconds 0.03 --filter sdxl --image-bias --no-gemm' \
+  CONV_PATHS="xl_ib_im2col:$off;xl_ib_cudnn:$all RBEE_LOG_LEVEL=debug"
+ab STAGES=bench RUNS=2 CONFIGS="off:$off;default:"
+if [ "${SKIP_SDXL:-0}" != 1 ] && [ $((${LIMIT:-225} - SECONDS)) -ge "${SDXL_NEEDS:-55}" ]; then
   ab STAGES=sdxl SDXL_RUNS=2 SDXL_CONFIGS="off:$off;default:"
 else
   echo "== [$SECONDS s] sdxl skipped" | tee -a "$logs/summary.txt" "$out/summary.txt"

@@ -2,8 +2,10 @@
 // per device (made at the first convolution, outside any graph capture) and one plan per convolution shape, cached:
 // an operation graph of the backend API (cudnn_graph.cu: conv + bias + residual + SiLU in one fused kernel where an
 // engine takes it) or the legacy fused call (cudnn_legacy.cu: conv + bias + residual). RBEE_CONV_CUDNN_API=graph or
-// =legacy takes only that API (A/B); unset, the graph is tried first. A missing bias of the legacy call is a row of
-// zeros kept here (adding +0 changes no sum).
+// =legacy takes only that API (A/B); unset, the graph is tried first. RBEE_CONV_CUDNN_TUNE=1 finalizes the graph
+// heuristics' first 4 engine configurations and keeps the fastest on each shape's first (uncaptured) call, instead of
+// the first ranked one (which engine wins can then differ between runs, and with it the rounding). A missing bias of
+// the legacy call is a row of zeros kept here (adding +0 changes no sum).
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -107,6 +109,15 @@ int api_choice() {
   return choice;
 }
 
+// RBEE_CONV_CUDNN_TUNE=1: graph plans time their candidates (4) on the first call.
+int graph_candidates() {
+  static const int n = [] {
+    const char* env = std::getenv("RBEE_CONV_CUDNN_TUNE");
+    return env && std::string_view(env) == "1" ? 4 : 1;
+  }();
+  return n;
+}
+
 class CudnnDnn final : public Dnn {
  public:
   explicit CudnnDnn(const cudnn::Api& api) : api_(api) {}
@@ -139,11 +150,16 @@ class CudnnDnn final : public Dnn {
   }
 
   bool run(const DnnConv2d& c, const void* x, const void* w, const void* bias, const void* residual, void* out,
-           void* workspace, size_t workspace_bytes, Stream stream) override {
+           void* workspace, size_t workspace_bytes, bool may_tune, Stream stream) override {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = plans_.find(c.key());
     if (it == plans_.end() || !it->second) return false;
     if (api_.set_stream(handle_, stream) != cudnn::kSuccess) return false;
+    if (may_tune && it->second->needs_tuning()) {
+      const int rank = it->second->tune(handle_, stream, x, w, bias, residual, out, workspace, workspace_bytes);
+      log::debug("cuDNN graph API: engine configuration {} of the heuristics' ranking is the fastest for {}", rank,
+                 describe(c));
+    }
     const cudnn::Status s = it->second->run(handle_, x, w, bias, residual, out, workspace, workspace_bytes);
     if (s != cudnn::kSuccess) {
       log::warn("cuDNN ({} API) refused conv2d_fused {}: {}; this shape takes rbee's paths from now on",
@@ -156,9 +172,9 @@ class CudnnDnn final : public Dnn {
 
  private:
   static std::string describe(const DnnConv2d& c) {
-    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}{}, align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh,
-                       c.kw, c.stride_h, c.nhwc ? "NHWC" : "NCHW", c.bias ? (c.bias_per_image ? ", image bias" : ", bias") : "",
-                       c.residual ? ", residual" : "", c.silu ? ", silu" : "", c.dtype == DType::BF16 ? ", bf16" : "",
+    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh, c.kw,
+                       c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
+                       c.residual ? "residual, " : "", c.silu ? "silu, " : "", c.dtype == DType::BF16 ? "bf16, " : "",
                        c.align);
   }
 
@@ -176,7 +192,7 @@ class CudnnDnn final : public Dnn {
     }
     std::string why_graph, why_legacy;
     std::unique_ptr<cudnn::ConvPlan> p;
-    if (api_choice() != 2) p = cudnn::make_graph_plan(api_, handle_, c, &why_graph);
+    if (api_choice() != 2) p = cudnn::make_graph_plan(api_, handle_, c, graph_candidates(), &why_graph);
     if (!p && api_choice() != 1) {
       if (c.bias || ensure_zeros(c.cout)) p = cudnn::make_legacy_plan(api_, handle_, c, zeros_, &why_legacy);
       else why_legacy = "no device memory for the zero bias";
@@ -214,7 +230,7 @@ class CudnnDnn final : public Dnn {
   int zeros_count_ = 0;
   std::vector<void*> retired_zeros_;  // smaller zero rows that earlier legacy plans point to
   std::mutex mutex_;
-  std::map<std::array<int, 23>, std::unique_ptr<cudnn::ConvPlan>> plans_;
+  std::map<std::array<int, 21>, std::unique_ptr<cudnn::ConvPlan>> plans_;
 };
 
 }  // namespace

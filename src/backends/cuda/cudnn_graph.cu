@@ -6,7 +6,8 @@
 // where absent terms drop their node and the last node writes out (16-bit); the intermediates are f32 and never
 // stored, so the result is rounded once. cuDNN's heuristics (mode A) rank the engines that take the graph (on Hopper
 // its runtime-fused kernels: the epilogue runs inside the convolution's tile loop); the first ranked configuration
-// that finalizes is kept. Tensors carry real strides, so the same graph describes NCHW and NHWC operands.
+// that finalizes is kept, or (candidates > 1, RBEE_CONV_CUDNN_TUNE=1) the fastest of the first few on the shape's
+// first call (tune()).
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -31,13 +32,43 @@ class GraphPlan final : public ConvPlan {
   size_t workspace() const override { return (size_t)workspace_; }
   void abandon() override { owned_.clear(); }
 
-  bool prepare(Handle handle, const DnnConv2d& c, std::string* why) {
+  bool needs_tuning() const override { return candidates_.size() > 1; }
+
+  int tune(Handle handle, cudaStream_t stream, const void* x, const void* w, const void* bias, const void* residual,
+           void* out, void* workspace, size_t workspace_bytes) override {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    int best = 0;
+    if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+      float best_ms = 0;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        plan_ = candidates_[i];
+        if (run(handle, x, w, bias, residual, out, workspace, workspace_bytes) != kSuccess) continue;  // warm-up
+        bool ok = cudaEventRecord(start, stream) == cudaSuccess;
+        for (int r = 0; r < 3 && ok; ++r) ok = run(handle, x, w, bias, residual, out, workspace, workspace_bytes) == kSuccess;
+        float ms = 0;
+        ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+        if (ok && (i == 0 || ms < best_ms)) {
+          best_ms = ms;
+          best = (int)i;
+        }
+      }
+    }
+    cudaGetLastError();
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    plan_ = candidates_[(size_t)best];
+    const int rank = ranks_[(size_t)best];
+    candidates_.clear();  // tuned: the others stay owned (destroyed with this plan) but unused
+    return rank;
+  }
+
+  bool prepare(Handle handle, const DnnConv2d& c, int max_candidates, std::string* why) {
     const int io_type = c.dtype == DType::F16 ? kDataHalf : kDataBfloat16;
     const int f32 = kDataFloat;
     const int64_t n = c.n, k = c.cout, align = c.align;
-    // Strides of a [d0, d1, d2, d3] = [n, channels, rows, cols] tensor in the call's layout.
+    // Strides of a contiguous [d0, channels, rows, cols] tensor (NCHW).
     auto strides = [&](int64_t ch, int64_t rows, int64_t cols) -> std::array<int64_t, 4> {
-      if (c.nhwc) return {rows * cols * ch, 1, cols * ch, ch};
       return {ch * rows * cols, rows * cols, cols, 1};
     };
     BackendDesc x = tensor(kUidX, io_type, {n, c.cin, c.h, c.w}, strides(c.cin, c.h, c.w), false, align);
@@ -124,21 +155,25 @@ class GraphPlan final : public ConvPlan {
     if (api_.backend_get(heur, kAttrEngineHeurResults, kTypeBackendDescriptor, count, &got, configs.data()) !=
         kSuccess)
       return fail(why, "the heuristics' results");
-    for (int64_t i = 0; i < got; ++i) {
+    for (int64_t i = 0; i < got && (int)candidates_.size() < max_candidates; ++i) {
       BackendDesc plan = nullptr;
-      int64_t returned = 0;
+      int64_t returned = 0, bytes = 0;
       if (api_.backend_create(kExecutionPlanDescriptor, &plan) != kSuccess) return fail(why, "an execution plan");
       if (set(plan, kAttrPlanHandle, kTypeHandle, 1, &handle) &&
           set(plan, kAttrPlanEngineConfig, kTypeBackendDescriptor, 1, &configs[(size_t)i]) &&
           api_.backend_finalize(plan) == kSuccess &&
-          api_.backend_get(plan, kAttrPlanWorkspaceSize, kTypeInt64, 1, &returned, &workspace_) == kSuccess) {
+          api_.backend_get(plan, kAttrPlanWorkspaceSize, kTypeInt64, 1, &returned, &bytes) == kSuccess) {
         owned_.push_back(plan);
-        plan_ = plan;
-        break;
+        candidates_.push_back(plan);
+        ranks_.push_back((int)i);
+        workspace_ = std::max(workspace_, bytes);  // enough for every candidate
+        continue;
       }
       api_.backend_destroy(plan);  // this engine does not take the graph after all: the next one
     }
-    if (!plan_) return fail(why, "the execution plans (none of the ranked engines finalized)");
+    if (candidates_.empty()) return fail(why, "the execution plans (none of the ranked engines finalized)");
+    plan_ = candidates_[0];
+    if (candidates_.size() == 1) candidates_.clear();
     has_bias_ = c.bias;
     has_residual_ = c.residual;
     return true;
@@ -216,16 +251,19 @@ class GraphPlan final : public ConvPlan {
 
   const Api& api_;
   std::vector<BackendDesc> owned_;  // in creation order
-  BackendDesc plan_ = nullptr;
+  BackendDesc plan_ = nullptr;                // the plan run() executes
+  std::vector<BackendDesc> candidates_;       // finalized plans tune() chooses among (empty once chosen)
+  std::vector<int> ranks_;                    // their heuristic ranks
   int64_t workspace_ = 0;
   bool has_bias_ = false, has_residual_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<ConvPlan> make_graph_plan(const Api& api, Handle handle, const DnnConv2d& c, std::string* why) {
+std::unique_ptr<ConvPlan> make_graph_plan(const Api& api, Handle handle, const DnnConv2d& c, int candidates,
+                                          std::string* why) {
   auto plan = std::make_unique<GraphPlan>(api);
-  if (!plan->prepare(handle, c, why)) return nullptr;
+  if (!plan->prepare(handle, c, candidates, why)) return nullptr;
   return plan;
 }
 

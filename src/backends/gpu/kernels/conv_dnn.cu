@@ -1,9 +1,7 @@
 // conv2d_fused through the vendor convolution library (conv_dnn.h). Shapes (NCHW as the op's contract):
 //   x [N, Cin, H, W], w [Cout, Cin, KH, KW], bias [Cout] or [N, Cout], residual / out [N, Cout, Ho, Wo].
 // A [N, Cout] bias (SD's time embedding folded into the resnet's first convolution) is broadcast by the library
-// where it can (cuDNN's graph API), else one call per image on image-sized views (the legacy call). With RBEE_CONV_CUDNN_LAYOUT=nhwc, x, w and the residual
-// are copied to NHWC / [Cout, KH, KW, Cin] first and the NHWC result copied back into out (exact copies: the A/B
-// of cuDNN's own handling of NCHW against a channels-last convolution with rbee's transposes at its edges).
+// where it can (cuDNN's graph API), else one call per image on image-sized views (the legacy call).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -31,23 +29,17 @@ int dnn_mode() {
   return mode;
 }
 
-bool nhwc_layout() {
-  static const bool nhwc = [] {
-    const char* env = std::getenv("RBEE_CONV_CUDNN_LAYOUT");
-    return env && std::string_view(env) == "nhwc";
-  }();
-  return nhwc;
-}
-
-// The default choice per shape (c.n: images per library call).
+// The default choice per shape, from the per-shape timings of docs/perf-notes/sd-speed.md (session 8, H200, cuDNN
+// 9.14 graph API against im2col + cuBLAS + epilogue): cuDNN's fused kernels win on k x k kernels (k > 1) of stride 1
+// over large maps (0.31-0.91 of the time from 4096 positions per call: SD's 64x64 level, every 3x3 convolution of
+// the VAE decoder) and lose on smaller maps (1.14-2.1x at 32x32 and below: no split-K), on stride 2 and on 1x1
+// kernels (1.4-1.9x: one cuBLAS GEMM reads x in place). A [N, Cout] bias on SD's 64x64 maps measured even
+// (0.92-1.10), so per-image bias needs 4x the positions.
 bool chosen_by_default(const DnnConv2d& c) {
-  (void)c;
-  return true;
+  if (c.kh * c.kw == 1 || c.stride_h != 1 || c.stride_w != 1) return false;
+  const int64_t positions = (int64_t)c.ho * c.wo;
+  return c.bias_per_image ? positions >= 16384 : positions * c.n >= 4096;
 }
-
-}  // namespace
-
-namespace {
 
 // The largest power of two up to 16 that divides the address.
 int alignment_of(const void* p) {
@@ -56,6 +48,7 @@ int alignment_of(const void* p) {
   while (a > 1 && v % (uintptr_t)a != 0) a /= 2;
   return a;
 }
+int alignment_of_bytes(int64_t bytes) { return alignment_of(reinterpret_cast<const void*>((uintptr_t)bytes)); }
 
 }  // namespace
 
@@ -73,7 +66,6 @@ bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* 
   const int64_t n = x.dim(0);
   DnnConv2d c;
   c.dtype = dt;
-  c.nhwc = nhwc_layout();
   c.n = (int)n;
   c.cin = (int)x.dim(1);
   c.h = (int)x.dim(2);
@@ -94,55 +86,38 @@ bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* 
   c.residual = residual != nullptr;
   c.silu = silu;
   if (mode == 2 && !chosen_by_default(c)) return false;
-  const size_t es = (size_t)dtype_type_size(dt);
+  const int64_t es = dtype_type_size(dt);
   const int64_t x_image = (int64_t)c.cin * c.h * c.w, o_image = (int64_t)c.cout * c.ho * c.wo;
-  // NHWC copies are made below; their buffers come from the allocator like out's (aligned alike).
-  int align = std::min({alignment_of(x.data()), alignment_of(w.data()), alignment_of(out.data()),
-                        bias ? alignment_of(bias->data()) : 16, residual ? alignment_of(residual->data()) : 16});
+  const int align = std::min({alignment_of(x.data()), alignment_of(w.data()), alignment_of(out.data()),
+                              bias ? alignment_of(bias->data()) : 16, residual ? alignment_of(residual->data()) : 16});
   c.align = align;
-  const bool may_prepare = !dev.capturing();
+  const bool uncaptured = !dev.capturing();
   size_t ws_bytes = 0;
   int64_t calls = 1;  // library calls: 1, or one per image for a [n, cout] bias the library cannot broadcast
-  if (!dnn->plan(c, may_prepare, &ws_bytes)) {
+  if (!dnn->plan(c, uncaptured, &ws_bytes)) {
     if (!c.bias_per_image) return false;
     c.n = 1;
     c.bias_per_image = false;
-    c.align = std::min({align, alignment_of(reinterpret_cast<const void*>(x_image * (int64_t)es)),
-                        alignment_of(reinterpret_cast<const void*>(o_image * (int64_t)es)),
-                        alignment_of(reinterpret_cast<const void*>(c.cout * (int64_t)es))});
-    if (!dnn->plan(c, may_prepare, &ws_bytes)) return false;
+    c.align = std::min({align, alignment_of_bytes(x_image * es), alignment_of_bytes(o_image * es),
+                        alignment_of_bytes(c.cout * es)});
+    if (!dnn->plan(c, uncaptured, &ws_bytes)) return false;
     calls = n;
   }
   const Tensor workspace = ws_bytes ? Tensor::empty({(int64_t)ws_bytes}, DType::U8, dev) : Tensor();
-
-  // The operands in the library's layout: the tensors themselves (NCHW), or NHWC copies.
-  Tensor xl = x, wl = w, rl = residual ? *residual : Tensor(), ol = out;
-  if (c.nhwc) {
-    xl = Tensor::empty({n, c.h, c.w, c.cin}, dt, dev);
-    dev.copy_elements(x.permute({0, 2, 3, 1}), xl);
-    wl = Tensor::empty({c.cout, c.kh, c.kw, c.cin}, dt, dev);
-    dev.copy_elements(w.permute({0, 2, 3, 1}), wl);
-    if (residual) {
-      rl = Tensor::empty({n, c.ho, c.wo, c.cout}, dt, dev);
-      dev.copy_elements(residual->permute({0, 2, 3, 1}), rl);
-    }
-    ol = Tensor::empty({n, c.ho, c.wo, c.cout}, dt, dev);
-  }
-  const int64_t bias_step = calls > 1 ? c.cout : 0;
   for (int64_t i = 0; i < calls; ++i) {
-    const int64_t xo = calls > 1 ? i * x_image : 0, oo = calls > 1 ? i * o_image : 0;
-    const char* xp = static_cast<const char*>(xl.data()) + xo * (int64_t)es;
-    const char* bp = bias ? static_cast<const char*>(bias->data()) + i * bias_step * (int64_t)es : nullptr;
-    const char* rp = residual ? static_cast<const char*>(rl.data()) + oo * (int64_t)es : nullptr;
-    char* op = static_cast<char*>(ol.data()) + oo * (int64_t)es;
-    if (!dnn->run(c, xp, wl.data(), bp, rp, op, ws_bytes ? workspace.data() : nullptr, ws_bytes, dev.stream())) {
+    const int64_t xo = calls > 1 ? i * x_image : 0, oo = calls > 1 ? i * o_image : 0, bo = calls > 1 ? i * c.cout : 0;
+    const char* xp = static_cast<const char*>(x.data()) + xo * es;
+    const char* bp = bias ? static_cast<const char*>(bias->data()) + bo * es : nullptr;
+    const char* rp = residual ? static_cast<const char*>(residual->data()) + oo * es : nullptr;
+    char* op = static_cast<char*>(out.data()) + oo * es;
+    if (!dnn->run(c, xp, w.data(), bp, rp, op, ws_bytes ? workspace.data() : nullptr, ws_bytes, uncaptured,
+                  dev.stream())) {
       // Refused before anything was written (the library checks its arguments before launching).
       RBEE_CHECK_CODE(i == 0, ErrorCode::Internal,
                       "conv2d_fused: the convolution library refused a call it took before");
       return false;
     }
   }
-  if (c.nhwc) dev.copy_elements(ol.permute({0, 3, 1, 2}), out);
   return true;
 }
 

@@ -1,8 +1,8 @@
 // 16-bit convolutions through the vendor convolution library (dnn.h: cuDNN on CUDA; none on ROCm): the first path of
 // conv2d_fused (contract: Conv2dFused in rbee/backend/op_table.def) for F16 / BF16 where it applies.
 // RBEE_CONV_CUDNN=0 turns it off (the implicit GEMM / im2col + Blas paths of conv.cu run as before), =1 takes it for
-// every shape the library accepts, unset / other: the shapes where it measured faster (conv_dnn.cu).
-// RBEE_CONV_CUDNN_LAYOUT=nhwc (A/B) hands the library NHWC copies made by rbee's transposes at the call's edges.
+// every shape the library accepts, unset / other: the shapes where it measured faster (conv_dnn.cu: k x k kernels of
+// stride 1 over at least 4096 output positions per call). The library's own switches: src/backends/cuda/cudnn_dnn.cu.
 #pragma once
 
 #include "rbee/backend/op_kinds.h"
