@@ -1,11 +1,12 @@
 // A convolution through cuDNN's backend API: one operation graph
 //   conv fprop (x, w) -> t0 [f32, virtual]
-//   t1 = t0 + bias           (pointwise add; bias [1 or n, cout, 1, 1] broadcast over the positions)
+//   t1 = t0 + bias           (pointwise add; bias [1 or n, cout, 1, 1] broadcast over the positions; with n rows no
+//                             engine of cuDNN 9.14 finalized on an H200, so conv_dnn.cu then calls once per image)
 //   t2 = t1 + residual       (pointwise add)
 //   out = swish(t2)          (SiLU: x / (1 + exp(-x)))
 // where absent terms drop their node and the last node writes out (16-bit); the intermediates are f32 and never
-// stored, so the result is rounded once. cuDNN's heuristics (mode A) rank the engines that take the graph (on Hopper
-// its runtime-fused kernels: the epilogue runs inside the convolution's tile loop); the first ranked configuration
+// stored, so the result is rounded once. cuDNN's heuristics (mode A) rank the engines that take the graph (fused
+// engines apply the epilogue to the accumulators before the store); the first ranked configuration
 // that finalizes is kept, or (candidates > 1, RBEE_CONV_CUDNN_TUNE=1) the fastest of the first few on the shape's
 // first call (tune()).
 #include <algorithm>

@@ -1,7 +1,8 @@
 // conv2d_fused through the vendor convolution library (conv_dnn.h). Shapes (NCHW as the op's contract):
 //   x [N, Cin, H, W], w [Cout, Cin, KH, KW], bias [Cout] or [N, Cout], residual / out [N, Cout, Ho, Wo].
-// A [N, Cout] bias (SD's time embedding folded into the resnet's first convolution) is broadcast by the library
-// where it can (cuDNN's graph API), else one call per image on image-sized views (the legacy call).
+// A [N, Cout] bias (SD's time embedding folded into the resnet's first convolution) is one library call over all
+// images where the library broadcasts it, else one call per image on image-sized views (cuDNN 9.14: always the
+// latter; docs/perf-notes/sd-speed.md, session 8).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
