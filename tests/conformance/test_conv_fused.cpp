@@ -4,9 +4,8 @@
 // turns it off for the other paths), the pipelined implicit GEMM (sd_* cases;
 // all F16 / BF16 cases with Cin % 8 == 0 under RBEE_CONV_IMPLICIT=1), the implicit GEMM on matrix tiles
 // (F16 / BF16, groups 1, 1x1 or 3x3, Cin * KH * KW % 8 == 0; partial tiles in every direction, split-K on small
-// maps with deep K; the im2col + Blas path's split-K of deep K on small maps), one vendor GEMM with the epilogue in it
-// (gemm_* cases; RBEE_CONV_FUSED_GEMM=0 turns it off for the paths above) and the im2col fallback (F32, F64, groups,
-// Cin 4, 5x5 kernels).
+// maps with deep K; the im2col + Blas path's split-K of deep K on small maps, its columns kernel on small maps:
+// small_* cases) and the im2col fallback (F32, F64, groups, Cin 4, 5x5 kernels).
 #include <cmath>
 #include <string>
 
@@ -56,15 +55,15 @@ const std::vector<FusedCase> kCases = {
     {"dnn_k3_cin4_image_bias", 3, 4, 9, 10, 12, 3, 1, 1, 1, BiasKind::PerImage, true, false},
     {"dnn_k1_residual_only", 2, 24, 6, 7, 40, 1, 1, 0, 1, BiasKind::None, true, false},
     {"dnn_k1_stride2", 2, 16, 11, 9, 24, 1, 2, 0, 1, BiasKind::PerChannel, false, false},
-    // One vendor GEMM with the epilogue in it (conv_fused_gemm.cu: cuBLASLt, batched over images; every F16 / BF16
-    // case without SiLU that cuDNN and the implicit GEMM leave): SD's small maps (8x8, 16x16: the library's own
-    // split-K over deep K), a [N, Cout] bias as a batch-strided bias with and without a residual, and 1x1 kernels
-    // read from x in place (a 32x32 map, and 3 images with a per-image bias).
-    {"gemm_k3_8x8_residual", 2, 128, 8, 8, 96, 3, 1, 1, 1, BiasKind::PerChannel, true, false},
-    {"gemm_k3_16x16_image_bias", 2, 64, 16, 16, 80, 3, 1, 1, 1, BiasKind::PerImage, true, false},
-    {"gemm_k3_8x8_image_bias_deep", 2, 320, 8, 8, 64, 3, 1, 1, 1, BiasKind::PerImage, false, false},
-    {"gemm_k1_32x32_residual", 2, 64, 32, 32, 72, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
-    {"gemm_k1_image_bias", 3, 48, 8, 12, 40, 1, 1, 0, 1, BiasKind::PerImage, false, false},
+    // SD's small maps on the im2col + Blas path (F16 / BF16 cases that cuDNN and the implicit GEMM leave): 8x8 and
+    // 16x16 maps whose columns rows hold 64 and 256 positions (several rows per block of the columns kernel), with
+    // a residual, a [N, Cout] bias, deep K (split-K slices on 132 SMs), and 1x1 kernels read from x in place (a
+    // 32x32 map, and 3 images with a per-image bias).
+    {"small_k3_8x8_residual", 2, 128, 8, 8, 96, 3, 1, 1, 1, BiasKind::PerChannel, true, false},
+    {"small_k3_16x16_image_bias", 2, 64, 16, 16, 80, 3, 1, 1, 1, BiasKind::PerImage, true, false},
+    {"small_k3_8x8_image_bias_deep", 2, 320, 8, 8, 64, 3, 1, 1, 1, BiasKind::PerImage, false, false},
+    {"small_k1_32x32_residual", 2, 64, 32, 32, 72, 1, 1, 0, 1, BiasKind::PerChannel, true, false},
+    {"small_k1_image_bias", 3, 48, 8, 12, 40, 1, 1, 0, 1, BiasKind::PerImage, false, false},
     {"fallback_cin4", 2, 4, 8, 9, 10, 3, 1, 1, 1, BiasKind::PerChannel, true, true},
     {"fallback_groups2", 1, 16, 7, 6, 8, 3, 1, 1, 2, BiasKind::PerImage, true, false},
     {"fallback_k5", 1, 8, 9, 9, 6, 5, 1, 2, 1, BiasKind::PerChannel, false, true},

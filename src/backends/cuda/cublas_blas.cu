@@ -3,13 +3,11 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
-#include <array>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "backends/gpu/blas.h"
-#include "rbee/core/log.h"
 
 namespace rbee::gpu {
 
@@ -37,8 +35,12 @@ class CublasBlas final : public Blas {
   CublasBlas(cublasHandle_t handle, cublasLtHandle_t lt, void* workspace, size_t workspace_bytes)
       : handle_(handle), lt_(lt), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
   ~CublasBlas() override {
-    for (auto& [key, p] : plans_) destroy(p);
-    for (auto& [key, p] : conv_plans_) destroy(p);
+    for (auto& [key, p] : plans_) {
+      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+      if (p.op) cublasLtMatmulDescDestroy(p.op);
+    }
     if (workspace_) cudaFree(workspace_);
     if (lt_) cublasLtDestroy(lt_);
     cublasDestroy(handle_);
@@ -136,154 +138,7 @@ class CublasBlas final : public Blas {
                           workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
   }
 
-  // cuBLASLt with C and D row-major (CUBLASLT_ORDER_ROW), so out[i] [m, n] is D itself and the bias runs along D's
-  // rows as CUBLASLT_EPILOGUE_BIAS broadcasts it; a batch of images as strided batches (a's stride 0,
-  // the bias batch-strided for one bias per image); the residual is C with beta = 1. Split-K partial sums only in
-  // f32 in the workspace, D rounded once. Planned once per shape and alignment (the heuristic's first algorithm).
-  bool gemm_conv_epilogue(DType dtype, int m, int n, int k, int batch, const void* a, int64_t lda, const void* b,
-                          int64_t ldb, int64_t stride_b, const void* bias, int64_t stride_bias, const void* residual,
-                          void* out, int64_t ldo, int64_t stride_out, bool may_plan, Stream stream) override {
-    if (!lt_ || (dtype != DType::F16 && dtype != DType::BF16) || batch < 1) return false;
-    cudaDataType_t type;
-    if (!cuda_type(dtype, &type)) return false;
-    // Each operand's alignment: its pointer's, its rows' and its batch stride's (so every image of a batch shares
-    // it), as a power of two up to 256 bytes.
-    auto align = [](std::initializer_list<uint64_t> values) -> uint32_t {
-      uint32_t a = 256;
-      for (const uint64_t v : values)
-        while (a > 1 && v % a != 0) a /= 2;
-      return a;
-    };
-    const uint64_t es = 2;
-    const void* c = residual ? residual : out;
-    const uint32_t aligns[4] = {align({(uint64_t)(uintptr_t)a, lda * es}),
-                                align({(uint64_t)(uintptr_t)b, ldb * es, stride_b * es}),
-                                align({(uint64_t)(uintptr_t)c, ldo * es, stride_out * es}),
-                                align({(uint64_t)(uintptr_t)out, ldo * es, stride_out * es})};
-    // The bias epilogue reads whole 16-byte vectors (narrower bias alignments are not offered to it).
-    if (bias && align({(uint64_t)(uintptr_t)bias, stride_bias * es}) < 16) return false;
-    int align_key = 0;
-    for (int i = 0; i < 4; ++i) align_key |= (31 - __builtin_clz(aligns[i])) << (4 * i);
-    const int64_t bias_batch_stride = batch > 1 ? stride_bias : 0;
-    const std::array<int64_t, 13> key = {(int64_t)dtype, m, n, k, batch, lda, ldb, batch > 1 ? stride_b : 0,
-                                         bias ? 1 + bias_batch_stride : 0, ldo, batch > 1 ? stride_out : 0,
-                                         residual ? 1 : 0, align_key};
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = conv_plans_.find(key);
-    if (it == conv_plans_.end()) {
-      if (!may_plan) return false;
-      it = conv_plans_.emplace(key, LtPlan{}).first;
-      plan_conv(it->second, type, m, n, k, batch, lda, ldb, stride_b, bias != nullptr, bias_batch_stride, ldo,
-                stride_out, aligns);
-    }
-    LtPlan& p = it->second;
-    if (!p.ok) return false;
-    if (bias && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)) !=
-                    CUBLAS_STATUS_SUCCESS)
-      return false;
-    const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
-    return cublasLtMatmul(lt_, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, out, p.c, &p.algo, workspace_,
-                          workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
-  }
-
  private:
-  static void destroy(LtPlan& p) {
-    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
-    if (p.op) cublasLtMatmulDescDestroy(p.op);
-  }
-
-  // Layout [rows, cols] with stride ld between rows (row_major) or columns, as `batch` matrices `stride` elements
-  // apart.
-  static bool layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, bool row_major, int rows, int cols,
-                     int64_t ld, int batch, int64_t stride) {
-    auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
-    const cublasLtOrder_t order = row_major ? CUBLASLT_ORDER_ROW : CUBLASLT_ORDER_COL;
-    if (!ok(cublasLtMatrixLayoutCreate(layout, type, (uint64_t)rows, (uint64_t)cols, ld)) ||
-        !ok(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof(order))))
-      return false;
-    if (batch == 1) return true;
-    const int32_t count = batch;
-    return ok(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count))) &&
-           ok(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                               sizeof(stride)));
-  }
-
-  // Plans one gemm_conv_epilogue shape into p (p.ok false: none of the library's algorithms takes it). Two ways to
-  // say the same product: every matrix row-major (A, B untransposed), else A and B as the column-major views of
-  // their transposes (TRANSA = TRANSB = T) with C and D row-major. Logged at debug level with the chosen algorithm's
-  // split-K count and tile.
-  void plan_conv(LtPlan& p, cudaDataType_t type, int m, int n, int k, int batch, int64_t lda, int64_t ldb,
-                 int64_t stride_b, bool bias, int64_t bias_batch_stride, int64_t ldo, int64_t stride_out,
-                 const uint32_t (&aligns)[4]) {
-    const char* how = "none";
-    cublasLtMatmulHeuristicResult_t result{};
-    for (const bool ab_row_major : {true, false}) {
-      if (plan_conv_as(p, type, ab_row_major, m, n, k, batch, lda, ldb, stride_b, bias, bias_batch_stride, ldo,
-                       stride_out, aligns, &result)) {
-        how = ab_row_major ? "row-major A, B" : "A, B transposed column-major";
-        break;
-      }
-      destroy(p);
-      p = LtPlan{};
-    }
-    int32_t splits = 0;
-    uint32_t tile = 0;
-    if (p.ok) {
-      size_t written = 0;
-      cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
-                                           &written);
-      cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
-    }
-    log::debug("cuBLASLt conv epilogue m {} n {} k {} batch {} bias {} (batch stride {}) as {}{}", m,
-               n, k, batch, bias ? "yes" : "no", bias_batch_stride, how,
-               p.ok ? fmt::format(" (split-K {}, tile id {}, workspace {} B)", splits, tile, result.workspaceSize)
-                    : std::string());
-  }
-
-  bool plan_conv_as(LtPlan& p, cudaDataType_t type, bool ab_row_major, int m, int n, int k, int batch, int64_t lda,
-                    int64_t ldb, int64_t stride_b, bool bias, int64_t bias_batch_stride, int64_t ldo,
-                    int64_t stride_out, const uint32_t (&aligns)[4], cublasLtMatmulHeuristicResult_t* result) {
-    auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
-    const cublasOperation_t op = ab_row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
-    const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    bool made = ok(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
-                ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof(op))) &&
-                ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op, sizeof(op))) &&
-                ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    if (made && bias) {
-      made = ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
-      if (made && bias_batch_stride != 0)
-        made = ok(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_batch_stride,
-                                                 sizeof(bias_batch_stride)));
-    }
-    // Row-major A [m, k] is column-major A^T [k, m] with the same ld; likewise B.
-    const bool r = ab_row_major;
-    made = made && layout(&p.a, type, r, r ? m : k, r ? k : m, lda, batch, 0) &&
-           layout(&p.b, type, r, r ? k : n, r ? n : k, ldb, batch, stride_b) &&
-           layout(&p.c, type, true, m, n, ldo, batch, stride_out);
-    if (!made) return false;
-    cublasLtMatmulPreference_t pref = nullptr;
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    made = ok(cublasLtMatmulPreferenceCreate(&pref)) &&
-           ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                                   sizeof(workspace_bytes_))) &&
-           ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
-                                                   sizeof(reduction)));
-    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4 && made; ++i)
-      made = ok(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(uint32_t)));
-    int found = 0;
-    made = made && ok(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, result, &found));
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    p.ok = made && found > 0;
-    if (p.ok) p.algo = result->algo;
-    return p.ok;
-  }
-
   bool plan(LtPlan& p, cudaDataType_t type, int m, int n, int k, bool bias, const uint32_t (&aligns)[4]) {
     auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
     if (!ok(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return false;
@@ -334,7 +189,6 @@ class CublasBlas final : public Blas {
   size_t workspace_bytes_;
   std::mutex mutex_;
   std::map<std::tuple<int, int, int, int, int, int>, LtPlan> plans_;
-  std::map<std::array<int64_t, 13>, LtPlan> conv_plans_;
 };
 
 }  // namespace

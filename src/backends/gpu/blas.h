@@ -40,21 +40,6 @@ class Blas {
                          const void* /*bias*/, const void* /*residual*/, void* /*out*/, Stream /*stream*/) {
     return false;
   }
-  // The product of a 16-bit convolution in NCHW with its epilogue, in one library call: for i < batch, row-major
-  //   out[i] [m, n] = a [m, k] . b[i] [k, n] + bias[i] [m] + residual[i] [m, n]
-  // (a shared by every i; b[i] at b + i * stride_b, bias[i] at bias + i * stride_bias (0: one bias for all),
-  // residual[i] and out[i] at + i * stride_out, both with row stride ldo; with batch 1 the strides only tell the
-  // alignment that views of one image of a batch share), all in `dtype` (F16 or BF16), sums in f32
-  // and out rounded once. bias and residual may be null; residual may not alias out. The bias runs along out's rows
-  // (a convolution's output channels). may_plan false (inside a graph capture): only shapes planned before are taken.
-  // Returns false, having written nothing, when this library cannot do it (the default).
-  virtual bool gemm_conv_epilogue(DType /*dtype*/, int /*m*/, int /*n*/, int /*k*/, int /*batch*/, const void* /*a*/,
-                                  int64_t /*lda*/, const void* /*b*/, int64_t /*ldb*/, int64_t /*stride_b*/,
-                                  const void* /*bias*/, int64_t /*stride_bias*/, const void* /*residual*/,
-                                  void* /*out*/, int64_t /*ldo*/, int64_t /*stride_out*/, bool /*may_plan*/,
-                                  Stream /*stream*/) {
-    return false;
-  }
   virtual bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
                             int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, float beta,
                             Stream stream) = 0;

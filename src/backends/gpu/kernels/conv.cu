@@ -1,7 +1,6 @@
 // GPU convolutions: conv1d/2d (im2col + GEMM), conv2d_fused (16-bit: the vendor convolution library of
 // kernels/conv_dnn.cu (cuDNN) for the shapes it is chosen for, else the pipelined implicit GEMM of
-// kernels/conv_implicit.cu for the shapes it is chosen for, else one vendor GEMM with the epilogue in it
-// (kernels/conv_fused_gemm.cu: cuBLASLt) where the library takes it, else im2col + the vendor Blas's GEMM into f32 sums
+// kernels/conv_implicit.cu for the shapes it is chosen for, else im2col + the vendor Blas's GEMM into f32 sums
 // + an epilogue kernel where the Blas has a mixed-precision product (cuBLAS), else the implicit GEMM on matrix tiles
 // of kernels/conv_igemm.cu; other dtypes or shapes: im2col + GEMM and the epilogue), conv_transpose1d/2d (GEMM +
 // col2im) and the im2col op. NCHW / NCL, contiguous, floating dtypes; 1-D convolutions are 2-D ones of height 1.
@@ -21,9 +20,7 @@
 #include "backends/common/conv_geometry.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
-#include "backends/gpu/kernels/conv_columns.cuh"
 #include "backends/gpu/kernels/conv_dnn.h"
-#include "backends/gpu/kernels/conv_fused_gemm.h"
 #include "backends/gpu/kernels/conv_igemm.h"
 #include "backends/gpu/kernels/conv_implicit.h"
 #include "backends/gpu/kernels/gemm.h"
@@ -40,6 +37,17 @@ namespace {
 constexpr int kThreads = 256;
 // Elements of the column scratch one step of a convolution may use (128 MiB of f32).
 constexpr int64_t kColumnBudget = 1 << 25;
+// Bytes of the 16-bit column scratch of one conv step (whole images while they fit, e.g. both CFG halves of SD's
+// 960-channel 64x64 convolutions in one batched GEMM).
+// RBEE_CONV_COLUMN_MB=N sets it to N MiB (A/B: columns small enough to stay in L2 between their write and the GEMM).
+int64_t column_bytes16() {
+  static const int64_t bytes = [] {
+    const char* env = std::getenv("RBEE_CONV_COLUMN_MB");
+    const long mb = env ? std::strtol(env, nullptr, 10) : 0;
+    return mb > 0 ? int64_t{mb} << 20 : int64_t{256} << 20;
+  }();
+  return bytes;
+}
 // Position chunks are multiples of this, so every row of the columns starts 16-byte aligned (16-bit tensor-core
 // GEMM operands; odd row lengths send cuBLAS to much slower kernels).
 constexpr int64_t kPositionAlign = 64;
@@ -65,6 +73,59 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
     if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) cols[e] = x[(((img0 + img) * g.cin + c) * g.h + iy) * g.w + ix];
     else store(cols + e, compute_t<T>(0));
   }
+}
+
+// The same columns with one block row per (image, column row): blockIdx.z = image, blockIdx.y = row (channel, ky,
+// kx), and each thread kRowPer consecutive positions, so the row's index math is done once, the position math is
+// 32-bit and incremental, and 16-bit columns are stored as 16-byte vectors when count is a multiple of kRowPer
+// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns). Row `row` of image `img`
+// starts at cols + img * img_stride + row * row_stride: [imgs][rows][count] (img_stride = rows * count, row_stride =
+// count), or the split-K layout [rows][imgs * count] (img_stride = count, row_stride = imgs * count).
+constexpr int kRowPer = 8;
+template <class T>
+__global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count,
+                                        int64_t img_stride, int64_t row_stride, T* cols) {
+  const int taps = (int)(g.kh * g.kw), row = (int)blockIdx.y, kw = (int)g.kw;
+  const int c = row / taps, ky = row % taps / kw, kx = row % kw;
+  const int h = (int)g.h, w = (int)g.w, wo = (int)g.wo;
+  const int oy_off = ky * (int)g.dh - (int)g.ph, ox_off = kx * (int)g.dw - (int)g.pw, sh = (int)g.sh, sw = (int)g.sw;
+  const T* xc = x + ((img0 + blockIdx.z) * g.cin + c) * g.h * g.w;
+  T* dst = cols + (int64_t)blockIdx.z * img_stride + (int64_t)row * row_stride;
+  const bool vec = sizeof(T) * kRowPer == 16 && count % kRowPer == 0 && img_stride % kRowPer == 0 &&
+                   row_stride % kRowPer == 0;
+  T zero;
+  store(&zero, compute_t<T>(0));
+  for (int q = (int)(blockIdx.x * blockDim.x + threadIdx.x) * kRowPer; q < count;
+       q += (int)(gridDim.x * blockDim.x) * kRowPer) {
+    const int pos = q0 + q;
+    int oy = pos / wo, ox = pos - oy * wo;
+    T v[kRowPer];
+#pragma unroll
+    for (int k = 0; k < kRowPer; ++k) {
+      const int iy = oy * sh + oy_off, ix = ox * sw + ox_off;
+      v[k] = iy >= 0 && iy < h && ix >= 0 && ix < w ? xc[iy * w + ix] : zero;
+      if (++ox == wo) {
+        ox = 0;
+        ++oy;
+      }
+    }
+    if (vec) {
+      Bytes16 raw;
+      memcpy(&raw, v, 16);
+      *reinterpret_cast<Bytes16*>(dst + q) = raw;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowPer; ++k)
+        if (q + k < count) dst[q + k] = v[k];
+    }
+  }
+}
+
+// Whether conv_row_columns_kernel takes a step of `imgs` images and positions up to `positions`.
+bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
+  const int64_t lim = 0x7fffffff;
+  return g.cin * g.kh * g.kw <= 65535 && imgs <= 65535 && positions <= lim - (1 << 20) && g.h * g.w <= lim &&
+         g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
 }
 
 // The GEMMs of conv_forward: in the operands' type, or (S = float for 16-bit T) f32 sums through the vendor Blas only,
@@ -399,9 +460,6 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
   if (half && conv2d_dnn(device_, x, w, bias, residual, p, silu, out)) return;
   // The pipelined implicit GEMM (conv_implicit.cu; RBEE_CONV_IMPLICIT=0 skips it) where it is chosen for the shape.
   if (half && conv2d_implicit(device_, x, w, bias, residual, p, silu, out)) return;
-  // One vendor GEMM with the bias and residual in its epilogue (conv_fused_gemm.cu: cuBLASLt; RBEE_CONV_FUSED_GEMM=0
-  // skips it) where the library takes the shape.
-  if (half && conv2d_fused_gemm(device_, x, w, bias, residual, p, silu, out)) return;
   const ConvGeometry g = geometry_2d(x, w, out, p);
   if (half && device_.blas()) {
     bool done = false;
