@@ -75,17 +75,24 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
   }
 }
 
-// The same columns with one block row per (image, column row): blockIdx.z = image, blockIdx.y = row (channel, ky,
-// kx), and each thread kRowPer consecutive positions, so the row's index math is done once, the position math is
-// 32-bit and incremental, and 16-bit columns are stored as 16-byte vectors when count is a multiple of kRowPer
-// (every row then starts 16-byte aligned). For calls whose sizes fit (fits_row_columns). Row `row` of image `img`
-// starts at cols + img * img_stride + row * row_stride: [imgs][rows][count] (img_stride = rows * count, row_stride =
-// count), or the split-K layout [rows][imgs * count] (img_stride = count, row_stride = imgs * count).
+// The same columns with a group of row_threads threads per (image, column row): blockIdx.z = image, rows
+// blockIdx.y * rows_per_block + threadIdx.x / row_threads (channel, ky, kx; rows_per_block = blockDim.x /
+// row_threads, row_threads a power of two dividing blockDim.x), and each thread kRowPer consecutive positions, so the
+// row's index math is done once, the position math is 32-bit and incremental, and 16-bit columns are stored as
+// 16-byte vectors when count is a multiple of kRowPer (every row then starts 16-byte aligned). Short rows (SD's 8x8
+// and 16x16 maps: 64 and 256 positions) share a block: with one block a row, 248 of 256 threads idled on an 8x8 map
+// and one columns launch cost about as much as the GEMM after it (docs/perf-notes/sd-speed.md, session 9). For calls
+// whose sizes fit (fits_row_columns). Row `row` of image `img` starts at cols + img * img_stride + row * row_stride:
+// [imgs][rows][count] (img_stride = rows * count, row_stride = count), or the split-K layout [rows][imgs * count]
+// (img_stride = count, row_stride = imgs * count).
 constexpr int kRowPer = 8;
 template <class T>
 __global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0, int q0, int count,
-                                        int64_t img_stride, int64_t row_stride, T* cols) {
-  const int taps = (int)(g.kh * g.kw), row = (int)blockIdx.y, kw = (int)g.kw;
+                                        int64_t img_stride, int64_t row_stride, int rows, int row_threads, T* cols) {
+  const int rows_per_block = (int)blockDim.x / row_threads, lane = (int)threadIdx.x % row_threads;
+  const int row = (int)blockIdx.y * rows_per_block + (int)threadIdx.x / row_threads;
+  if (row >= rows) return;
+  const int taps = (int)(g.kh * g.kw), kw = (int)g.kw;
   const int c = row / taps, ky = row % taps / kw, kx = row % kw;
   const int h = (int)g.h, w = (int)g.w, wo = (int)g.wo;
   const int oy_off = ky * (int)g.dh - (int)g.ph, ox_off = kx * (int)g.dw - (int)g.pw, sh = (int)g.sh, sw = (int)g.sw;
@@ -95,8 +102,8 @@ __global__ void conv_row_columns_kernel(const T* x, ConvGeometry g, int64_t img0
                    row_stride % kRowPer == 0;
   T zero;
   store(&zero, compute_t<T>(0));
-  for (int q = (int)(blockIdx.x * blockDim.x + threadIdx.x) * kRowPer; q < count;
-       q += (int)(gridDim.x * blockDim.x) * kRowPer) {
+  for (int q = ((int)blockIdx.x * row_threads + lane) * kRowPer; q < count;
+       q += (int)gridDim.x * row_threads * kRowPer) {
     const int pos = q0 + q;
     int oy = pos / wo, ox = pos - oy * wo;
     T v[kRowPer];
@@ -126,6 +133,32 @@ bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
   const int64_t lim = 0x7fffffff;
   return g.cin * g.kh * g.kw <= 65535 && imgs <= 65535 && positions <= lim - (1 << 20) && g.h * g.w <= lim &&
          g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
+}
+
+// RBEE_CONV_COLUMN_ROWS=1: one block per column row whatever its length (the launch before session 9; A/B).
+bool one_row_per_block() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_CONV_COLUMN_ROWS");
+    return env && std::string_view(env) == "1";
+  }();
+  return on;
+}
+
+// conv_row_columns_kernel over positions q0 .. q0 + count of images img0 .. img0 + imgs (every column row): each row
+// gets the power of two of threads that covers its count at kRowPer positions a thread (up to a whole block), and
+// a block as many rows as fit.
+template <class T>
+void launch_row_columns(GpuDevice& dev, const T* x, const ConvGeometry& g, int64_t img0, int64_t imgs, int64_t q0,
+                        int64_t count, int64_t img_stride, int64_t row_stride, T* cols) {
+  const int64_t rows = g.cin * g.kh * g.kw;
+  const int row_threads =
+      one_row_per_block() ? kThreads : (int)std::min<int64_t>(kThreads, pow2_ceil(ceil_div(count, kRowPer)));
+  const int64_t rows_per_block = kThreads / row_threads;
+  const dim3 grid((unsigned)std::min<int64_t>(ceil_div(count, (int64_t)row_threads * kRowPer), 64),
+                  (unsigned)ceil_div(rows, rows_per_block), (unsigned)imgs);
+  conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)count, img_stride,
+                                                                  row_stride, (int)rows, row_threads, cols);
+  RBEE_GPU_CHECK_LAUNCH();
 }
 
 // The GEMMs of conv_forward: in the operands' type, or (S = float for 16-bit T) f32 sums through the vendor Blas only,
@@ -172,11 +205,7 @@ bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
     const int64_t ks = depth / slices, cols_n = g.n * positions;
     const Tensor scratch = Tensor::empty({depth * cols_n}, dtype, dev);
     T* cols = static_cast<T*>(scratch.data());
-    const dim3 grid((unsigned)std::min<int64_t>(ceil_div(positions, kThreads * kRowPer), 64), (unsigned)depth,
-                    (unsigned)g.n);
-    conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, 0, 0, (int)positions, positions, cols_n,
-                                                                    cols);
-    RBEE_GPU_CHECK_LAUNCH();
+    launch_row_columns<T>(dev, x, g, 0, g.n, 0, positions, positions, cols_n, cols);
     GemmSpec s;
     s.dtype = dtype;
     s.c_f32 = true;
@@ -225,14 +254,11 @@ bool conv_forward(GpuDevice& dev, DType dtype, const T* x, const T* w, const Con
       const int64_t nq = std::min(count, positions - q0);
       const int64_t total = ni * g.cin * g.kh * g.kw * nq;
       if (fits_row_columns(g, ni, positions)) {
-        const dim3 grid((unsigned)std::min<int64_t>(ceil_div(nq, kThreads * kRowPer), 64),
-                        (unsigned)(g.cin * g.kh * g.kw), (unsigned)ni);
-        conv_row_columns_kernel<T><<<grid, kThreads, 0, dev.stream()>>>(x, g, img0, (int)q0, (int)nq,
-                                                                        g.cin * g.kh * g.kw * nq, nq, cols);
+        launch_row_columns<T>(dev, x, g, img0, ni, q0, nq, g.cin * g.kh * g.kw * nq, nq, cols);
       } else {
         conv_columns_kernel<T><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(x, g, img0, ni, q0, nq, cols);
+        RBEE_GPU_CHECK_LAUNCH();
       }
-      RBEE_GPU_CHECK_LAUNCH();
       s.n = nq;
       s.batch_shape[0] = ni;
       s.batch_shape[1] = g.groups;
