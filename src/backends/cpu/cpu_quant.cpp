@@ -7,7 +7,8 @@
 // inside a task each weight row is dotted with tiles of kMaxRows activation rows while it is hot in L1, so a
 // prompt of M rows reads the weights from memory once per task row group, not once per row.
 // From kQGemmMinRows rows on, CPUs with AVX-512 VNNI run the prompt GEMM instead (quant/qgemm.h): weight panels
-// packed per call, register-blocked tiles, results bit-for-bit those of the row kernels.
+// packed per call, register-blocked tiles, results bit-for-bit those of the row kernels (block types, and F16 /
+// BF16 weights where k is a multiple of 16).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -164,7 +165,8 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
 
   ThreadPool& pool = ThreadPool::global();
   if (m >= quant::kQGemmMinRows) {
-    if (const quant::QGemm* gemm = quant::qgemm_kernel(wtype)) {
+    const quant::QGemm* gemm = quant::qgemm_kernel(wtype);
+    if (gemm != nullptr && k % gemm->block_elems == 0) {
       run_qgemm(*gemm, m, n, k, wp, w_row_bytes, xp, x_row_bytes, dst, pool);
       return;
     }
