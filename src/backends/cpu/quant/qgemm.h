@@ -46,11 +46,11 @@ struct QGemm {
   void (*pack_x)(const void* x, size_t xs, int rows, int64_t k, void* dst);
   int64_t block_elems;       // elements per block (32 or 256; F16 / BF16: 16); the GEMM runs only where it divides k
   int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
-  int panel_rows;             // weight rows per packed panel (4 or 16)
-  int tile_rows;              // activation rows per tile call (4 or 8; divides 64)
+  int panel_rows;             // weight rows per packed panel (4, 6 or 16)
+  int tile_rows;              // activation rows per tile call (2, 4 or 8; divides 64)
 };
-// >= 4 rows x (2 x 16 + 4), 8 rows x 16 and (F16 / BF16) 2 rows x 4 weight rows x 2 x 16; a multiple of 16.
-inline constexpr int kQGemmStateFloats = 256;
+// >= 4 rows x (2 x 16 + 4), 8 rows x 16 and (F16 / BF16) 2 rows x 6 weight rows x 2 x 16; a multiple of 16.
+inline constexpr int kQGemmStateFloats = 384;
 
 // The GEMM for `weight` on this CPU, or nullptr (no AVX-512 VNNI, a Highway target other than AVX2 / AVX3 chosen
 // for the row kernels (F16 / BF16: other than AVX3, whose lane count sets their order), RBEE_CPU_QGEMM=0 in the
