@@ -4,8 +4,8 @@
 // The row kernel's order on AVX3 (16 f32 lanes), which every output here reproduces bit for bit: the k elements
 // in chunks of 16; chunk j goes into accumulator j % 2 of the row (lane l of chunk j: acc = fma(w, x, acc), chunks
 // in order), then the row's result is _mm512_reduce_add_ps(acc0 + acc1) (Highway's SumOfLanes on AVX3). The row
-// kernel adds a scalar tail when k is not a multiple of 16; the GEMM is only chosen for k % 16 == 0 (float_qgemm
-// below), so there is none. Products are exact in f32 (x already rounded to the weight's type, quant.h).
+// kernel adds a scalar tail when k is not a multiple of 16; qmatmul takes the GEMM only where block_elems (16)
+// divides k (cpu_quant.cpp), so there is none. Products are exact in f32 (x already rounded to the weight's type, quant.h).
 //
 // Panel of 6 weight rows: the rows widened to f32, chunk by chunk: [k / 16 chunks][6 rows][16 f32] (64-byte
 // aligned), so a tile reads 6 weight vectors per chunk from one pointer. Activation rows are read in place (f32,
