@@ -169,6 +169,8 @@ void BM_QMatVecKernelL2(benchmark::State& state, DType type) {
 }
 
 const DType kBenchTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+// The prompt benchmarks also cover the 16-bit float weights (their prompt GEMM: qgemm_float_avx512.cpp).
+const DType kPromptTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16};
 // The one-core kernel benchmarks also cover the other types with a decode matvec kernel.
 const DType kKernelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0,
                               DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -189,7 +191,7 @@ int register_benchmarks() {
         ->UseRealTime()
         ->ComputeStatistics("max", max_of);
   }
-  for (DType t : kBenchTypes) {
+  for (DType t : kPromptTypes) {
     const std::string name(rbee::dtype_name(t));
     benchmark::RegisterBenchmark(("BM_QMatmulPrompt/" + name).c_str(), BM_QMatmulPrompt, t)
         ->Args({4, 4096, 4096})

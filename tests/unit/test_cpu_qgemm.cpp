@@ -1,7 +1,7 @@
 // The CPU prompt GEMM (src/backends/cpu/quant/qgemm.h, AVX-512 VNNI CPUs) against the row kernels that decode
 // uses: a row's output must be bit-for-bit the same whether it is computed alone (M = 1, row kernels) or inside a
-// prompt tile (M >= 16, packed panels), for every block type, at tile and panel remainders (M % 4, N % 4) and past
-// the 64-row blocks. The values themselves are checked against double references in tests/conformance
+// prompt tile (M >= 16, packed panels), for every block type and F16 / BF16, at tile and panel remainders (M % 4,
+// N % 4) and past the 64-row blocks. The values themselves are checked against double references in tests/conformance
 // (QMatmulConformance). On CPUs without AVX-512 VNNI both sides run the row kernels and the test still holds.
 // CpuMatVec: the decode matvec kernels (quant/matvec.h, 8 weight rows per call) against the row kernels called
 // directly, for every group remainder (1..8 rows) and several K.
@@ -22,25 +22,33 @@ class CpuQGemm : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
   const DType wtype = GetParam();
+  const bool is_float = wtype == DType::F16 || wtype == DType::BF16;
   Device& device = cpu_device();
-  const int64_t k = dtype_block_size(wtype) == 256 ? 768 : 544, n = 37;
+  // F16 / BF16: 34 and 129 chunks of 16 (the second past one K slice of the GEMM, ending on an odd chunk), and a k
+  // that is not a multiple of 16 (the row kernels' scalar tail: the GEMM must not take it).
+  std::vector<int64_t> ks{dtype_block_size(wtype) == 256 ? 768 : 544};
+  if (is_float) ks = {544, 2064, 536};
+  const int64_t n = 37;
   std::mt19937_64 rng(7 + (int)wtype);
   std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> wf((size_t)(n * k));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 5) + 0.01f;
-  const Tensor w = ops::quantize(Tensor::from_vector(wf, {n, k}, device), wtype);
-  for (int64_t m : {7, 16, 19, 70}) {  // 7: the row kernels' 4-row and 3-row tiles; the rest the GEMM where present
-    std::vector<float> xf((size_t)(m * k));
-    for (auto& v : xf) v = normal(rng) * 2.f;
-    const auto got = to_doubles(ops::qmatmul(Tensor::from_vector(xf, {m, k}, device), w));
-    for (int64_t r = 0; r < m; ++r) {
-      const std::vector<float> row(xf.begin() + r * k, xf.begin() + (r + 1) * k);
-      const auto alone = to_doubles(ops::qmatmul(Tensor::from_vector(row, {1, k}, device), w));
-      for (int64_t j = 0; j < n; ++j) {
-        const float a = (float)got[(size_t)(r * n + j)], b = (float)alone[(size_t)j];
-        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0)
-            << dtype_name(wtype) << " m " << m << " row " << r << " col " << j << ": " << a << " vs " << b;
+  for (const int64_t k : ks) {
+    std::vector<float> wf((size_t)(n * k));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) wf[(size_t)(j * k + i)] = normal(rng) * 0.05f * (float)(1 + j % 5) + 0.01f;
+    const Tensor wsrc = Tensor::from_vector(wf, {n, k}, device);
+    const Tensor w = is_float ? ops::cast(wsrc, wtype) : ops::quantize(wsrc, wtype);
+    for (int64_t m : {7, 16, 19, 70}) {  // 7: the row kernels' 4-row and 3-row tiles; the rest the GEMM where present
+      std::vector<float> xf((size_t)(m * k));
+      for (auto& v : xf) v = normal(rng) * 2.f;
+      const auto got = to_doubles(ops::qmatmul(Tensor::from_vector(xf, {m, k}, device), w));
+      for (int64_t r = 0; r < m; ++r) {
+        const std::vector<float> row(xf.begin() + r * k, xf.begin() + (r + 1) * k);
+        const auto alone = to_doubles(ops::qmatmul(Tensor::from_vector(row, {1, k}, device), w));
+        for (int64_t j = 0; j < n; ++j) {
+          const float a = (float)got[(size_t)(r * n + j)], b = (float)alone[(size_t)j];
+          ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << dtype_name(wtype) << " k " << k << " m " << m << " row " << r
+                                                      << " col " << j << ": " << a << " vs " << b;
+        }
       }
     }
   }
@@ -142,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Quant, CpuBlockSumOrder,
 INSTANTIATE_TEST_SUITE_P(Quant, CpuQGemm,
                          ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                            DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K),
+                                           DType::Q6_K, DType::F16, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The SIMD activation quantizers (quantize_activation_x86.cpp) against the scalar rules (quantize_q8_k_reference,
 // quantize_q8_activation_block): the same bytes for every block, on random rows and on the edge cases of the rules
 // (ties at .5 after scaling, the largest magnitude negative or positive and repeated, zeros, denormal maxima, NaN
-// and inf elements). SKIPPED where this CPU or build has no SIMD version.
+// and inf elements), and the F16 / BF16 rounding of activation rows against half.h's scalar round trip. SKIPPED
+// where this CPU or build has no SIMD version.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/quant/quantize_internal.h"
+#include "rbee/core/half.h"
 
 namespace rbee::cpu::quant {
 namespace {
@@ -90,6 +92,39 @@ TEST(QuantizeQ8ActivationSimd, SameBytesAsTheScalarRule) {
   const size_t tie = (size_t)(nb - 1) * kStride;
   EXPECT_EQ(want_q[tie + 1], -14);  // -14.5 -> -14 (even)
   EXPECT_EQ(want_q[tie + 2], -14);  // -13.5 -> -14
+}
+
+// F16 / BF16 activation rows: the same bits as half.h's scalar round trip for every input class.
+TEST(Round16BitSimd, SameBitsAsTheScalarRoundTrip) {
+  std::vector<uint32_t> bits = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,  // zeros, infinities
+      0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fa02000u, 0xff9fe001u,  // quiet and signalling NaNs, payloads
+      0x00000001u, 0x807fffffu, 0x33000000u, 0x33000001u, 0x387fe000u, 0x387ff000u, 0x38800000u,  // tiny, subnormal
+      0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477fffffu, 0x7f7fffffu,  // the f16 maximum and overflow to infinity
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0x7f7f8000u,  // bf16 ties (to even), beside them, overflow
+      0x3f801000u, 0x3f803000u, 0x3f800fffu};                           // f16 ties
+  std::mt19937 rng(29);
+  for (int i = 0; i < 4000; ++i) bits.push_back(rng());
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int i = 0; i < 997; ++i) {  // an odd count: the scalar remainder
+    float v = normal(rng) * 100.f;
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    bits.push_back(b);
+  }
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  for (const bool bf16 : {false, true}) {
+    std::vector<float> got(x.size(), -777.f);
+    if (!round_to_16bit_simd(bf16, x.data(), got.data(), (int64_t)x.size())) {
+      GTEST_SKIP() << "no SIMD 16-bit rounding on this CPU / build";
+    }
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x[i])) : f16_bits_to_f32(f32_to_f16_bits(x[i]));
+      ASSERT_EQ(0, std::memcmp(&want, &got[i], 4))
+          << (bf16 ? "bf16" : "f16") << " input bits " << std::hex << bits[i] << " element " << std::dec << i;
+    }
+  }
 }
 
 }  // namespace

@@ -7,9 +7,11 @@
 // inside a task each weight row is dotted with tiles of kMaxRows activation rows while it is hot in L1, so a
 // prompt of M rows reads the weights from memory once per task row group, not once per row.
 // From kQGemmMinRows rows on, CPUs with AVX-512 VNNI run the prompt GEMM instead (quant/qgemm.h): weight panels
-// packed per call, register-blocked tiles, results bit-for-bit those of the row kernels.
+// packed per call, register-blocked tiles, results bit-for-bit those of the row kernels (block types, and F16 /
+// BF16 weights where k is a multiple of 16).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -25,6 +27,23 @@ namespace {
 // Rows of x per task: 16 rows of a 4096-wide Q8_0/Q8_K activation are ~70 KB, which stay in L2 while the
 // task walks its weight rows.
 constexpr int64_t kRowsPerTask = 16;
+
+// Per-thread scratch for one qmatmul call (the quantized activation rows, the packed activation tiles): `bytes`
+// bytes, 64-byte aligned, contents undefined; valid until the same slot is asked for again on this thread. Kept
+// between calls (it grows to the largest call seen): a fresh multi-megabyte buffer per prompt matmul came from mmap
+// and cost its page faults and the kernel's page clearing (4% of a Q4_K pp512), plus zero-filling by the vector.
+enum class Scratch { kActivations, kActivationTiles };
+unsigned char* scratch(Scratch slot, size_t bytes) {
+  thread_local std::unique_ptr<unsigned char[]> buffers[2];
+  thread_local size_t sizes[2] = {0, 0};
+  const int i = (int)slot;
+  if (sizes[i] < bytes + 64) {
+    buffers[i].reset(new unsigned char[bytes + 64]);  // not value-initialized: callers write what they read
+    sizes[i] = bytes + 64;
+  }
+  unsigned char* p = buffers[i].get();
+  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+}
 
 // Runs fn(row_begin, row_end) over `rows` rows of `row_cost` bytes of work each, in parallel when worthwhile.
 template <class Fn>
@@ -52,13 +71,11 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
   const int64_t chunk = std::clamp<int64_t>((panels + want_tasks - 1) / want_tasks, 1, max_chunk);
   const int64_t tasks = (panels + chunk - 1) / chunk;
   // Activation tiles packed once (gemm.pack_x: the tile's rows interleaved block by block), else the rows.
-  std::unique_ptr<unsigned char[]> xpack;  // not value-initialized: pack_x writes every byte
   const unsigned char* xtiles = nullptr;
   const int64_t x_tile_bytes = gemm.pack_x ? gemm.x_tile_bytes(k) : 0;
   if (gemm.pack_x) {
     const int64_t ntiles = (m + tr - 1) / tr;
-    xpack.reset(new unsigned char[(size_t)(ntiles * x_tile_bytes + 64)]);
-    unsigned char* xb = xpack.get() + (64 - reinterpret_cast<uintptr_t>(xpack.get()) % 64) % 64;
+    unsigned char* xb = scratch(Scratch::kActivationTiles, (size_t)(ntiles * x_tile_bytes));  // pack_x writes it all
     pool.run(ntiles, [&](int64_t t) {
       gemm.pack_x(xp + t * tr * x_row_bytes, (size_t)x_row_bytes, (int)std::min<int64_t>(tr, m - t * tr), k,
                   xb + t * x_tile_bytes);
@@ -150,21 +167,24 @@ void CpuKernels::qmatmul(const Tensor& x, const Tensor& w, Tensor& out) {
   // Activations: x itself for F32 weights, else each row quantized (or rounded to 16 bits) once.
   const char* xp = static_cast<const char*>(x.data());
   int64_t x_row_bytes = k * (int64_t)sizeof(float);
-  std::vector<unsigned char> xq;
   if (wtype != DType::F32) {
-    x_row_bytes = (quant::activation_row_bytes(wtype, k) + 63) / 64 * 64;  // rows start on cache lines
-    xq.resize((size_t)(m * x_row_bytes + 64));
-    unsigned char* base = xq.data() + (64 - reinterpret_cast<uintptr_t>(xq.data()) % 64) % 64;
+    const int64_t row_bytes = quant::activation_row_bytes(wtype, k);
+    x_row_bytes = (row_bytes + 63) / 64 * 64;  // rows start on cache lines; the padding is zeroed
+    unsigned char* base = scratch(Scratch::kActivations, (size_t)(m * x_row_bytes));
     const float* xf = static_cast<const float*>(x.data());
     for_rows(m, k * 8, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) quant::quantize_activation_row(wtype, xf + r * k, base + r * x_row_bytes, k);
+      for (int64_t r = r0; r < r1; ++r) {
+        quant::quantize_activation_row(wtype, xf + r * k, base + r * x_row_bytes, k);
+        std::memset(base + r * x_row_bytes + row_bytes, 0, (size_t)(x_row_bytes - row_bytes));
+      }
     });
     xp = reinterpret_cast<const char*>(base);
   }
 
   ThreadPool& pool = ThreadPool::global();
   if (m >= quant::kQGemmMinRows) {
-    if (const quant::QGemm* gemm = quant::qgemm_kernel(wtype)) {
+    const quant::QGemm* gemm = quant::qgemm_kernel(wtype);
+    if (gemm != nullptr && k % gemm->block_elems == 0) {
       run_qgemm(*gemm, m, n, k, wp, w_row_bytes, xp, x_row_bytes, dst, pool);
       return;
     }

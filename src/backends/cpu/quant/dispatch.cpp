@@ -65,6 +65,7 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t k)
   const DType a = activation_dtype(weight);
   if (a == DType::F32) {
     float* out = static_cast<float*>(dst);
+    if ((weight == DType::F16 || weight == DType::BF16) && round_to_16bit_simd(weight == DType::BF16, x, out, k)) return;
     if (weight == DType::F16) {
       for (int64_t i = 0; i < k; ++i) out[i] = f16_bits_to_f32(f32_to_f16_bits(x[i]));
     } else if (weight == DType::BF16) {

@@ -76,6 +76,8 @@ struct FloatDot {
 
 }  // namespace
 
+bool IsAvx3FloatRowTarget() { return HWY_TARGET == HWY_AVX3; }
+
 RowDotFn GetFloatRowDot(DType t) {
   switch (t) {
     case DType::F32: return &FloatDot<float>::Dot;
@@ -91,6 +93,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rbee::cpu::quant {
 HWY_EXPORT(GetFloatRowDot);
+HWY_EXPORT(IsAvx3FloatRowTarget);
+bool float_row_kernel_is_avx3() { return HWY_DYNAMIC_DISPATCH(IsAvx3FloatRowTarget)(); }
 RowDotFn float_row_dot(DType weight) { return HWY_DYNAMIC_DISPATCH(GetFloatRowDot)(weight); }
 }  // namespace rbee::cpu::quant
 #endif

@@ -8,6 +8,9 @@
 // horizontal sum as the row kernels). So which path computes a row (decode M = 1 or a prompt tile) never changes
 // its result, and the llama.cpp goldens stay as they are.
 //
+// F16 / BF16 weights: the same driver with panels of the weights widened to f32 and the Highway row kernel's order
+// (qgemm_float_avx512.cpp).
+//
 // Packing happens per qmatmul call, one panel per task before its row tiles run (its cost is one pass over the
 // weights, amortized over the M activation rows); decode keeps the original GGUF layout and the row kernels.
 #pragma once
@@ -41,15 +44,17 @@ struct QGemm {
   // fixed offsets; tile then gets that packed tile as x (xs unused).
   int64_t (*x_tile_bytes)(int64_t k);
   void (*pack_x)(const void* x, size_t xs, int rows, int64_t k, void* dst);
-  int64_t block_elems;       // elements per block (32 or 256)
+  int64_t block_elems;       // elements per block (32 or 256; F16 / BF16: 16); the GEMM runs only where it divides k
   int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
-  int panel_rows;             // weight rows per packed panel (4 or 16)
-  int tile_rows;              // activation rows per tile call (4 or 8; divides 64)
+  int panel_rows;             // weight rows per packed panel (4, 6 or 16)
+  int tile_rows;              // activation rows per tile call (2, 4 or 8; divides 64)
 };
-inline constexpr int kQGemmStateFloats = 144;  // >= 4 rows x (2 x 16 + 4) and 8 rows x 16; a multiple of 16
+// >= 4 rows x (2 x 16 + 4), 8 rows x 16 and (F16 / BF16) 2 rows x 6 weight rows x 2 x 16; a multiple of 16.
+inline constexpr int kQGemmStateFloats = 384;
 
 // The GEMM for `weight` on this CPU, or nullptr (no AVX-512 VNNI, a Highway target other than AVX2 / AVX3 chosen
-// for the row kernels, RBEE_CPU_QGEMM=0 in the environment, or a type without one).
+// for the row kernels (F16 / BF16: other than AVX3, whose lane count sets their order), RBEE_CPU_QGEMM=0 in the
+// environment, or a type without one). Block types and F16 / BF16 (qgemm_float_avx512.cpp); not F32.
 const QGemm* qgemm_kernel(DType weight);
 
 }  // namespace rbee::cpu::quant

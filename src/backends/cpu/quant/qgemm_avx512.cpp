@@ -75,10 +75,35 @@ inline float Load32f(const uint8_t* p) {
   return v;
 }
 
+// Software prefetch for the panel packers: block `b` (of nb per row, block_bytes each) of the 16 weight rows at w
+// (w_row_bytes apart), or, past the last block, block b - nb of the next panel's 16 rows (packers walk the panels of
+// a task in order). The packers read 16 rows' blocks side by side, 16 short strided streams the hardware prefetcher
+// does not follow: without it the packers waited on memory (a Q4_K pp512 profile on Zen 5: 52% of the packer's
+// samples on the first load of each block). Prefetches never fault, past the matrix's end included.
+inline void PrefetchPanelBlock(const void* w, int64_t w_row_bytes, int64_t nb, int64_t block_bytes, int64_t b) {
+  const char* base = static_cast<const char*>(w);
+  if (b >= nb) {
+    base += 16 * w_row_bytes;
+    b -= nb;
+  }
+  for (int r = 0; r < 16; ++r) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(base + r * w_row_bytes + b * block_bytes);
+    for (uintptr_t line = p & ~(uintptr_t)63; line < p + (uintptr_t)block_bytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    }
+  }
+}
+
 // acc + the 4-byte products of w (unsigned) with the int32 at p broadcast (signed), as one vpdpbusd with an
 // embedded broadcast (one fused uop; the compiler otherwise issues a separate broadcast load per vpdpbusd).
 RBEE_VNNI inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// acc + the int16 pairs of w times the pair at p broadcast (vpdpwssd with an embedded broadcast, as above).
+RBEE_VNNI inline __m512i DpwssdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
   return acc;
 }
 
@@ -160,7 +185,10 @@ struct BlockSum {
     auto* base = static_cast<uint8_t*>(panel);
     alignas(64) uint8_t u[kRows][64];  // two blocks' levels per row, transposed into the panel by 16 x 16 dwords
     alignas(64) uint8_t spill[512];    // the second half's destination when nb is odd
+    constexpr int64_t kAhead = 8;  // blocks (4 pairs) ahead
     for (int64_t ib = 0; ib < nb; ib += 2) {
+      PrefetchPanelBlock(w, w_row_bytes, nb, (int64_t)sizeof(typename T::W), ib + kAhead);
+      PrefetchPanelBlock(w, w_row_bytes, nb, (int64_t)sizeof(typename T::W), ib + kAhead + 1);
       const bool pair = ib + 1 < nb;
       for (int h = 0; h < 2; ++h) {
         if (h == 1 && !pair) break;
@@ -419,19 +447,22 @@ struct PK6 {
 // The K-quant prompt GEMM: panels of 16 weight rows, lane c = weight row c (quant.h's order: one int32 S and
 // one int32 C per super-block, then two fmas). Panel per super-block: levels [64 groups of 4 elements][16
 // lanes][4 bytes], sub-block scales sc [16][16 lanes] int32, correction coefficients [8 pairs][16 lanes][2 int16]
-// (c[2j], c[2j + 1], dotted with Q8_K's bsums pairs by vpdpwssd), d [16] and dc [16] f32. Per sub-block of 16
+// (c[2j], c[2j + 1], dotted with Q8_K's bsums pairs by vpdpwssd; Q4_K / Q5_K: 4 pairs (c[4j], c[4j + 2]) of their
+// per-32 coefficients, dotted with sums of 32), d [16] and dc [16] f32. Per sub-block of 16
 // (Q4_K / Q5_K: of 32, one scale) the products are summed exactly by vpdpbusd, multiplied by the scale (vpmulld)
 // and added to S; every int32 stays exact (|S| < 2^31 for every type's ranges).
 template <class T, bool kPer32>
 struct KSum {
   static constexpr int kRows = 16;
   static constexpr int64_t kSbBytes = 64 * 64 + 16 * 64 + 8 * 64 + 2 * 64;
+  static constexpr int kCPairs = kPer32 ? 4 : 8;  // vpdpwssd pairs of the correction C (the panel keeps room for 8)
   static int64_t PanelBytes(int64_t k) { return (k / kQKK) * kSbBytes; }
 
   RBEE_VNNI static void Pack(const void* w, int64_t w_row_bytes, int rows, int64_t k, void* panel) {
     const int64_t nsb = k / kQKK;
     auto* base = static_cast<uint8_t*>(panel);
     for (int64_t sb = 0; sb < nsb; ++sb) {
+      PrefetchPanelBlock(w, w_row_bytes, nsb, (int64_t)sizeof(typename T::W), sb + 2);
       uint8_t* blk = base + sb * kSbBytes;
       auto* sc = reinterpret_cast<int32_t*>(blk + 4096);
       auto* cc = reinterpret_cast<int16_t*>(blk + 4096 + 1024);
@@ -453,9 +484,9 @@ struct KSum {
           std::memset(u[r], 0, kQKK);
         }
         for (int i = 0; i < 16; ++i) sc[i * 16 + r] = ks.sc[i];
-        for (int j = 0; j < 8; ++j) {
-          cc[(j * 16 + r) * 2] = ks.c[2 * j];
-          cc[(j * 16 + r) * 2 + 1] = ks.c[2 * j + 1];
+        for (int j = 0; j < kCPairs; ++j) {  // kPer32: one coefficient per 32 elements, c[4j] and c[4j + 2]
+          cc[(j * 16 + r) * 2] = ks.c[(kPer32 ? 4 : 2) * j];
+          cc[(j * 16 + r) * 2 + 1] = ks.c[(kPer32 ? 4 : 2) * j + (kPer32 ? 2 : 1)];
         }
         d[r] = ks.d;
         dc[r] = ks.dc;
@@ -465,7 +496,8 @@ struct KSum {
   }
 
   // Packed activations of a tile of 8 rows, per super-block: the rows' quants [8][256], their bsums as int32
-  // pairs [8][8] (the vpdpwssd operand), d_x [8] f32.
+  // pairs [8][8] (the vpdpwssd operand; kPer32: the 8 sums of 32 elements, bsums[2g] + bsums[2g + 1] (|.| <= 4096),
+  // as 4 pairs, since Q4_K / Q5_K have one coefficient per 32: C takes 4 vpdpwssd instead of 8), d_x [8] f32.
   static constexpr int64_t kXSbBytes = 8 * 256 + 8 * 32 + 8 * 4;
   static int64_t XTileBytes(int64_t k) { return Round64((k / kQKK) * kXSbBytes); }
   static void PackX(const void* xv, size_t xs, int rows, int64_t k, void* dst) {
@@ -477,7 +509,13 @@ struct KSum {
       for (int64_t sb = 0; sb < nsb; ++sb) {
         uint8_t* blk = o + sb * kXSbBytes;
         std::memcpy(blk + 256 * r, x[sb].qs, 256);
-        std::memcpy(blk + 2048 + 32 * r, x[sb].bsums, 32);
+        if constexpr (kPer32) {
+          int16_t s32[8];
+          for (int g = 0; g < 8; ++g) s32[g] = (int16_t)(x[sb].bsums[2 * g] + x[sb].bsums[2 * g + 1]);
+          std::memcpy(blk + 2048 + 32 * r, s32, 16);
+        } else {
+          std::memcpy(blk + 2048 + 32 * r, x[sb].bsums, 32);
+        }
         std::memcpy(blk + 2304 + 4 * r, &x[sb].d, 4);
       }
     }
@@ -540,14 +578,18 @@ struct KSum {
       const auto* cc = blk + 4096 + 1024;
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512));
       const __m512 dc = _mm512_load_ps(reinterpret_cast<const float*>(blk + 4096 + 1024 + 512) + 16);
+      // C of the MR rows as MR independent chains, interleaved pair by pair (row after row, each row's chain of
+      // kCPairs dependent vpdpwssd left the core waiting on their latency).
+      __m512i c[MR];
+      for (int r = 0; r < MR; ++r) c[r] = _mm512_setzero_si512();
+      for (int j = 0; j < kCPairs; ++j) {
+        const __m512i cj = _mm512_load_si512(cc + j * 64);
+        for (int r = 0; r < MR; ++r) c[r] = DpwssdBcast(c[r], cj, xb + 2048 + 32 * r + 4 * j);
+      }
       for (int r = 0; r < MR; ++r) {
-        __m512i c = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) {
-          c = _mm512_dpwssd_epi32(c, _mm512_load_si512(cc + j * 64), _mm512_set1_epi32(Load32i(xb + 2048 + 32 * r + 4 * j)));
-        }
         const __m512 dx = _mm512_set1_ps(Load32f(xb + 2304 + 4 * r));
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(S[r]), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c[r]), acc[r]);
       }
     }
     FinishTile<MR>(acc, b1 < nsb, state, out, os, ncols);

@@ -29,6 +29,9 @@ const QGemm* qgemm_kernel(DType weight) {
   static const bool available = cpu_has_avx512_vnni() && enabled_by_env("RBEE_CPU_QGEMM");
   if (!available || !row_kernels_are_x86_simd()) return nullptr;
 #if RBEE_QGEMM_X86
+  if (weight == DType::F16 || weight == DType::BF16) {
+    return float_row_kernel_is_avx3() ? qgemm_float_avx512(weight) : nullptr;
+  }
   return qgemm_avx512_vnni(weight);
 #else
   (void)weight;

@@ -18,6 +18,9 @@ struct QGemm;
 // The AVX-512 VNNI kernels for `weight` (nullptr for types without one); call only where the CPU has
 // AVX-512 F/BW/VL/DQ and VNNI.
 const QGemm* qgemm_avx512_vnni(DType weight);
+// The F16 / BF16 GEMM (qgemm_float_avx512.cpp), or nullptr for other types; call only where the CPU has AVX-512
+// F/BW/VL/DQ and the float row kernels run Highway's AVX3 target (float_row_kernel_is_avx3, quant.h).
+const QGemm* qgemm_float_avx512(DType weight);
 // The decode matvec kernels (matvec_avx512.cpp, matvec.h) for `weight`, or nullptr; the same condition.
 MatVecFn matvec_avx512_vnni(DType weight);
 #endif

@@ -66,6 +66,9 @@ RowDotFn row_dot_kernel(DType weight);
 // lookup (Highway's dynamic dispatch), cheap per call; hwy::SupportedTargets() runs cpuid each time, which a
 // virtual machine traps (1.2% of a decode step when it was called per qmatmul).
 bool row_kernels_are_x86_simd();
+// Whether the F32 / F16 / BF16 row kernels run Highway's AVX3 target now (16 f32 lanes): their summation order
+// depends on the lane count, and the F16 / BF16 prompt GEMM reproduces the AVX3 one.
+bool float_row_kernel_is_avx3();
 
 // Per-family selectors behind row_dot_kernel (one Highway translation unit each); nullptr for other types.
 RowDotFn legacy_row_dot(DType weight);

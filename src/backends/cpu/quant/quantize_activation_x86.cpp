@@ -9,9 +9,11 @@
 //     16 quants, d = 1 / iscale; an all-zero (or all-NaN) block is all zeros.
 //   Q8_0 / Q8_1 activations (quantize_q8_activation_block): per 32 elements amax = max |x| (NaN ignored), id =
 //     127 / amax (0 when amax is 0), q = clamp(nearest-even(x * id), -128, 127), d = amax / 127, the quants' sum.
+//   F16 / BF16 activation rows (round_to_16bit_simd): x rounded to the weight's 16-bit type and back, as half.h.
 #include <cstring>
 
 #include "backends/cpu/quant/quantize_internal.h"
+#include "rbee/core/half.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -105,6 +107,35 @@ RBEE_AVX2_FN void QuantizeQ8ActivationAvx2(const float* x, int64_t nb, int8_t* q
   }
 }
 
+// Rounds to nearest even as f32_to_f16_bits: vcvtps2ph with an explicit rounding mode (subnormal results, overflow to
+// infinity and NaN quieting with the payload's top 10 bits are what the scalar code does too), then vcvtph2ps (exact).
+__attribute__((target("avx2,f16c"))) void RoundF16Avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = f16_bits_to_f32(f32_to_f16_bits(x[i]));
+}
+
+// f32_to_bf16_bits in integers, lane by lane: u + 0x7fff + bit 16 of u, the low half cleared; NaN: the top half with
+// the quiet bit set.
+RBEE_AVX2_FN void RoundBF16Avx2(const float* x, float* out, int64_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i high = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), high);
+    const __m256i quieted = _mm256_or_si256(_mm256_and_si256(u, high), quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_blendv_epi8(rounded, quieted, nan));
+  }
+  for (; i < n; ++i) out[i] = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
+}
+
 bool HasAvx2() {
   static const bool avx2 = [] {
     __builtin_cpu_init();
@@ -127,6 +158,17 @@ bool quantize_q8_k_simd(const float* x, BlockQ8_K* y, int64_t nb) {
   return true;
 }
 
+bool round_to_16bit_simd(bool bf16, const float* x, float* out, int64_t n) {
+  static const bool f16c = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") != 0;
+  }();
+  if (!HasAvx2() || (!bf16 && !f16c)) return false;
+  if (bf16) RoundBF16Avx2(x, out, n);
+  else RoundF16Avx2(x, out, n);
+  return true;
+}
+
 }  // namespace rbee::cpu::quant
 
 #else
@@ -134,6 +176,7 @@ bool quantize_q8_k_simd(const float* x, BlockQ8_K* y, int64_t nb) {
 namespace rbee::cpu::quant {
 bool quantize_q8_k_simd(const float*, BlockQ8_K*, int64_t) { return false; }
 bool quantize_q8_activation_simd(const float*, int64_t, int8_t*, size_t, float*, int32_t*) { return false; }
+bool round_to_16bit_simd(bool, const float*, float*, int64_t) { return false; }
 }  // namespace rbee::cpu::quant
 
 #endif

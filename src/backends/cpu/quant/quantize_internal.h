@@ -41,6 +41,10 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb);
 void quantize_q8_k_reference(const float* x, BlockQ8_K* y, int64_t nb);
 // False (and nothing written) where this build or CPU has no SIMD version.
 bool quantize_q8_k_simd(const float* x, BlockQ8_K* y, int64_t nb);
+// out[i] = x[i] rounded to f16 (bf16 = false) or bf16 and back to f32, for i < n: the bits of
+// f16_bits_to_f32(f32_to_f16_bits(x)) / bf16_bits_to_f32(f32_to_bf16_bits(x)) (rbee/core/half.h), NaNs included.
+// The activation rows of qmatmul with F16 / BF16 weights (quant.h). False (nothing written) without a SIMD version.
+bool round_to_16bit_simd(bool bf16, const float* x, float* out, int64_t n);
 
 // The scale searches the K-quants share (one definition for the CPU and the GPU kernels).
 using kquant::clamp_int;
