@@ -6,6 +6,8 @@
 # representatives). The op conformance suite, the golden and the CLI tests run in the optimized build
 # (scripts/test.sh); under ASan they would double CI's time.
 #   scripts/test_sanitized.sh [ctest args...]      RBEE_JOBS (default: every CPU)
+#   RBEE_SANITIZE_STEP=build   only the dev build (CI starts it early, in the background at low priority)
+#   RBEE_SANITIZE_STEP=test    only the tests (the build is then a no-op check)
 # Suppressions (tools/sanitizers/*.supp) name third-party code only, each entry with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +20,15 @@ supp="$PWD/tools/sanitizers"
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:abort_on_error=0:strict_string_checks=1:check_initialization_order=1:detect_invalid_pointer_pairs=0"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
+step=${RBEE_SANITIZE_STEP:-all}
 t0=$(date +%s)
 cmake --preset dev >/dev/null
 cmake --build build/dev -j "$jobs" --target rbee_unit_tests rbee_server_tests rbee_sd_tests llm-worker-rbee sd-worker-rbee
 t1=$(date +%s)
+if [ "$step" = build ]; then
+  echo "test_sanitized.sh: dev build $(( t1 - t0 )) s (build step only)"
+  exit 0
+fi
 count=$(cd build/dev && ctest -N -L '^sanitize$' "$@" | sed -n 's/^Total Tests: //p')
 echo "test_sanitized.sh: dev build $(( t1 - t0 )) s; ASan + UBSan + LSan, ctest label sanitize: $count tests"
 rc=0
