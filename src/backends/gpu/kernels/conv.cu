@@ -81,7 +81,7 @@ __global__ void conv_columns_kernel(const T* x, ConvGeometry g, int64_t img0, in
 // row's index math is done once, the position math is 32-bit and incremental, and 16-bit columns are stored as
 // 16-byte vectors when count is a multiple of kRowPer (every row then starts 16-byte aligned). Short rows (SD's 8x8
 // and 16x16 maps: 64 and 256 positions) share a block: with one block a row, 248 of 256 threads idled on an 8x8 map
-// and one columns launch cost about as much as the GEMM after it (docs/perf-notes/sd-speed.md, session 9). For calls
+// and one columns launch cost about as much as the GEMM after it (docs/perf-notes/sd-speed.md, session 8, branch sdsmall). For calls
 // whose sizes fit (fits_row_columns). Row `row` of image `img` starts at cols + img * img_stride + row * row_stride:
 // [imgs][rows][count] (img_stride = rows * count, row_stride = count), or the split-K layout [rows][imgs * count]
 // (img_stride = count, row_stride = imgs * count).
@@ -135,7 +135,7 @@ bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
          g.kh * g.dh + g.ph <= lim && g.kw * g.dw + g.pw <= lim && g.ho * g.sh <= lim && g.wo * g.sw <= lim;
 }
 
-// RBEE_CONV_COLUMN_ROWS=1: one block per column row whatever its length (the launch before session 9; A/B).
+// RBEE_CONV_COLUMN_ROWS=1: one block per column row whatever its length (the launch before session 8; A/B).
 bool one_row_per_block() {
   static const bool on = [] {
     const char* env = std::getenv("RBEE_CONV_COLUMN_ROWS");
