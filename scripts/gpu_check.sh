@@ -11,7 +11,8 @@
 # step fails on any error. Slow (memcheck is 10-100x): RBEE_SANITIZE_FILTER narrows the gtest filter,
 # RBEE_SANITIZE_TOOLS picks tools (default "memcheck racecheck initcheck"), RBEE_SANITIZE_TIMEOUT (seconds per tool)
 # stops a long run and reports how many cases finished without an error; GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX
-# split the suite over several calls.
+# split the suite over several calls; RBEE_SANITIZE_JOBS=N runs N sanitizer processes side by side on the GPU, each
+# a shard of the call's part (what that buys per tool on the H100: docs/RELIABILITY.md).
 #
 # RBEE_BUILD_DIR  use this build instead of building one (for example a build made on another machine)
 # RBEE_PRESET     build preset (default cuda-sm90; `cuda` builds sm_80, sm_86, sm_89 and sm_90)
@@ -118,6 +119,9 @@ if want_only sanitize; then
     tools=${RBEE_SANITIZE_TOOLS:-memcheck racecheck initcheck}
     limit=()
     [ -n "${RBEE_SANITIZE_TIMEOUT:-}" ] && limit=(timeout "$RBEE_SANITIZE_TIMEOUT")
+    jobs=${RBEE_SANITIZE_JOBS:-1}
+    outer_total=${GTEST_TOTAL_SHARDS:-1}
+    outer_index=${GTEST_SHARD_INDEX:-0}
     for tool in $tools; do
       [ "$tool" = initcheck ] && continue
       extra=()
@@ -125,15 +129,30 @@ if want_only sanitize; then
       [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
       log="$out/sanitize_$tool.log"
       start=$(date +%s)
-      "${limit[@]}" "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
-        "$conf" --gtest_filter="$filter" >"$log" 2>&1
-      rc=$?
+      # RBEE_SANITIZE_JOBS > 1: that many sanitizer processes side by side, each a gtest shard of this run's part of
+      # the suite (shard outer_index * jobs + j of outer_total * jobs), their logs concatenated into one afterwards.
+      pids=()
+      for ((j = 0; j < jobs; j++)); do
+        part="$log"
+        [ "$jobs" -gt 1 ] && part="$out/sanitize_$tool.part$j.log"
+        ( [ "$jobs" -gt 1 ] && export GTEST_TOTAL_SHARDS=$((outer_total * jobs)) GTEST_SHARD_INDEX=$((outer_index * jobs + j))
+          "${limit[@]}" "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
+            "$conf" --gtest_filter="$filter" >"$part" 2>&1 ) &
+        pids+=($!)
+      done
+      rc=0
+      for pid in "${pids[@]}"; do wait "$pid"; r=$?; [ "$r" != 0 ] && [ "$rc" != 99 ] && rc=$r; done
+      if [ "$jobs" -gt 1 ]; then
+        for ((j = 0; j < jobs; j++)); do cat "$out/sanitize_$tool.part$j.log"; done >"$log"
+        rm -f "$out"/sanitize_"$tool".part*.log
+      fi
       n=$(sanitizer_errors "$log")
       # Cases that finished (also when RBEE_SANITIZE_TIMEOUT stopped the run: rc 124, the count says how far it got).
       done_cases=$(grep -cE '^\[       OK \]' "$log")
       failed_cases=$(grep -cE '^\[  FAILED  \] .*\(' "$log")
       shard=""
-      [ -n "${GTEST_TOTAL_SHARDS:-}" ] && shard=" shard ${GTEST_SHARD_INDEX:-0}/$GTEST_TOTAL_SHARDS"
+      [ -n "${GTEST_TOTAL_SHARDS:-}" ] && shard=" shard $outer_index/$outer_total"
+      [ "$jobs" -gt 1 ] && shard="$shard in $jobs processes"
       echo "sanitize: $tool over '$filter'$shard: $done_cases cases passed, $failed_cases failed, $n errors, exit $rc, $(( $(date +%s) - start )) s (log $log)"
       grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$log" | head -20
       # The tools' own totals: memcheck's leaks (allocations still held when the context went away), racecheck's
