@@ -126,16 +126,7 @@ if want_only sanitize; then
       [ "$tool" = initcheck ] && continue
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full --report-api-errors explicit)
-      # racecheck leaves the vendor libraries' kernels out (RBEE_RACECHECK_EXCLUDE; empty checks them too): their
-      # code is closed and not ours to fix, and on the H100 (2026-11-27, docs/RELIABILITY.md) racecheck reported WAR
-      # hazards inside cuBLASLt's Hopper GEMMs (nvjet_sm90_* kernels, a warp reading shared memory that a producer
-      # thread later rewrites with the same value) on our plain cublasLtMatmul calls. The substrings name cuBLAS /
-      # cuBLASLt (nvjet, cublas, cutlass, xmma) and cuDNN (cudnn, xmma) kernels; none of ours contains them.
-      rc_exclude=${RBEE_RACECHECK_EXCLUDE-kns=nvjet,kns=cublas,kns=cutlass,kns=xmma,kns=cudnn}
-      if [ "$tool" = racecheck ]; then
-        extra=(--racecheck-report hazard)
-        [ -n "$rc_exclude" ] && extra+=(--kernel-name-exclude "$rc_exclude")
-      fi
+      [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
       log="$out/sanitize_$tool.log"
       start=$(date +%s)
       # RBEE_SANITIZE_JOBS > 1: that many sanitizer processes side by side, each a gtest shard of this run's part of
