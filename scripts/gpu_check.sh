@@ -126,7 +126,10 @@ if want_only sanitize; then
       [ "$tool" = initcheck ] && continue
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full --report-api-errors explicit)
+      # racecheck prints every hazard (no print limit), so that each can be put down to the kernel it is in.
       [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+      limit_print=200
+      [ "$tool" = racecheck ] && limit_print=1000000
       log="$out/sanitize_$tool.log"
       start=$(date +%s)
       # RBEE_SANITIZE_JOBS > 1: that many sanitizer processes side by side, each a gtest shard of this run's part of
@@ -136,7 +139,7 @@ if want_only sanitize; then
         part="$log"
         [ "$jobs" -gt 1 ] && part="$out/sanitize_$tool.part$j.log"
         ( [ "$jobs" -gt 1 ] && export GTEST_TOTAL_SHARDS=$((outer_total * jobs)) GTEST_SHARD_INDEX=$((outer_index * jobs + j))
-          "${limit[@]}" "$cs" --tool "$tool" "${extra[@]}" --print-limit 200 --error-exitcode 99 \
+          "${limit[@]}" "$cs" --tool "$tool" "${extra[@]}" --print-limit "$limit_print" --error-exitcode 99 \
             "$conf" --gtest_filter="$filter" >"$part" 2>&1 ) &
         pids+=($!)
       done
@@ -147,6 +150,28 @@ if want_only sanitize; then
         rm -f "$out"/sanitize_"$tool".part*.log
       fi
       n=$(sanitizer_errors "$log")
+      if [ "$tool" = racecheck ] && [ "$n" != 0 ]; then
+        # Hazards inside the vendor libraries' kernels (closed code, not ours to fix) are listed and not counted:
+        # on the H100 (2026-11-27, docs/RELIABILITY.md) racecheck reported WAR hazards in cuBLASLt's Hopper GEMMs
+        # (nvjet_sm90_* kernels) on our plain cublasLtMatmul calls. Leaving those kernels out of the check instead
+        # (--kernel-name-exclude) made the sanitizer fail on a hardware exception in them, so they are checked and
+        # sorted here. Every hazard is one "Potential ... hazard" report naming the kernel of its threads.
+        vendor_re=${RBEE_RACECHECK_VENDOR_KERNELS:-nvjet|cublas|cutlass|xmma|cudnn}
+        awk '/Potential (RAW|WAR|WAW) hazard/ { want = 1; next }
+             want && / at [^ ]+\+0x/ { k = $0; sub(/.* at /, "", k); sub(/\+0x.*/, "", k); c[k]++; want = 0 }
+             END { for (k in c) printf "%s %d\n", k, c[k] }' "$log" | sort >"$out/racecheck_hazards_by_kernel.txt"
+        shown=$(awk '{ s += $2 } END { print s + 0 }' "$out/racecheck_hazards_by_kernel.txt")
+        vendor=$(grep -E "^($vendor_re)" "$out/racecheck_hazards_by_kernel.txt" | awk '{ s += $2 } END { print s + 0 }')
+        echo "sanitize: racecheck hazard reports by kernel ($shown reports, $vendor in the vendor's kernels):"
+        sed 's/^/  /' "$out/racecheck_hazards_by_kernel.txt" | head -20
+        # Ours: the reports in any other kernel; and every report must have been parsed (the tool's "N hazards
+        # displayed" summed over its summaries), else the difference counts as ours.
+        displayed=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard' "$log" | awk '{ s += $3 } END { print s + 0 }')
+        n=$(( shown - vendor ))
+        [ "$displayed" -gt "$shown" ] && n=$(( n + displayed - shown ))
+        echo "sanitize: racecheck hazards outside the vendor's kernels: $n ($displayed displayed, $shown parsed)"
+        [ "$n" = 0 ] && [ "$rc" = 99 ] && rc=0
+      fi
       # Cases that finished (also when RBEE_SANITIZE_TIMEOUT stopped the run: rc 124, the count says how far it got).
       done_cases=$(grep -cE '^\[       OK \]' "$log")
       failed_cases=$(grep -cE '^\[  FAILED  \] .*\(' "$log")
