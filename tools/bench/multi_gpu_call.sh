@@ -52,10 +52,16 @@ checks)
     cmake --build /tmp/llama-build -j ${LLAMA_JOBS:-24} --target llama-bench llama-batched-bench; \
     echo exit \$? > $work/llama.done" > "$work/llama-build.log" 2>&1 < /dev/null &
   export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RBEE_BACKEND_PATH=$pack
-  if [ ! -f "$m70l" ]; then
+  # 68 GiB: only onto a disk with room for it and the 7B file (the fifth session filled a 128 GiB disk).
+  if [ ! -f "$m70l" ] && [ "$(df -P -BG "$models" | awk 'NR == 2 { sub("G", "", $4); print $4 }')" -ge 90 ]; then
     setsid nice -n 10 bash -c "'$pack/rbee' random-model --preset llama2-70b --type q8_0 --ctx-length $ctx70 \
-      -o '$m70l.part' > /dev/null && mv '$m70l.part' '$m70l'; echo exit \$? > $work/m70.done" \
+      -o '$m70l.part' > /dev/null && mv '$m70l.part' '$m70l'; rc=\$?; [ \$rc = 0 ] || rm -f '$m70l.part'; \
+      echo exit \$rc > $work/m70.done" \
       > "$work/m70.log" 2>&1 < /dev/null &
+  elif [ ! -f "$m70l" ]; then
+    echo "not written: $(df -h "$models" | tail -1)" > "$work/m70.done"
+  else
+    echo "exit 0" > "$work/m70.done"
   fi
   "$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null || exit 1
   stamp "7B F16 written; tests, compare, all-reduce latency"
