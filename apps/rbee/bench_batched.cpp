@@ -8,6 +8,7 @@
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/step_times.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/scheduler.h"
 
@@ -107,6 +108,7 @@ std::vector<BatchedResult> bench_batched(llm::Model& model, DType kv_dtype, cons
     const int per_seq = (n_prompt + n_gen + 1 + block - 1) / block;
     llm::KvCache cache(model.kv_layout(), b * per_seq, block, kv_dtype);
     run_once(model, cache, b, n_prompt, std::min(n_gen, 8), host_sampling, rng);  // warm-up
+    step_times::reset();  // RBEE_STEP_TIMES: the timed runs of this batch size only
     BatchedResult r;
     r.batch = b;
     r.n_prompt = n_prompt;

@@ -28,6 +28,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/profile.h"
+#include "rbee/core/step_times.h"
 #include "rbee/ops.h"
 #include "rbee/core/thread_pool.h"
 #include "rbee/llm/generate.h"
@@ -101,6 +102,7 @@ BenchResult bench_test(llm::Model& model, llm::KvCache& cache, int n_prompt, int
   r.test = n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
   std::mt19937_64 rng(seed);
   run_once(model, cache, n_prompt, n_gen, rng);  // warm-up
+  step_times::reset();                           // RBEE_STEP_TIMES: the timed runs of the last test only
   std::vector<double> ts;
   for (int i = 0; i < reps; ++i) {
     const double s = run_once(model, cache, n_prompt, n_gen, rng);
@@ -190,6 +192,7 @@ int run_batched(const BenchOptions& opt) {
   // The scheduler's steps of every batch size, warm-ups included: prompt steps ([B x PP, ...] rows) and decode
   // steps ([B, ...] rows) keep apart by their shapes.
   if (profile::enabled()) print_profile_table(model.device(), "every scheduler step of the runs above");
+  if (step_times::enabled()) std::printf("timed runs of the last batch size; %s", step_times::report().c_str());
   return 0;
 }
 
@@ -351,6 +354,7 @@ int run_bench(const BenchOptions& opt) {
   std::printf("decode graphs: %s (%llu decode steps replayed from a graph)\n", model.decode_graphs() ? "on" : "off",
               (unsigned long long)model.decode_graph_replays());
   if (profile::enabled()) print_profile(model.device(), results, opt.repetitions);
+  if (step_times::enabled()) std::printf("timed runs of the last test; %s", step_times::report().c_str());
   return 0;
 }
 }  // namespace

@@ -10,7 +10,7 @@
 //
 // Usage: rbee_bench_collective [--backend cuda|rocm] [--ranks N] [--count 64] [--reps 50] [--sizes N,N,...]
 // RBEE_ALLREDUCE=auto|oneshot|flag|nccl picks the path (backends/gpu/collective.h; nccl is recorded into the graphs
-// too); programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the all-reduce
+// too), RBEE_ALLREDUCE_BLOCKS / _LOADS / _FENCE the flag kernel's grid, loads and fences (printed in the header); programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the all-reduce
 // kernels alone) decides whether consecutive all-reduces of a graph overlap their launches; run it with each
 // setting.
 #include <algorithm>
@@ -120,12 +120,16 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "rbee_bench_collective: no communicator: {}\n", why);
       return 1;
     }
-    const char* pdl = std::getenv("RBEE_PDL");
-    const char* ar_pdl = std::getenv("RBEE_ALLREDUCE_PDL");
-    const char* path = std::getenv("RBEE_ALLREDUCE");
+    auto env = [](const char* name, const char* unset) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : unset);
+    };
     fmt::print("all-reduce over {} x {} ({}): {}; {} all-reduces per graph, {} replays; RBEE_ALLREDUCE={} RBEE_PDL={} "
-               "RBEE_ALLREDUCE_PDL={}\n", ranks, devices[0]->id(), comm->name(), why, count, reps,
-               path ? path : "(unset: auto)", pdl ? pdl : "(unset: on)", ar_pdl ? ar_pdl : "(unset: on)");
+               "RBEE_ALLREDUCE_PDL={} RBEE_ALLREDUCE_BLOCKS={} RBEE_ALLREDUCE_LOADS={} RBEE_ALLREDUCE_FENCE={}\n", ranks,
+               devices[0]->id(), comm->name(), why, count, reps, env("RBEE_ALLREDUCE", "(unset: auto)"),
+               env("RBEE_PDL", "(unset: on)"), env("RBEE_ALLREDUCE_PDL", "(unset: on)"),
+               env("RBEE_ALLREDUCE_BLOCKS", "(unset: 128)"), env("RBEE_ALLREDUCE_LOADS", "(unset: wide)"),
+               env("RBEE_ALLREDUCE_FENCE", "(unset: thread)"));
     fmt::print("| floats | bytes | us per all-reduce in a graph | GB/s in a graph | us per eager all-reduce |\n"
                "|---|---|---|---|---|\n");
     for (int64_t n : sizes) {

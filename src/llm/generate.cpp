@@ -5,6 +5,7 @@
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/core/step_times.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
@@ -140,9 +141,14 @@ std::vector<TokenId> greedy_decode_steps(Model& model, KvCache& cache, SequenceK
   batch.seqs.resize(1);
   for (int i = 0; i < steps; ++i) {
     batch.seqs[0] = {&seq, 1, seq.length + 1, false};
-    const Tensor logits = model.forward(batch, cache);  // [1, vocab]
+    Tensor logits;
+    {
+      step_times::Phase phase("greedy step: forward (host)");
+      logits = model.forward(batch, cache);  // [1, vocab]
+    }
     seq.length += 1;
     // Reading the id back waits for this step on the logits' device, which waited for every other device's part.
+    step_times::Phase phase("greedy step: argmax, wait for the id");
     const int64_t id = ops::argmax(logits.narrow(0, 0, 1), 1).to_vector<int64_t>()[0];
     RBEE_CHECK(id >= 0 && id < vocab, "greedy_decode_steps: argmax {} outside the vocabulary", id);
     out.push_back((TokenId)id);

@@ -31,20 +31,31 @@ namespace {
 const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4096, 7, 131072, 131076,
                                      (1 << 20) + 5, 4096};
 
-// The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made); "flag+block":
-// the flag kernel with one fence per block (RBEE_ALLREDUCE_FENCE=block).
-const std::vector<std::string> kPaths = {"auto", "oneshot", "flag", "flag+block"};
+// The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made), with the flag
+// kernel's knobs after '+': "block" (RBEE_ALLREDUCE_FENCE=block: one fence per block), a number
+// (RBEE_ALLREDUCE_BLOCKS: its grid; 64 was the default before, 7 leaves ragged tails in every block, 256 is the
+// most), "scalar" (RBEE_ALLREDUCE_LOADS=scalar: the peers' values as volatile 4-byte loads).
+const std::vector<std::string> kPaths = {"auto", "oneshot", "flag", "flag+block", "flag+64+scalar", "flag+7",
+                                         "auto+256"};
 
-// Sets RBEE_ALLREDUCE (and RBEE_ALLREDUCE_FENCE) for the communicators made while it lives.
+// Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
 struct ForcedPath {
-  explicit ForcedPath(const std::string& path) {
-    const bool block = path == "flag+block";
-    ::setenv("RBEE_ALLREDUCE", block ? "flag" : path.c_str(), 1);
-    if (block) ::setenv("RBEE_ALLREDUCE_FENCE", "block", 1);
+  explicit ForcedPath(const std::string& spec) {
+    size_t at = spec.find('+');
+    ::setenv("RBEE_ALLREDUCE", spec.substr(0, at).c_str(), 1);
+    while (at != std::string::npos) {
+      const size_t next = spec.find('+', at + 1);
+      const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      if (knob == "block") ::setenv("RBEE_ALLREDUCE_FENCE", "block", 1);
+      else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
+      else ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
+      at = next;
+    }
   }
   ~ForcedPath() {
-    ::unsetenv("RBEE_ALLREDUCE");
-    ::unsetenv("RBEE_ALLREDUCE_FENCE");
+    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS"}) {
+      ::unsetenv(v);
+    }
   }
 };
 
@@ -55,7 +66,7 @@ int64_t rank_order_limit(const std::string& name, const std::string& path) {
   const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
   if (!library) return -1;
   if (!p2p) return 0;
-  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+block" as "flag"
+  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+..." as "flag"
 }
 
 std::vector<float> random_values(int64_t n, uint64_t seed) {
@@ -249,6 +260,21 @@ TEST(Collective, UnknownPathIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("RBEE_ALLREDUCE=ring"), std::string::npos) << e.what();
   }
+}
+
+TEST(Collective, FlagKnobsOutOfRangeAreRefused) {
+  Backend* gpu = gpu_backend(2);
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices";
+  for (const char* blocks : {"0", "257", "12x"}) {
+    ::setenv("RBEE_ALLREDUCE_BLOCKS", blocks, 1);
+    std::string why;
+    EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error) << "RBEE_ALLREDUCE_BLOCKS=" << blocks;
+  }
+  ::unsetenv("RBEE_ALLREDUCE_BLOCKS");
+  ::setenv("RBEE_ALLREDUCE_LOADS", "narrow", 1);
+  std::string why;
+  EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
+  ::unsetenv("RBEE_ALLREDUCE_LOADS");
 }
 
 }  // namespace

@@ -400,6 +400,15 @@ TEST(MultiDevice, TensorSplitEveryArchitecture) {
   }
 }
 
+// The rank threads spinning before they sleep (RBEE_TP_SPIN_US; the default on GPUs, off for CPU ranks): the same
+// logits and tokens as with the condition variable alone.
+TEST(MultiDevice, TensorSplitWithSpinningRankThreads) {
+  ::setenv("RBEE_TP_SPIN_US", "5000", 1);
+  expect_tensor_split_matches(tiny("llama"), {&cpu(0), &cpu(3)}, kF32SplitTolerance);
+  expect_tensor_split_matches(tiny("phi3"), {&cpu(0), &cpu(3), &cpu(4)}, kF32SplitTolerance, true, {1, 1, 2});
+  ::unsetenv("RBEE_TP_SPIN_US");
+}
+
 // Uneven shares (3 and 1 query heads of Phi-3's 4, fused qkv and gate|up cut per part) and three ranks.
 TEST(MultiDevice, TensorSplitUnevenSharesAndThreeRanks) {
   const auto d = describe_model(tiny("phi3"));

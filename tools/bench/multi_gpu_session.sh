@@ -21,10 +21,14 @@
 #   6. LONGCTX=1: the Llama-2-70B-shape Q8_0 model at CTX70 (65536) positions, which one 80 GB card cannot hold:
 #      the plan on one GPU (refused) and over two (--check), then `rbee bench` pp512 / tg64 at that context with
 #      --split tensor and --split layer (--no-fit: refused rather than shrunk);
-#   7. NSYS=1: nsys's kernel and API summaries of a 64-stream tensor-split run (where nsys is installed).
-# Knobs: SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
+#   7. NSYS=1: nsys's kernel and API summaries of a 64-stream tensor-split run (where nsys is installed);
+#   8. STEP_TIMES=1: the A/B runs with RBEE_STEP_TIMES=1 (rbee/core/step_times.h: the host's phases of a step; nsys
+#      is not on the lent machines), their tables kept; PROFILE=1: RBEE_OP_PROFILE=1 tables of 64 streams, one GPU
+#      and the tensor split (eager, each op synchronized: where a step's device time goes, op by op).
+# Knobs: TEST_FILTER (gtest filter of step 2), COMPARE_MODES="tensor layer offload" (step 2's rbee compare runs),
+# PLAN_CHECK70=0 (LONGCTX without the two-GPU plan --check), SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
 # LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
-# NGPU=2, LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
+# NGPU=2, ONLY_RBEE=1 (the bench without llama.cpp), LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
 pack=$(cd "${1:?usage: multi_gpu_session.sh PACK_DIR LLAMA_SRC [MODELS_DIR]}" && pwd)
@@ -66,11 +70,12 @@ note "NCCL: $(ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/local/lib/libnccl.so
 bench_py=(python3 "$here/gpu_vs_llamacpp.py" --rbee "$pack" --llama-src "$llama_src" --models "$models"
           --reps "$reps" --multi-gpu "$ngpu" --multi-rows "${ROWS:-7b,batched,70b}" --json-out "$out/bench.json"
           --md-out "$out/bench.md" --timeout "${BENCH_TIMEOUT:-0}")
+[ "${ONLY_RBEE:-0}" = 1 ] && bench_py+=(--only-rbee)
 # LLAMA_BUILD_DONE=FILE: the caller already started the build (e.g. while compiling the CUDA plug-in) and touches
 # FILE when it ends; the bench waits for it instead of starting another build.
 if [ -n "${LLAMA_BUILD_DONE:-}" ]; then
   :
-elif [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; then
+elif [ "${SKIP_BENCH:-0}" != 1 ] && [ "${ONLY_RBEE:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; then
   (cmake -S "$llama_src" -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
      -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$out/llama-build.log" 2>&1 &&
@@ -78,29 +83,48 @@ elif [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -x /tmp/llama-build/bin/llama-bench ]; t
    echo "exit $?" >> "$out/llama-build.log") &
   llama_build_pid=$!
 fi
-for spec in "llama2-7b f16 $m7" "llama2-70b q8_0 $m70"; do
-  set -- $spec
-  [ -f "$3" ] && continue
-  case ",${ROWS:-7b,batched,70b}," in *,70b,*) ;; *) [ "$1" = llama2-70b ] && continue ;; esac
-  note "$(stamp) writing $3"
-  "$rbee" random-model --preset "$1" --type "$2" -o "$3.part" > /dev/null && mv "$3.part" "$3" || status=1
-done
+# Models are written only for the steps that read them: the 70B file (68 GiB) only for the bench's 70b rows. Two
+# 70B files fill a 128 GiB disk (the fifth session lost its second call to that), so a write that would leave less
+# than 8 GiB free is refused, and a failed write leaves no .part behind.
+free_gib() { df -P -BG "$models" | awk 'NR == 2 { sub("G", "", $4); print $4 }'; }
+write_model() {  # PRESET TYPE PATH GIB [extra random-model args]
+  local preset=$1 type=$2 path=$3 gib=$4
+  shift 4
+  if [ "$(free_gib)" -lt $((gib + 8)) ]; then
+    note "not writing $path: $(free_gib) GiB free on $models, $gib GiB needed"
+    status=1
+    return 1
+  fi
+  note "$(stamp) writing $path"
+  "$rbee" random-model --preset "$preset" --type "$type" "$@" -o "$path.part" > /dev/null && mv "$path.part" "$path" ||
+    { rm -f "$path.part"; status=1; return 1; }
+}
+[ -f "$m7" ] || write_model llama2-7b f16 "$m7" 13
+case ",${ROWS:-7b,batched,70b}," in
+  *,70b,*) [ "${SKIP_BENCH:-0}" != 1 ] && [ ! -f "$m70" ] && write_model llama2-70b q8_0 "$m70" 69 ;;
+esac
 if [ "${LONGCTX:-0}" = 1 ] && [ ! -f "$m70l" ]; then
-  note "$(stamp) writing $m70l"
-  "$rbee" random-model --preset llama2-70b --type q8_0 --ctx-length "${CTX70:-65536}" -o "$m70l.part" > /dev/null &&
-    mv "$m70l.part" "$m70l" || status=1
+  write_model llama2-70b q8_0 "$m70l" 69 --ctx-length "${CTX70:-65536}"
 fi
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   note "$(stamp) unit tests on the GPUs"
   RBEE_LOG_LEVEL=warn timeout "${TEST_TIMEOUT:-300}" "$pack/tests/rbee_unit_tests" --gtest_brief=1 \
-    --gtest_filter='MultiDevice.*:Collective.*:MemoryPlan.*' \
+    --gtest_filter="${TEST_FILTER:-MultiDevice.*:Collective.*:MemoryPlan.*}" \
     > "$out/unit.log" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/unit.log" | tee -a "$out/summary.txt"
 fi
 
 if [ "${SKIP_COMPARE:-0}" != 1 ]; then
-  for mode in "--devices $devices --split tensor" "--devices $devices --split layer" "--backend cuda --gpu-layers 16"; do
+  compare_modes=()
+  for m in ${COMPARE_MODES:-tensor layer offload}; do
+    case $m in
+      tensor) compare_modes+=("--devices $devices --split tensor") ;;
+      layer) compare_modes+=("--devices $devices --split layer") ;;
+      offload) compare_modes+=("--backend cuda --gpu-layers 16") ;;
+    esac
+  done
+  for mode in "${compare_modes[@]}"; do
     note "$(stamp) rbee compare 7B F16 ($mode) against one GPU, 64 greedy steps"
     # shellcheck disable=SC2086
     timeout "${COMPARE_TIMEOUT:-240}" "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q > "$out/compare.log.tmp" 2>&1 ||
@@ -150,10 +174,20 @@ fi
 if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" ]; then
   for path in ${COLLECTIVE_PATHS:-auto oneshot flag nccl}; do
     note "$(stamp) all-reduce latency over $ngpu GPUs, RBEE_ALLREDUCE=$path"
-    fence=thread
-    [ "$path" = flag+block ] && path=flag && fence=block  # the flag kernel with one fence per block
+    # PATH+KNOB+...: the flag kernel's knobs as in tests/unit/test_collective.cpp: "block" (one fence per block),
+    # a number (RBEE_ALLREDUCE_BLOCKS), "scalar" (RBEE_ALLREDUCE_LOADS=scalar).
+    knobs=(RBEE_ALLREDUCE_FENCE=thread)
+    IFS=+ read -r -a parts <<< "$path"
+    path=${parts[0]}
+    for knob in "${parts[@]:1}"; do
+      case $knob in
+        block) knobs+=(RBEE_ALLREDUCE_FENCE=block) ;;
+        scalar) knobs+=(RBEE_ALLREDUCE_LOADS=scalar) ;;
+        *) knobs+=(RBEE_ALLREDUCE_BLOCKS=$knob) ;;
+      esac
+    done
     # nccl is recorded into the graphs too: a hang there costs 60 s, not the call.
-    RBEE_ALLREDUCE=$path RBEE_ALLREDUCE_FENCE=$fence timeout 60 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 |
+    env RBEE_ALLREDUCE="$path" "${knobs[@]}" timeout 60 "$pack/bench/rbee_bench_collective" --ranks "$ngpu" 2>&1 |
       tee -a "$out/summary.txt" || status=1
   done
 fi
@@ -169,6 +203,8 @@ ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   local args=${rest%%|*} keep=${rest#*|}
   [ "$envs" = default ] && envs=""
   note "$(stamp) A/B round $round: ${envs:-default} rbee bench 7B F16 $args ($mode)"
+  # STEP_TIMES=1: every side of the A/B with RBEE_STEP_TIMES=1 (the same small cost on each), its table kept.
+  if [ "${STEP_TIMES:-0}" = 1 ]; then envs="RBEE_STEP_TIMES=1 $envs"; keep="$keep|step times|  .* calls "; fi
   # shellcheck disable=SC2086
   env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
 }
@@ -185,6 +221,15 @@ case "${AB:-0}" in
                "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
                "RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|-p 0 -n 128 -r 2 --no-limits|tg128"
                "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  # The fifth session's changes: the rank threads' spin (RBEE_TP_SPIN_US=0: sleep on a condition variable, as
+  # before) and the flag kernel's grid and loads (RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar: as before).
+  tp5) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+                 "RBEE_TP_SPIN_US=0|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+                 "default|--backend cuda|-p 0 -n 128 -r 2 --no-limits|tg128") ;;
+  tp5-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "RBEE_TP_SPIN_US=0 RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
@@ -195,6 +240,18 @@ if [ "${#ab_specs[@]}" -gt 0 ]; then
   for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     for spec in "${ab_specs[@]}"; do ab_run "$spec"; done
   done
+fi
+if [ "${PROFILE:-0}" = 1 ]; then
+  for mode in "$tp" "--backend cuda"; do
+    note "$(stamp) op profile (RBEE_OP_PROFILE=1, eager, synchronized per op): 7B F16 64 streams, 16 steps ($mode)"
+    # shellcheck disable=SC2086
+    RBEE_OP_PROFILE=1 timeout 180 "$rbee" bench -m "$m7" $mode --batch 64 -p 128 -n 16 -r 1 --no-limits > "$out/profile.tmp" 2>&1 ||
+      status=1
+    grep -E "^profile:|^  kind " "$out/profile.tmp" | tee -a "$out/summary.txt"
+    grep -E "^  [a-z+_,]+ +F32 \[64," "$out/profile.tmp" | head -16 | tee -a "$out/summary.txt"
+    cat "$out/profile.tmp" >> "$out/profile.log"
+  done
+  rm -f "$out/profile.tmp"
 fi
 if [ "${NSYS:-0}" = 1 ]; then
   nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
@@ -214,8 +271,10 @@ if [ "${LONGCTX:-0}" = 1 ] && [ -f "$m70l" ]; then
   m70=$m70l
   note "$(stamp) 70B Q8_0 at $ctx positions: one GPU (the plan refuses), two GPUs (plan --check)"
   "$rbee" plan -m "$m70" --backend cuda --gpu-layers 80 -c "$ctx" --no-fit 2>&1 | tail -4 | tee -a "$out/summary.txt"
-  timeout 240 "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c "$ctx" --check 2>&1 | tee -a "$out/summary.txt" ||
-    status=1
+  if [ "${PLAN_CHECK70:-1}" = 1 ]; then
+    timeout 240 "$rbee" plan -m "$m70" --devices "$devices" --split tensor -c "$ctx" --check 2>&1 | tee -a "$out/summary.txt" ||
+      status=1
+  fi
   for mode in ${LONGCTX_MODES:-tensor layer}; do
     note "$(stamp) 70B Q8_0, -c $ctx, --split $mode: rbee bench pp512 tg64"
     timeout 240 "$rbee" bench -m "$m70" --devices "$devices" --split "$mode" -c "$ctx" --no-fit -p 512 -n 64 -r 1 \

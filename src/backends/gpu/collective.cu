@@ -8,6 +8,7 @@
 
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "backends/gpu/peer_load.h"
 #include "rbee/core/log.h"
 #include "rbee/core/tensor.h"
 
@@ -129,11 +130,12 @@ struct FlagArgs {
   float* x;                                           // this rank's data, n elements, summed in place
   int64_t n;
   float* inbox[GpuCommunicator::kMaxRanks];           // every rank's inbox: [2 parities][ranks][chunk] floats
-  uint32_t* flags[GpuCommunicator::kMaxRanks];        // every rank's flags: [ranks][blocks], the sender's round
+  uint32_t* flags[GpuCommunicator::kMaxRanks];        // every rank's flags: [ranks][kMaxFlagBlocks], the sender's round
   uint32_t* rounds;                                   // [blocks]: this rank's last finished round per block
   int64_t chunk;                                      // elements per (parity, sender) slot
   int rank, ranks;
   bool block_fence;  // one system-scope fence per block (thread 0, after a barrier) instead of one per thread
+  bool wide_loads;   // V == 4: the peers' units as 16-byte loads through L2 (load_peer_f4), else volatile floats
 };
 
 // V floats moved as one unit (V = 4: one 16-byte store or load).
@@ -187,18 +189,18 @@ __global__ void flag_all_reduce(FlagArgs a) {
     if (t == 0) {
       threadfence_system();
       for (int p = 0; p < a.ranks; ++p) {
-        if (p != a.rank) *((volatile uint32_t*)a.flags[p] + a.rank * GpuCommunicator::kBlocks + b) = round;
+        if (p != a.rank) *((volatile uint32_t*)a.flags[p] + a.rank * GpuCommunicator::kMaxFlagBlocks + b) = round;
       }
     }
   } else {
     threadfence_system();
     __syncthreads();
-    if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * GpuCommunicator::kBlocks + b) = round;
+    if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * GpuCommunicator::kMaxFlagBlocks + b) = round;
   }
   // Every flag is sent before any thread spins (tools/gpu_emu runs the threads of a block one after the other).
   __syncthreads();
   if (peer_thread) {
-    const volatile uint32_t* flag = (const volatile uint32_t*)a.flags[a.rank] + t * GpuCommunicator::kBlocks + b;
+    const volatile uint32_t* flag = (const volatile uint32_t*)a.flags[a.rank] + t * GpuCommunicator::kMaxFlagBlocks + b;
     while ((int32_t)(*flag - round) < 0) {
     }
     threadfence_system();
@@ -215,6 +217,17 @@ __global__ void flag_all_reduce(FlagArgs a) {
         for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
       } else {
         const volatile float* src = own + (int64_t)p * a.chunk + u * V;
+        if constexpr (V == 4) {
+          if (a.wide_loads) {
+            // After the flag's acquire: one 16-byte load served by L2, where the peer's stores landed.
+            const float4 v = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
+            s.v[0] += v.x;
+            s.v[1] += v.y;
+            s.v[2] += v.z;
+            s.v[3] += v.w;
+            continue;
+          }
+        }
         for (int j = 0; j < V; ++j) s.v[j] += src[j];
       }
     }
@@ -261,6 +274,19 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     RBEE_CHECK(v == "block" || v == "thread", "RBEE_ALLREDUCE_FENCE={}: expected block or thread", v);
     block_fence_ = v == "block";
   }
+  if (const char* v = std::getenv("RBEE_ALLREDUCE_BLOCKS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    RBEE_CHECK_CODE(end != v && *end == '\0' && n >= 1 && n <= kMaxFlagBlocks, ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_BLOCKS={}: expected 1 to {}", v, kMaxFlagBlocks);
+    flag_blocks_ = (int)n;
+  }
+  if (const char* v = std::getenv("RBEE_ALLREDUCE_LOADS")) {
+    const std::string_view s = v;
+    RBEE_CHECK_CODE(s == "wide" || s == "scalar", ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_LOADS={}: expected wide or scalar", s);
+    wide_loads_ = s == "wide";
+  }
   // Peer access between every pair.
   p2p_ = ranks > 1;
   for (GpuDevice* a : devices_) {
@@ -305,16 +331,16 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
       void* inbox = nullptr;
       void* rounds = nullptr;
       RBEE_GPU_CHECK(device_malloc_coherent(&inbox, inbox_bytes));
-      RBEE_GPU_CHECK(device_malloc_coherent(&rounds, (size_t)kBlocks * sizeof(uint32_t)));
+      RBEE_GPU_CHECK(device_malloc_coherent(&rounds, (size_t)kMaxFlagBlocks * sizeof(uint32_t)));
       RBEE_GPU_CHECK(memset_async(inbox, 0, inbox_bytes, d->stream()));
-      RBEE_GPU_CHECK(memset_async(rounds, 0, (size_t)kBlocks * sizeof(uint32_t), d->stream()));
+      RBEE_GPU_CHECK(memset_async(rounds, 0, (size_t)kMaxFlagBlocks * sizeof(uint32_t), d->stream()));
       RBEE_GPU_CHECK(stream_synchronize(d->stream()));
       inbox_.push_back(static_cast<uint64_t*>(inbox));
       rounds_.push_back(static_cast<uint32_t*>(rounds));
       void* flag_inbox = nullptr;
       void* flags = nullptr;
       const size_t flag_inbox_bytes = (size_t)(2 * ranks) * (size_t)kFlagChunk * sizeof(float);
-      const size_t flags_bytes = (size_t)ranks * kBlocks * sizeof(uint32_t);
+      const size_t flags_bytes = (size_t)ranks * kMaxFlagBlocks * sizeof(uint32_t);
       RBEE_GPU_CHECK(device_malloc_coherent(&flag_inbox, flag_inbox_bytes));
       RBEE_GPU_CHECK(device_malloc_coherent(&flags, flags_bytes));
       RBEE_GPU_CHECK(memset_async(flags, 0, flags_bytes, d->stream()));
@@ -398,6 +424,7 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n) {
   a.rank = rank;
   a.ranks = size();
   a.block_fence = block_fence_;
+  a.wide_loads = wide_loads_;
   for (int p = 0; p < size(); ++p) {
     a.inbox[p] = flag_inbox_[(size_t)p];
     a.flags[p] = flags_[(size_t)p];
@@ -409,15 +436,17 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n) {
     // hidden size is a multiple of 4); single floats otherwise. The same choice on every rank (same n; the
     // allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
     const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    // Always kBlocks blocks, as in one_shot (the round counters are per block).
+    // Always flag_blocks_ blocks, as in one_shot (the round counters are per block; blocks past kBlocks have
+    // counters of their own that only this kernel advances, which keeps the reuse argument per block).
+    const int blocks = flag_blocks_;
     if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(vec4 ? flag_all_reduce<4> : flag_all_reduce<1>, dim3(kBlocks), dim3(kThreads), 0,
+      quant::launch_decode_kernel(vec4 ? flag_all_reduce<4> : flag_all_reduce<1>, dim3(blocks), dim3(kThreads), 0,
                                   dev.stream(), a);
     } else if (vec4) {
-      flag_all_reduce<4><<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<4><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     } else {
-      flag_all_reduce<1><<<kBlocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<1><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     }
   }

@@ -15,7 +15,10 @@
 //    a graph is recorded or when no collective library is present): the same push-then-sum in rank order, but
 //    the values travel alone (4 bytes each, 16-byte stores) and one flag per block and peer, written after a
 //    system-scope fence, says that a block's values arrived: half the bytes over the link of the one-shot words,
-//    for one fence and one flag round trip more. Launched like the one-shot kernel.
+//    for one fence and one flag round trip more. Launched like the one-shot kernel, on kFlagBlocks blocks
+//    (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the fourth session's grid) that read their
+//    peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
+//    as before).
 //  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): messages above kFlagMaxBytes outside graph
 //    capture, where its ring/tree algorithms and copy engines beat the peer-to-peer kernels.
 //  - the host communicator, when the GPUs cannot reach each other and no library is present (never recorded).
@@ -45,6 +48,8 @@ class GpuCommunicator final : public Communicator {
  public:
   static constexpr int kMaxRanks = 8;
   static constexpr int kBlocks = 64;                // blocks of a one-shot launch (a round counter per block)
+  static constexpr int kFlagBlocks = 128;           // blocks of a flag launch by default (about one per SM of an H100)
+  static constexpr int kMaxFlagBlocks = 256;        // round counters and flags kept per rank
   static constexpr int kThreads = 512;
   static constexpr int64_t kOneShotChunk = 1 << 18;  // elements per one-shot launch (1 MiB of f32)
   static constexpr int64_t kOneShotMaxBytes = 512 << 10;  // measured: one-shot 4.1 us at 256 KiB (flag 7.3), 11.9 at 1 MiB (flag 11.3)
@@ -75,15 +80,18 @@ class GpuCommunicator final : public Communicator {
   std::vector<nccl::Comm> comms_;
   std::unique_ptr<Communicator> host_;  // no peer access and no library
   // Per rank: inbox [2 parities][ranks][kOneShotChunk] u64 (peers write slot p: value bits | round << 32),
-  // rounds [kBlocks] u32; coherent device memory (device_malloc_coherent).
+  // rounds [kMaxFlagBlocks] u32 (block b's last round, whichever kernel ran it; the one-shot kernel uses the first
+  // kBlocks); coherent device memory (device_malloc_coherent).
   std::vector<uint64_t*> inbox_;
   std::vector<uint32_t*> rounds_;
-  // Per rank, for the flag kernel: inbox [2 parities][ranks][kFlagChunk] f32, flags [ranks][kBlocks] u32 (the
-  // round each sender's block last delivered); the round counters are the one-shot kernel's.
+  // Per rank, for the flag kernel: inbox [2 parities][ranks][kFlagChunk] f32, flags [ranks][kMaxFlagBlocks] u32
+  // (the round each sender's block last delivered); the round counters are the one-shot kernel's.
   std::vector<float*> flag_inbox_;
   std::vector<uint32_t*> flags_;
   Path path_ = Path::Auto;
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
+  int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
+  bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
   std::string aborted_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
+#include "rbee/core/step_times.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
@@ -23,6 +24,7 @@ Tensor DecodeGraphs::run(int64_t batch, int64_t width, std::span<const int32_t> 
       },
       [&](Slots& in) {
         // Inputs in place: the graph (or the eager step) reads them from these addresses.
+        step_times::Phase phase("decode graph: upload inputs, embeddings");
         device_.copy_from_host(in.ints.data(), ints.data(), ints.size_bytes());
         ops::copy(in.x, embed(in.ints.narrow(0, 0, batch)));
       },

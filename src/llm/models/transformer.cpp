@@ -9,6 +9,7 @@
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/core/profile.h"
+#include "rbee/core/step_times.h"
 #include "rbee/ops.h"
 #include "rbee/backend/communicator.h"
 
@@ -46,6 +47,22 @@ bool tp_fold_residual() {
     return v == nullptr || std::string_view(v) != "0";
   }();
   return on;
+}
+
+// How long a tensor split's rank threads spin before they sleep (RankThreads): RBEE_TP_SPIN_US when set (0: always
+// sleep on a condition variable, as before), else 20 ms where every rank is a GPU (a step only launches there, and
+// 20 ms covers the gap between two decode steps) and 0 where a rank is the host CPU (its cores compute).
+int64_t tp_spin_us(const std::vector<Device*>& devices) {
+  if (const char* v = std::getenv("RBEE_TP_SPIN_US"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long long us = std::strtoll(v, &end, 10);
+    RBEE_CHECK(end != v && *end == '\0' && us >= 0, "RBEE_TP_SPIN_US={}: expected microseconds >= 0", v);
+    return us;
+  }
+  for (const Device* d : devices) {
+    if (d->host_accessible()) return 0;
+  }
+  return 20000;
 }
 
 std::vector<float> inv_freq_table(const ModelConfig& c, float theta, bool apply_scaling, const Tensor& rope_freqs) {
@@ -117,7 +134,7 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
     } else {
       log::info("tensor split: collectives through {}", comm_->name());
     }
-    threads_ = std::make_unique<RankThreads>(n_ranks);
+    threads_ = std::make_unique<RankThreads>(n_ranks, tp_spin_us(devices));
   }
 }
 
@@ -477,9 +494,14 @@ Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32
     comm_->all_reduce_sum(k.index, xin);
     return run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
   };
+  step_times::Phase whole(graphed ? "forward: tensor split (decode step)" : "forward: tensor split (other step)");
   threads_->run(
       [&](int r) {
         Rank& k = ranks_[(size_t)r];
+        // Each rank's host part: its index inputs' upload, its embeddings (or zeros), the graph launch.
+        step_times::Phase phase(!graphed ? "rank part (other step)"
+                                : r == 0 ? "rank 0 part (decode step)"
+                                         : "rank 1+ part (decode step)");
         if (graphed && k.graphs) {
           out[(size_t)r] = k.graphs->run(
               b, width, ints, bound_cache(k, cache), [&](const Tensor& ids) { return start(k, ids); },
@@ -494,6 +516,7 @@ Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32
 }
 
 Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
+  const double t0 = step_times::enabled() ? step_times::now() : 0.0;
   const int64_t n = (int64_t)batch.tokens.size();
   RBEE_CHECK(n > 0 && !batch.seqs.empty(), "forward: empty batch");
   RBEE_CHECK(cache.layout() == kv_layout(),
@@ -549,7 +572,13 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& cache) {
   }
   if ((int64_t)logit_rows.size() == n) logit_rows.clear();  // every row: no selection
   const bool graphed = decode && logit_rows.empty() && !batch.hidden_states;
+  if (step_times::enabled()) {
+    step_times::add(graphed ? "forward: checks, index inputs (decode step)" : "forward: checks, index inputs (other step)",
+                    step_times::now() - t0);
+  }
   if (comm_) return forward_tensor_split(cache, ints, n, b, width, graphed, logit_rows, batch.hidden_states);
+  step_times::Phase phase(graphed ? "forward: one device / layer split (decode step)"
+                                  : "forward: one device / layer split (other step)");
   return forward_layer_split(cache, ints, n, b, width, graphed, logit_rows, batch.hidden_states);
 }
 

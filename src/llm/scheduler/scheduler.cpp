@@ -6,6 +6,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
+#include "rbee/core/step_times.h"
 #include "rbee/ops.h"
 
 namespace rbee::llm {
@@ -459,6 +460,7 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
           in_order ? logits
                    : ops::index_select(logits,
                                        Tensor::from_vector(source, {(int64_t)source.size()}, logits.device()), 0);
+      step_times::Phase phase("scheduler: sample op, wait for the ids");
       ids = batch.run(rows);
     } catch (const std::exception& e) {
       error = e.what();
@@ -478,6 +480,7 @@ void Scheduler::sample_and_take(const Tensor& logits, std::span<const Draw> draw
     copy_error = e.what();
     if (is_out_of_memory(e)) copy_error_kind = ErrorCode::OutOfMemory;
   }
+  step_times::Phase phase("scheduler: take the tokens (stops, text, sinks)");
   size_t next = 0;
   for (const Draw& d : draws) {
     Active& a = *d.job;
@@ -618,6 +621,14 @@ bool Scheduler::run_embeddings(int& budget) {
 }
 
 bool Scheduler::step() {
+  // RBEE_STEP_TIMES=1: the host's phases of a step (rbee/core/step_times.h); `mark` ends one and starts the next.
+  double mark_at = step_times::enabled() ? step_times::now() : 0.0;
+  auto mark = [&](const char* phase) {
+    if (!step_times::enabled()) return;
+    const double t = step_times::now();
+    step_times::add(phase, t - mark_at);
+    mark_at = t;
+  };
   const auto now = Clock::now();
   Clock::time_point drain_deadline;
   {
@@ -684,8 +695,10 @@ bool Scheduler::step() {
     worked = true;
     Tensor logits;  // [out_rows, vocab] on the model's device: only what a row needs comes to the host
     bool failed = false;
+    mark("scheduler: admit, build the batch");
     try {
       logits = model_.forward(batch, cache_);
+      mark("scheduler: model forward (host)");
     } catch (const std::exception& e) {
       // Out of memory (a full device, or RBEE_FAULT_ALLOC_*) ends this step's jobs with code "out_of_memory", which
       // the routes answer as 503 + Retry-After: the jobs admitted later still run, and the worker stays up.
@@ -772,13 +785,16 @@ bool Scheduler::step() {
           else draws.push_back({m, last});
         }
       }
+      mark("scheduler: rows to draws");
       sample_and_take(logits, draws);
+      mark("scheduler: sample and take");
     }
   }
   if (run_embeddings(budget)) worked = true;
   running_.remove_if([](const auto& a) { return a->done; });
   running_count_ = (int)running_.size();
   update_cache_stats();
+  if (worked) mark("scheduler: end of step");
   return worked;
 }
 

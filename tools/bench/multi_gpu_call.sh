@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Issue 14's two-GPU session in two chained device calls on one lease (the machine's /tmp and the processes started
+# in their own session stay while it is warm), from a carry folder made here:
+#
+#   here:  PACK_XZ=1 NO_LLAMA=1 tools/bench/gpu_session.sh pack MAIN/.devpack-NAME     (build/ci + CUDA plug-in)
+#          tools/bench/llamacpp_source.sh /tmp/llama.cpp && tar -C /tmp -czf MAIN/.devpack-NAME/llama.tgz llama.cpp
+#          cp tools/bench/{multi_gpu_call.sh,multi_gpu_session.sh,gpu_vs_llamacpp.py} MAIN/.devpack-NAME/
+#   there: .devpack-NAME/multi_gpu_call.sh checks .devpack-NAME    (call 1)
+#          .devpack-NAME/multi_gpu_call.sh table .devpack-NAME     (call 2, on the same warm machine)
+#
+# checks: unpacks the build, starts llama.cpp's build (llama-bench, llama-batched-bench; CUDA sm_90, default flags)
+#         and the writing of the Llama-2-70B-shape Q8_0 model with CTX70 (65536) positions, each in its own process
+#         session at low priority; writes the 7B F16 model; then multi_gpu_session.sh: the GPU tests (TEST_FILTER),
+#         rbee compare --split tensor against one GPU, the all-reduce latency (COLLECTIVE_PATHS), the A/B rounds
+#         AB_SPECS (default "tp5 tp5-batched") with RBEE_STEP_TIMES=1 on every side, and PROFILE=1's op tables.
+# table:  waits for llama.cpp's build, then REPS (2) alternating rows of rbee and llama.cpp on the same files (7B
+#         tg128 / pp512, 64 streams; one GPU, tensor and layer split), then the 70B model that one 80 GB card
+#         cannot hold at CTX70 positions: the one-GPU plan (refused) and `rbee bench` --split tensor (LONGCTX_MODES).
+# Everything lands in $OUT (summary.txt first). The background jobs' logs: /tmp/rbee-mg/*.log.
+set -uo pipefail
+phase=${1:?usage: multi_gpu_call.sh checks|table CARRY}
+carry=$(cd "${2:?usage: multi_gpu_call.sh checks|table CARRY}" && pwd)
+repo=$PWD  # the checkout the device tool copied (tests/data for the unit tests)
+work=/tmp/rbee-mg
+pack=$work/pack
+models=/tmp/rbee-models
+out=${OUT:-$work/out}
+ctx70=${CTX70:-65536}
+m70l=$models/llama2-70b-q8_0-ctx$ctx70.gguf
+mkdir -p "$work" "$models" "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export RBEE_SOURCE_DIR=$repo
+t0=$(date +%s)
+stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s" | tee -a "$out/calls.txt"; }
+session=("$carry/multi_gpu_session.sh" "$pack" "$work/llama.cpp" "$models")
+
+case "$phase" in
+checks)
+  rm -rf "$pack" "$work/llama.cpp"
+  tar -C "$work" -xJf "$carry/pack.tar.xz" && tar -C "$work" -xzf "$carry/llama.tgz" || exit 1
+  if [ -f "$carry/plugin.so.xz" ]; then
+    xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so"
+  else
+    stamp "CUDA plug-in (nvcc here, from the carried tree)"
+    mkdir -p "$work/tree" && tar -C "$work/tree" -xzf "$carry/tree.tgz"
+    ROOT=$work/tree JOBS=32 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1 || exit 1
+  fi
+  stamp "unpacked; llama.cpp build and the 70B model start in the background"
+  setsid nice -n 19 bash -c "cmake -S $work/llama.cpp -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF && \
+    cmake --build /tmp/llama-build -j ${LLAMA_JOBS:-24} --target llama-bench llama-batched-bench; \
+    echo exit \$? > $work/llama.done" > "$work/llama-build.log" 2>&1 < /dev/null &
+  export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RBEE_BACKEND_PATH=$pack
+  # 68 GiB: only onto a disk with room for it and the 7B file (the fifth session filled a 128 GiB disk).
+  if [ ! -f "$m70l" ] && [ "$(df -P -BG "$models" | awk 'NR == 2 { sub("G", "", $4); print $4 }')" -ge 90 ]; then
+    setsid nice -n 10 bash -c "'$pack/rbee' random-model --preset llama2-70b --type q8_0 --ctx-length $ctx70 \
+      -o '$m70l.part' > /dev/null && mv '$m70l.part' '$m70l'; rc=\$?; [ \$rc = 0 ] || rm -f '$m70l.part'; \
+      echo exit \$rc > $work/m70.done" \
+      > "$work/m70.log" 2>&1 < /dev/null &
+  elif [ ! -f "$m70l" ]; then
+    echo "not written: $(df -h "$models" | tail -1)" > "$work/m70.done"
+  else
+    echo "exit 0" > "$work/m70.done"
+  fi
+  "$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null || exit 1
+  stamp "7B F16 written; tests, compare, all-reduce latency"
+  OUT=$out ROWS=7b SKIP_BENCH=1 SKIP_PLAN=1 COMPARE_MODES=${COMPARE_MODES:-tensor} \
+    TEST_FILTER=${TEST_FILTER:-'Collective.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*'} \
+    COLLECTIVE_PATHS=${COLLECTIVE_PATHS:-auto auto+64+scalar} "${session[@]}"
+  for ab in ${AB_SPECS:-tp5 tp5-batched}; do
+    stamp "A/B $ab"
+    OUT=$out ROWS=7b AB=$ab AB_ROUNDS=${AB_ROUNDS:-1} STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
+      SKIP_COLLECTIVE=1 "${session[@]}"
+  done
+  if [ "${PROFILE:-1}" = 1 ]; then
+    stamp "op profiles"
+    OUT=$out ROWS=7b PROFILE=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 SKIP_COLLECTIVE=1 "${session[@]}"
+  fi
+  cp "$out/unit.log" "$work/unit.log" 2>/dev/null  # for the table call: $OUT is emptied between calls
+  stamp "checks done; llama.cpp: $(cat $work/llama.done 2>/dev/null || tail -c 200 $work/llama-build.log | tr '\n' ' ')"
+  ;;
+table)
+  # llama.cpp's build gets LLAMA_WAIT seconds more (default 240); a build that failed or is not done by then is
+  # left out (the table then has rbee's rows alone) rather than started again.
+  stamp "table: waiting for llama.cpp ($(tail -c 120 $work/llama-build.log | tr '\n' ' '))"
+  waited=0
+  while [ ! -e "$work/llama.done" ] && [ "$waited" -lt "${LLAMA_WAIT:-240}" ]; do sleep 2; waited=$((waited + 2)); done
+  only_rbee=0
+  if ! grep -q "exit 0" "$work/llama.done" 2>/dev/null; then
+    only_rbee=1
+    echo "llama.cpp not built: $(tail -c 600 $work/llama-build.log)" | tee -a "$out/summary.txt"
+  fi
+  stamp "table: llama.cpp waited ${waited} s"
+  # A change whose GPU tests failed in the checks call is switched off for the table (and said so).
+  if grep -q "FAILED.*Collective\." "$work/unit.log" 2>/dev/null; then
+    export RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar
+    echo "table: Collective tests failed in the checks call: the flag kernel as before (64 blocks, scalar loads)" |
+      tee -a "$out/summary.txt"
+  fi
+  if grep -q "FAILED.*RankThreads\." "$work/unit.log" 2>/dev/null; then
+    export RBEE_TP_SPIN_US=0
+    echo "table: RankThreads tests failed in the checks call: rank threads sleep (RBEE_TP_SPIN_US=0)" | tee -a "$out/summary.txt"
+  fi
+  OUT=$out REPS=${REPS:-2} ROWS=${ROWS:-7b,batched} ONLY_RBEE=$only_rbee SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 \
+    SKIP_COLLECTIVE=1 "${session[@]}"
+  stamp "table done; 70B: $(cat $work/m70.done 2>/dev/null || echo 'still writing')"
+  if [ "${SKIP_70B:-0}" != 1 ]; then
+    while [ ! -e "$work/m70.done" ]; do sleep 2; done
+    grep -q "exit 0" "$work/m70.done" || { echo "70B model: $(cat $work/m70.log)" | tee -a "$out/summary.txt"; exit 1; }
+    OUT=$out LONGCTX=1 CTX70=$ctx70 LONGCTX_MODES=${LONGCTX_MODES:-tensor} PLAN_CHECK70=${PLAN_CHECK70:-0} ROWS=7b \
+      SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 SKIP_COLLECTIVE=1 "${session[@]}"
+  fi
+  stamp "table call done"
+  ;;
+*) echo "multi_gpu_call.sh: unknown phase $phase" >&2; exit 2 ;;
+esac
