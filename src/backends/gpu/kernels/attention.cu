@@ -20,6 +20,7 @@
 
 #include "backends/common/attention_math.h"
 #include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/attention_dnn.h"
 #include "backends/gpu/kernels/attention_flash.h"
 #include "backends/gpu/kernels/attention_gemm.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -322,6 +323,7 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   // Unmasked 16-bit attention of 16 queries or more: tensor-core flash attention (attention_flash.cu); else, or
   // with RBEE_ATTN_FLASH=0, long unmasked 16-bit sequences take tensor-core GEMMs through the vendor Blas
   // (attention_gemm.cu).
+  if (attention_dnn(device_, q, k, v, params, out)) return;
   if (attention_flash(device_, q, k, v, params, out)) return;
   if (attention_gemm(device_, q, k, v, params, out)) return;
   g.qs0 = q.stride(0), g.qs1 = q.stride(1), g.qs2 = q.stride(2);
