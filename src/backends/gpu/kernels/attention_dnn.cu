@@ -19,20 +19,16 @@ namespace rbee::gpu {
 
 namespace {
 
-// RBEE_ATTN_CUDNN: 0 off, 1 every shape the library takes, else (default) the chosen shapes.
-int dnn_mode() {
-  static const int mode = [] {
+// RBEE_ATTN_CUDNN=0: off. Otherwise (unset, =1) every shape the library takes: on the H100 cuDNN 9.14's fused
+// kernel took 0.38-0.86 of the flash kernel's time on every attention shape of the SD 1.5 and SDXL UNets (self and
+// 77-key cross, head sizes 40, 64, 80, 160; docs/perf-notes/sd-speed.md, session 9), so no shape is held back.
+bool dnn_enabled() {
+  static const bool on = [] {
     const char* env = std::getenv("RBEE_ATTN_CUDNN");
-    if (env && std::string_view(env) == "0") return 0;
-    if (env && std::string_view(env) == "1") return 1;
-    return 2;
+    return !(env && std::string_view(env) == "0");
   }();
-  return mode;
+  return on;
 }
-
-// The default choice per shape. Until the per-shape table of docs/perf-notes/sd-speed.md (session 9) says
-// otherwise: every shape the library takes.
-bool chosen_by_default(const DnnAttention& /*a*/) { return true; }
 
 // The largest power of two up to 16 that divides the address.
 int alignment_of(const void* p) {
@@ -56,9 +52,8 @@ void note_path(const DnnAttention& a, const char* path) {
 
 bool attention_dnn(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                    Tensor& out) {
-  const int mode = dnn_mode();
   const DType dt = q.dtype();
-  if (mode == 0 || (dt != DType::F16 && dt != DType::BF16)) return false;
+  if (!dnn_enabled() || (dt != DType::F16 && dt != DType::BF16)) return false;
   if (params.causal || params.window > 0 || params.softcap > 0) return false;
   const int64_t d = q.dim(3);
   if (k.dim(1) != q.dim(1) || v.dim(3) != d || d % 8 != 0 || d > 256 || q.dim(2) == 0 || k.dim(2) == 0) return false;
@@ -81,10 +76,6 @@ bool attention_dnn(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tenso
   a.o_strides = {out.stride(0), out.stride(1), out.stride(2)};
   a.align =
       std::min({alignment_of(q.data()), alignment_of(k.data()), alignment_of(v.data()), alignment_of(out.data())});
-  if (mode == 2 && !chosen_by_default(a)) {
-    note_path(a, "rbee's kernels (RBEE_ATTN_CUDNN's default rule)");
-    return false;
-  }
   Dnn* dnn = dev.dnn();
   if (!dnn) {
     static std::once_flag logged;
