@@ -19,9 +19,10 @@ namespace rbee::gpu {
 
 namespace {
 
-// RBEE_ATTN_CUDNN=0: off. Otherwise (unset, =1) every shape the library takes: on the H100 cuDNN 9.14's fused
-// kernel took 0.38-0.86 of the flash kernel's time on every attention shape of the SD 1.5 and SDXL UNets (self and
-// 77-key cross, head sizes 40, 64, 80, 160; docs/perf-notes/sd-speed.md, session 9), so no shape is held back.
+// RBEE_ATTN_CUDNN=0: off. Otherwise (unset, =1) every shape the library takes: on the H100 cuDNN 9's fused kernel
+// (the machine's libcudnn.so.9) took 0.38-0.86 of the flash kernel's time on every attention shape of the SD 1.5 and
+// SDXL UNets (self and 77-key cross, head sizes 40, 64, 80, 160; docs/perf-notes/sd-speed.md, session 9), so no shape
+// is held back.
 bool dnn_enabled() {
   static const bool on = [] {
     const char* env = std::getenv("RBEE_ATTN_CUDNN");
