@@ -84,6 +84,10 @@ std::vector<float> rope_inv_freq(int rotary_dim, float theta_base, const RopeSca
 Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params);
 // q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, Hq, Tq, Dv]
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
+// The same into `out`, a caller's [B, Hq, Tq, Dv] view with a contiguous last axis (e.g. [B, Tq, Hq * Dv] storage
+// seen as [B, Hq, Tq, Dv], the layout the next projection reads, so no transpose copy follows); out shares no
+// buffer with q, k or v, and no two of its elements overlap.
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params, Tensor& out);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // hidden * gelu(gate) (erf form) for x [..., 2F] = [hidden | gate]: [..., F], computed in f32, rounded once
 // (diffusers' GEGLU).

@@ -238,7 +238,10 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, co
 }
 
 // ---------------------------------------------------------------------------------------------- attention
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
+namespace {
+
+// Validates attention's inputs (op_table.def Attention) and returns their common device.
+Device& check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
   check_defined("attention", "q", q);
   check_defined("attention", "k", k);
   check_defined("attention", "v", v);
@@ -259,10 +262,53 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   RBEE_CHECK(params.window >= 0, "attention: window must be >= 0, got {}", params.window);
   RBEE_CHECK(std::isfinite(params.softcap) && params.softcap >= 0, "attention: softcap must be finite and >= 0, got {}",
              params.softcap);
-  const Tensor qc = last_axis_contiguous(q), kc = last_axis_contiguous(k), vc = last_axis_contiguous(v);
+  return device;
+}
+
+// Whether no two elements of t share an address: walking the axes from the smallest stride up, each stride is at
+// least the extent the axes before it cover (axes of size 1 do not count).
+bool elements_distinct(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size)
+  for (int a = 0; a < t.rank(); ++a) {
+    if (t.dim(a) > 1) axes.emplace_back(t.stride(a), t.dim(a));
+  }
+  std::sort(axes.begin(), axes.end());
+  int64_t covered = 1;
+  for (const auto& [stride, size] : axes) {
+    if (stride < covered) return false;
+    covered = stride * size;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
+  Device& device = check_attention_inputs(q, k, v, params);
   Tensor out = Tensor::empty({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}, q.dtype(), device);
-  device.kernels().attention(qc, kc, vc, params, out);
+  device.kernels().attention(last_axis_contiguous(q), last_axis_contiguous(k), last_axis_contiguous(v), params, out);
   return out;
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params, Tensor& out) {
+  Device& device = check_attention_inputs(q, k, v, params);
+  check_defined("attention", "out", out);
+  const Shape want{q.dim(0), q.dim(1), q.dim(2), v.dim(3)};
+  RBEE_CHECK(out.shape() == want, "attention: out must be {}, got {}", want.to_string(), out.shape().to_string());
+  RBEE_CHECK(out.dtype() == q.dtype(), "attention: out is {} but q is {}", dtype_name(out.dtype()),
+             dtype_name(q.dtype()));
+  RBEE_CHECK(&out.device() == &device, "attention: out is on {} but q on {}", out.device().id(), device.id());
+  RBEE_CHECK(out.stride(3) == 1, "attention: out's last axis must be contiguous, got strides {}",
+             out.strides().to_string());
+  for (int a = 0; a < 4; ++a) {
+    RBEE_CHECK(out.stride(a) >= 0, "attention: out's strides must be non-negative, got {}", out.strides().to_string());
+  }
+  RBEE_CHECK(elements_distinct(out), "attention: out's elements overlap (strides {})", out.strides().to_string());
+  for (const Tensor* in : {&q, &k, &v}) {
+    RBEE_CHECK(in->buffer() != out.buffer(), "attention: out shares a buffer with an input");
+  }
+  if (out.numel() == 0) return;
+  device.kernels().attention(last_axis_contiguous(q), last_axis_contiguous(k), last_axis_contiguous(v), params, out);
 }
 
 // ------------------------------------------------------------------------------------ swiglu, add_rms_norm

@@ -135,6 +135,20 @@ Tensor Norm::silu(const Tensor& x) const {
   return ops::group_norm_silu(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps);
 }
 
+namespace {
+
+// RBEE_SD_ATTN_OUT_VIEW=0: attention writes [B, heads, T, d] and a transpose copy makes [B, T, C] (the path before
+// session 9, for A/B); unset: attention writes [B, T, C] in place.
+bool out_view_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_SD_ATTN_OUT_VIEW");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
+
 Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, bool causal) {
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), S = k.dim(1);
   RBEE_CHECK(C % heads == 0, "sd attention: {} channels are not divisible by {} heads", C, heads);
@@ -148,8 +162,15 @@ Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, boo
   AttentionParams p;
   p.scale = (float)(1.0 / std::sqrt((double)d));
   p.causal = causal;
-  Tensor o = ops::attention(split(q, T), split(k, S), split(v, S), p);
-  return o.transpose(1, 2).contiguous().view({B, T, C});
+  if (!out_view_enabled()) {
+    const Tensor o = ops::attention(split(q, T), split(k, S), split(v, S), p);
+    return o.transpose(1, 2).contiguous().view({B, T, C});
+  }
+  // The kernels write [B, T, C] directly (its [B, heads, T, d] view), the layout the output projection reads.
+  Tensor out = Tensor::empty({B, T, C}, q.dtype(), q.device());
+  Tensor heads_view = out.as_strided({B, heads, T, d}, {T * C, d, C, 1}, out.offset());
+  ops::attention(split(q, T), split(k, S), split(v, S), p, heads_view);
+  return out;
 }
 
 Tensor concat(const Tensor& a, const Tensor& b, int axis) {

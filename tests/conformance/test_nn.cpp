@@ -735,6 +735,145 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionConformance,
                          });
 RBEE_CONFORMANCE_SUITE(Attention, AttentionConformance);
 
+// ----------------------------------------------------------------------------- attention into a caller's view
+// ops::attention(q, k, v, params, out) with q / k / v head views of [B, T, H * D] projections and out a head view of
+// [B, Tq, H * D] storage: what sd::nn::mha does so that no transpose follows. SD shapes (head sizes 40, 64, 80, 160;
+// 77 text keys) take cuDNN or the flash kernel on CUDA, the small and masked ones the generic kernel, dim 36 the BLAS
+// path (RBEE_ATTN_FLASH=0 sends more there).
+struct AttnIntoCase {
+  const char* name;
+  int64_t batch, heads, tq, tk, dim;
+  bool causal;
+};
+const AttnIntoCase kAttnIntoCases[] = {
+    {"sd_self_dim40", 2, 8, 96, 96, 40, false},
+    {"sd_cross_77_odd_t_dim40", 1, 8, 133, 77, 40, false},
+    {"sd_self_dim80", 1, 4, 100, 100, 80, false},
+    {"sd_cross_77_dim80", 2, 4, 64, 77, 80, false},
+    {"sd_self_odd_t_dim160", 1, 2, 70, 70, 160, false},
+    {"sd_cross_77_dim160", 2, 2, 33, 77, 160, false},
+    {"sdxl_self_dim64", 2, 4, 130, 130, 64, false},
+    {"sdxl_cross_77_dim64", 2, 4, 130, 77, 64, false},
+    {"clip_causal_dim64", 1, 4, 77, 77, 64, true},   // the text encoders' causal self-attention
+    {"few_queries_dim16", 1, 2, 5, 7, 16, false},    // GPU: the generic kernel
+    {"gemm_dim36", 1, 2, 64, 70, 36, false},         // GPU: the BLAS path (36 % 8 != 0)
+    {"odd_dim13", 2, 3, 9, 11, 13, false},
+};
+
+// FusedProjection: self-attention reads q, k, v from one [B, T, 3 * H * D] tensor, cross-attention q from
+// [B, Tq, H * D] and k, v from one [B, Tk, 2 * H * D]; out [B, Tq, H * D]. PaddedRows: q, k, v and out each in
+// [B, T, H * D + 8] storage (rows longer than the heads; out's 8 extra columns must stay untouched).
+enum class AttnIntoLayout { FusedProjection, PaddedRows };
+
+// Storage [B, T, width] holding logical [B, H, T, D] values at column offset col0 (head h at col0 + h * D); the
+// other entries are `fill`.
+std::vector<double> interleave_heads(const std::vector<double>& values, int64_t b, int64_t h, int64_t t, int64_t d,
+                                     int64_t width, int64_t col0, std::vector<double> storage) {
+  for (int64_t ib = 0; ib < b; ++ib)
+    for (int64_t ih = 0; ih < h; ++ih)
+      for (int64_t it = 0; it < t; ++it)
+        for (int64_t id = 0; id < d; ++id)
+          storage[(size_t)((ib * t + it) * width + col0 + ih * d + id)] = values[(size_t)(((ib * h + ih) * t + it) * d + id)];
+  return storage;
+}
+
+// The [B, H, T, D] view of heads starting at column col0 of [B, T, width] storage.
+Tensor heads_of(const Tensor& storage, int64_t h, int64_t d, int64_t col0) {
+  const int64_t b = storage.dim(0), t = storage.dim(1), width = storage.dim(2);
+  return storage.as_strided({b, h, t, d}, {t * width, d, width, 1}, storage.offset() + col0);
+}
+
+using AttnIntoParam = std::tuple<std::string, DType, AttnIntoLayout, int>;
+class AttentionIntoViewConformance : public ::testing::TestWithParam<AttnIntoParam> {};
+
+::testing::AssertionResult check_attention_into(Device& device, int case_index, DType dtype, AttnIntoLayout layout) {
+  const AttnIntoCase& c = kAttnIntoCases[case_index];
+  const AttnCase ref{c.name, c.batch, c.heads, c.heads, c.tq, c.tk, c.dim, c.dim, c.causal, 0, 0, 0};
+  const int64_t C = c.heads * c.dim;
+  const auto qv = random_values(c.batch * c.heads * c.tq * c.dim, dtype, 1700 + case_index, -1, 1);
+  const auto kv = random_values(c.batch * c.heads * c.tk * c.dim, dtype, 1800 + case_index, -1, 1);
+  const auto vv = random_values(c.batch * c.heads * c.tk * c.dim, dtype, 1900 + case_index, -1, 1);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor q, k, v, out_storage;
+  const int64_t pad = layout == AttnIntoLayout::PaddedRows ? 8 : 0;
+  if (layout == AttnIntoLayout::FusedProjection && c.tq == c.tk) {
+    std::vector<double> qkv((size_t)(c.batch * c.tq * 3 * C), 0.0);
+    qkv = interleave_heads(qv, c.batch, c.heads, c.tq, c.dim, 3 * C, 0, std::move(qkv));
+    qkv = interleave_heads(kv, c.batch, c.heads, c.tk, c.dim, 3 * C, C, std::move(qkv));
+    qkv = interleave_heads(vv, c.batch, c.heads, c.tk, c.dim, 3 * C, 2 * C, std::move(qkv));
+    const Tensor fused = make_tensor(qkv, {c.batch, c.tq, 3 * C}, dtype, device);
+    q = heads_of(fused, c.heads, c.dim, 0);
+    k = heads_of(fused, c.heads, c.dim, C);
+    v = heads_of(fused, c.heads, c.dim, 2 * C);
+  } else if (layout == AttnIntoLayout::FusedProjection) {
+    const auto qs =
+        interleave_heads(qv, c.batch, c.heads, c.tq, c.dim, C, 0, std::vector<double>((size_t)(c.batch * c.tq * C)));
+    std::vector<double> kvs((size_t)(c.batch * c.tk * 2 * C), 0.0);
+    kvs = interleave_heads(kv, c.batch, c.heads, c.tk, c.dim, 2 * C, 0, std::move(kvs));
+    kvs = interleave_heads(vv, c.batch, c.heads, c.tk, c.dim, 2 * C, C, std::move(kvs));
+    q = heads_of(make_tensor(qs, {c.batch, c.tq, C}, dtype, device), c.heads, c.dim, 0);
+    const Tensor fused_kv = make_tensor(kvs, {c.batch, c.tk, 2 * C}, dtype, device);
+    k = heads_of(fused_kv, c.heads, c.dim, 0);
+    v = heads_of(fused_kv, c.heads, c.dim, C);
+  } else {
+    auto padded = [&](const std::vector<double>& values, int64_t t) {
+      const int64_t width = C + pad;
+      const auto st = interleave_heads(values, c.batch, c.heads, t, c.dim, width, 0,
+                                       std::vector<double>((size_t)(c.batch * t * width), 1e3));  // gaps would dominate
+      return heads_of(make_tensor(st, {c.batch, t, width}, dtype, device), c.heads, c.dim, 0);
+    };
+    q = padded(qv, c.tq);
+    k = padded(kv, c.tk);
+    v = padded(vv, c.tk);
+  }
+  // Poisoned output storage: every element of the view must be written, the pad columns never.
+  out_storage = make_tensor(std::vector<double>((size_t)(c.batch * c.tq * (C + pad)), nan), {c.batch, c.tq, C + pad},
+                            dtype, device);
+  Tensor out = heads_of(out_storage, c.heads, c.dim, 0);
+  AttentionParams params;
+  params.scale = (float)(1.0 / std::sqrt((double)c.dim));
+  params.causal = c.causal;
+  ops::attention(q, k, v, params, out);
+  const auto want_heads = attention_reference(ref, (double)params.scale, qv, kv, vv);
+  const auto got_storage = to_doubles(out_storage);
+  std::vector<double> got(want_heads.size());
+  for (int64_t ib = 0; ib < c.batch; ++ib)
+    for (int64_t it = 0; it < c.tq; ++it)
+      for (int64_t col = 0; col < C + pad; ++col) {
+        const double x = got_storage[(size_t)((ib * c.tq + it) * (C + pad) + col)];
+        if (col >= C) {
+          if (!std::isnan(x)) {
+            return ::testing::AssertionFailure() << "pad column " << col << " of row " << it << " was written: " << x;
+          }
+          continue;
+        }
+        const int64_t ih = col / c.dim, id = col % c.dim;
+        got[(size_t)(((ib * c.heads + ih) * c.tq + it) * c.dim + id)] = x;
+      }
+  Tolerance tol = default_tolerance(dtype);
+  if (dtype == DType::F32) tol = {2e-6, 2e-5};
+  return all_close(got, want_heads, tol);
+}
+
+TEST_P(AttentionIntoViewConformance, MatchesExplicitSoftmaxReference) {
+  const auto& [backend, dtype, layout, case_index] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  EXPECT_TRUE(check_attention_into(*device, case_index, dtype, layout));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionIntoViewConformance,
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
+                                            ::testing::ValuesIn(kFloatDTypes),
+                                            ::testing::Values(AttnIntoLayout::FusedProjection,
+                                                              AttnIntoLayout::PaddedRows),
+                                            ::testing::Range(0, (int)std::size(kAttnIntoCases))),
+                         [](const auto& info) {
+                           const bool fused = std::get<2>(info.param) == AttnIntoLayout::FusedProjection;
+                           return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+                                  (fused ? "_fused_" : "_padded_") + kAttnIntoCases[std::get<3>(info.param)].name;
+                         });
+RBEE_CONFORMANCE_SUITE(Attention, AttentionIntoViewConformance);
+
 // ------------------------------------------------------------------------------------------------ errors
 class NnErrors : public ::testing::TestWithParam<std::string> {};
 
@@ -828,6 +967,19 @@ TEST_P(NnErrors, AttentionRejectsBadArguments) {
   bad = p;
   bad.scale = std::numeric_limits<float>::infinity();
   expect_invalid([&] { ops::attention(q, k, v, bad); }, "scale");
+  // Into a caller's view: shape, dtype, last stride, overlap and aliasing.
+  Tensor out = t({1, 6, 3, 4});
+  expect_invalid([&] { Tensor o = t({1, 6, 3, 5}); ops::attention(q, k, v, p, o); }, "out must be");
+  expect_invalid([&] { Tensor o = t({1, 6, 3, 4}, DType::F16); ops::attention(q, k, v, p, o); }, "out is");
+  expect_invalid([&] { Tensor o = t({1, 6, 4, 3}).transpose(2, 3); ops::attention(q, k, v, p, o); }, "last axis");
+  expect_invalid(
+      [&] {
+        Tensor o = t({1, 3, 4}).as_strided({1, 6, 3, 4}, {72, 0, 4, 1}, 0);
+        ops::attention(q, k, v, p, o);
+      },
+      "overlap");
+  expect_invalid([&] { Tensor o = q.narrow(3, 0, 4); ops::attention(q, k, v, p, o); }, "shares a buffer");
+  ops::attention(q, k, v, p, out);  // the valid call goes through
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, NnErrors, ::testing::ValuesIn(conformance_backends()),

@@ -7,7 +7,8 @@
 # The pack is unpacked to /tmp/rbee-session and the CUDA plug-in compiled there from the carried tree (nvcc on every
 # core, ~80 s) unless the pack carries one; a second call on the same warm machine with the same tree reuses both.
 # STAGES (comma list, default all): conformance (CONFORMANCE_FILTER on cuda), memcheck (compute-sanitizer memcheck
-# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls alone; not in the default
+# over MEMCHECK_FILTER), attention (rbee_sd_bench --attention: the UNets' attention calls alone, once per entry of
+# ATTN_PATHS, same form as CONFIGS, default "default:"; each shape's path logged beside its row; not in the default
 # list), tiny (GPU-vs-CPU images of the tiny SD 1.5 pipeline), bench (rbee_sd_bench SD 1.5 512x512
 # 20 steps f16, UNet step graphs, once per entry of CONFIGS), batch (the same with --batch $BATCH for the first and
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
@@ -67,9 +68,13 @@ if has memcheck && command -v compute-sanitizer >/dev/null; then
     > "$out/memcheck.log" 2>&1
   note "memcheck [${MEMCHECK_ENV:-}] exit $?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.log" | tr '\n' ' ')"
 fi
-if has attention; then  # the UNets' attention calls alone
-  "$P/rbee_sd_bench" --attention --backend cuda > "$out/attention.txt" 2>&1
-  grep "^attention" "$out/attention.txt" | tee -a "$out/summary.txt"
+if has attention; then  # the UNets' attention calls alone, once per entry of ATTN_PATHS (the path of each shape logged)
+  IFS=';' read -r -a apaths <<< "${ATTN_PATHS:-default:}"
+  for ap in "${apaths[@]}"; do
+    env ${ap#*:} "$P/rbee_sd_bench" --attention --backend cuda > "$out/attention_${ap%%:*}.txt" 2>&1
+    grep -E "^attention|attention \[|takes no attention|refused attention" "$out/attention_${ap%%:*}.txt" |
+      sed -e "s/^\[[^]]*\] //" -e "s/^/${ap%%:*}: /" | tee -a "$out/summary.txt"
+  done
   note "attention bench done"
 fi
 if has tiny; then

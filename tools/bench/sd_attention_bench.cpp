@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/log.h"
 #include "rbee/ops.h"
 
 namespace {
@@ -42,20 +44,28 @@ rbee::Tensor head_view(int64_t b, int64_t len, int64_t h, int64_t d, uint64_t se
 }  // namespace
 
 void run_sd_attention_bench(rbee::Device& dev) {
-  std::printf("attention: shape, us/call, TFLOP/s (4 Tq Tk D per head, both guidance halves)\n");
+  const char* cudnn = std::getenv("RBEE_ATTN_CUDNN");
+  std::printf("attention: shape, us/call, TFLOP/s (4 Tq Tk D per head, both guidance halves); out written as "
+              "[B, T, H * D]; RBEE_ATTN_CUDNN=%s\n", cudnn ? cudnn : "(unset: default rule)");
+  // The GPU backends log the path of each new attention shape at debug level (stderr, before its row).
+  const char* level = std::getenv("RBEE_LOG_LEVEL");
+  if (!level) rbee::log::set_level("debug");
   for (const AttnShape& s : kShapes) {
     const rbee::Tensor q = head_view(s.batch, s.tq, s.heads, s.dim, 1, dev);
     const rbee::Tensor k = head_view(s.batch, s.tk, s.heads, s.dim, 2, dev);
     const rbee::Tensor v = head_view(s.batch, s.tk, s.heads, s.dim, 3, dev);
+    rbee::Tensor out_storage = rbee::Tensor::empty({s.batch, s.tq, s.heads * s.dim}, rbee::DType::F16, dev);
+    rbee::Tensor out = out_storage.as_strided({s.batch, s.heads, s.tq, s.dim},
+                                              {s.tq * s.heads * s.dim, s.dim, s.heads * s.dim, 1}, 0);
     rbee::AttentionParams p;
     p.scale = (float)(1.0 / std::sqrt((double)s.dim));
-    for (int i = 0; i < 3; ++i) (void)rbee::ops::attention(q, k, v, p);
+    for (int i = 0; i < 3; ++i) rbee::ops::attention(q, k, v, p, out);
     dev.synchronize();
     int reps = 0;
     const auto t0 = Clock::now();
     double elapsed = 0;
     while (reps < 20 || elapsed < 0.2) {
-      (void)rbee::ops::attention(q, k, v, p);
+      rbee::ops::attention(q, k, v, p, out);
       if (++reps % 10 == 0) {
         dev.synchronize();
         elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -65,6 +75,9 @@ void run_sd_attention_bench(rbee::Device& dev) {
     elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     const double us = elapsed / reps * 1e6;
     const double flop = 4.0 * (double)(s.batch * s.heads) * (double)s.tq * (double)s.tk * (double)s.dim;
+    std::fflush(stderr);
     std::printf("attention: %-18s %9.1f us %7.1f TFLOP/s\n", s.name, us, flop / us * 1e-6);
+    std::fflush(stdout);
   }
+  if (!level) rbee::log::set_level("info");
 }

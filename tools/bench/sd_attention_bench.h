@@ -1,5 +1,7 @@
 // rbee_sd_bench --attention: the attention calls of SD 1.5 (512x512) and SDXL (1024x1024) UNets, both guidance
-// halves, with q / k / v as nn::mha passes them (head views of [B, T, H * D] projections), timed alone.
+// halves, with q / k / v and out as nn::mha passes them (head views of [B, T, H * D] tensors), timed alone. The GPU
+// backends log each shape's path (cuDNN or rbee's kernels) at debug level, switched on here unless RBEE_LOG_LEVEL
+// is set.
 #pragma once
 
 namespace rbee {

@@ -36,6 +36,7 @@ struct Geometry : attention::AttentionShape {
   int64_t row_blocks;  // ceil(rows / row_block)
   int64_t splits;      // key-range splits per item
   Strides qs, ks, vs;  // element strides of q, k, v [B, H, T, D]
+  Strides os;          // element strides of out [B, Hq, Tq, Dv] (last one 1)
   AttentionParams params;
 };
 
@@ -108,7 +109,7 @@ class AttentionRun {
   }
   int64_t head_of(const Item& it, int64_t r) const { return it.kv_head * g_.group + r % g_.group; }
   T* out_row(const Item& it, int64_t r) const {
-    return out_ + ((it.b * g_.q_heads + head_of(it, r)) * g_.tq + r / g_.group) * g_.dim_v;
+    return out_ + it.b * g_.os[0] + head_of(it, r) * g_.os[1] + (r / g_.group) * g_.os[2];
   }
 
   void task(int64_t item, int64_t split) {
@@ -236,6 +237,7 @@ void CpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   g.qs = q.strides();
   g.ks = k.strides();
   g.vs = v.strides();
+  g.os = out.strides();
   g.params = params;
   visit_float_dtype(q.dtype(), [&](auto tag) { AttentionRun<decltype(tag)>(g, q, k, v, out).run(); });
 }

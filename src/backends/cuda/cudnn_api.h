@@ -1,7 +1,7 @@
-// The subset of cuDNN's C API that cudnn_legacy.cu and cudnn_graph.cu call: the legacy convolution calls
-// (cudnn_ops.h, cudnn_cnn.h) and the backend ("graph") descriptors (cudnn_graph.h) of cuDNN 9,
-// declared here so that nothing needs cudnn.h to build: the library (libcudnn.so.9) is opened at run time, and the
-// plug-in loads and runs without it. Types are opaque handles and plain ints; values and signatures as the cuDNN 9
+// The subset of cuDNN's C API that cudnn_legacy.cu, cudnn_graph.cu and cudnn_sdpa.cu call: the legacy convolution
+// calls (cudnn_ops.h, cudnn_cnn.h) and the backend ("graph") descriptors (cudnn_graph.h) of cuDNN 9, declared here
+// so that nothing needs cudnn.h to build: the library (libcudnn.so.9) is opened at run time, and the plug-in loads
+// and runs without it. Types are opaque handles and plain ints; values and signatures as the cuDNN 9
 // headers define them (checked against cuDNN 9.19's headers; unchanged since cuDNN 8 for these entry points).
 #pragma once
 
@@ -45,6 +45,10 @@ constexpr int kOpPointwiseDescriptor = 13;  // CUDNN_BACKEND_OPERATION_POINTWISE
 constexpr int kOpGraphDescriptor = 15;      // CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR
 constexpr int kVariantPackDescriptor = 16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
 constexpr int kTensorDescriptor = 17;       // CUDNN_BACKEND_TENSOR_DESCRIPTOR
+constexpr int kMatmulDescriptor = 18;       // CUDNN_BACKEND_MATMUL_DESCRIPTOR
+constexpr int kOpMatmulDescriptor = 19;     // CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR
+constexpr int kReductionDescriptor = 21;    // CUDNN_BACKEND_REDUCTION_DESCRIPTOR
+constexpr int kOpReductionDescriptor = 22;  // CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR
 // cudnnBackendAttributeType_t
 constexpr int kTypeHandle = 0;              // CUDNN_TYPE_HANDLE
 constexpr int kTypeDataType = 1;            // CUDNN_TYPE_DATA_TYPE (an int-sized cudnnDataType_t)
@@ -56,6 +60,7 @@ constexpr int kTypeConvolutionMode = 7;     // CUDNN_TYPE_CONVOLUTION_MODE
 constexpr int kTypeHeurMode = 8;            // CUDNN_TYPE_HEUR_MODE
 constexpr int kTypePointwiseMode = 14;      // CUDNN_TYPE_POINTWISE_MODE
 constexpr int kTypeBackendDescriptor = 15;  // CUDNN_TYPE_BACKEND_DESCRIPTOR
+constexpr int kTypeReductionOperator = 18;  // CUDNN_TYPE_REDUCTION_OPERATOR_TYPE
 // cudnnBackendAttributeName_t
 constexpr int kAttrPointwiseMode = 0;                 // CUDNN_ATTR_POINTWISE_MODE
 constexpr int kAttrPointwiseMathPrec = 1;             // CUDNN_ATTR_POINTWISE_MATH_PREC
@@ -90,11 +95,29 @@ constexpr int kAttrTensorDimensions = 902;            // CUDNN_ATTR_TENSOR_DIMEN
 constexpr int kAttrTensorStrides = 903;               // CUDNN_ATTR_TENSOR_STRIDES
 constexpr int kAttrTensorUniqueId = 906;              // CUDNN_ATTR_TENSOR_UNIQUE_ID
 constexpr int kAttrTensorIsVirtual = 907;             // CUDNN_ATTR_TENSOR_IS_VIRTUAL
+constexpr int kAttrTensorIsByValue = 908;             // CUDNN_ATTR_TENSOR_IS_BY_VALUE (a host scalar in the pack)
 constexpr int kAttrVariantPackUniqueIds = 1000;       // CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS
 constexpr int kAttrVariantPackDataPointers = 1001;    // CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS
 constexpr int kAttrVariantPackWorkspace = 1003;       // CUDNN_ATTR_VARIANT_PACK_WORKSPACE
+constexpr int kAttrMatmulCompType = 1500;             // CUDNN_ATTR_MATMUL_COMP_TYPE
+constexpr int kAttrOpMatmulA = 1520;                  // CUDNN_ATTR_OPERATION_MATMUL_ADESC
+constexpr int kAttrOpMatmulB = 1521;                  // CUDNN_ATTR_OPERATION_MATMUL_BDESC
+constexpr int kAttrOpMatmulC = 1522;                  // CUDNN_ATTR_OPERATION_MATMUL_CDESC
+constexpr int kAttrOpMatmulDesc = 1523;               // CUDNN_ATTR_OPERATION_MATMUL_DESC
+constexpr int kAttrReductionOperator = 1600;          // CUDNN_ATTR_REDUCTION_OPERATOR
+constexpr int kAttrReductionCompType = 1601;          // CUDNN_ATTR_REDUCTION_COMP_TYPE
+constexpr int kAttrOpReductionX = 1610;               // CUDNN_ATTR_OPERATION_REDUCTION_XDESC
+constexpr int kAttrOpReductionY = 1611;               // CUDNN_ATTR_OPERATION_REDUCTION_YDESC
+constexpr int kAttrOpReductionDesc = 1612;            // CUDNN_ATTR_OPERATION_REDUCTION_DESC
 constexpr int kPointwiseAdd = 0;                      // CUDNN_POINTWISE_ADD (cudnnPointwiseMode_t)
 constexpr int kPointwiseSwishFwd = 106;               // CUDNN_POINTWISE_SWISH_FWD: x / (1 + exp(-x)) (beta 1)
+constexpr int kPointwiseMul = 1;                      // CUDNN_POINTWISE_MUL
+constexpr int kPointwiseDiv = 6;                      // CUDNN_POINTWISE_DIV
+constexpr int kPointwiseSub = 9;                      // CUDNN_POINTWISE_SUB
+constexpr int kPointwiseExp = 13;                     // CUDNN_POINTWISE_EXP
+constexpr int kPointwiseLog = 15;                     // CUDNN_POINTWISE_LOG
+constexpr int kReduceAdd = 0;                         // CUDNN_REDUCE_TENSOR_ADD (cudnnReduceTensorOp_t)
+constexpr int kReduceMax = 3;                         // CUDNN_REDUCE_TENSOR_MAX
 constexpr int kHeurModeA = 3;                         // CUDNN_HEUR_MODE_A (cudnnBackendHeurMode_t)
 constexpr int kHeurModeFallback = 2;                  // CUDNN_HEUR_MODE_FALLBACK
 

@@ -1,5 +1,6 @@
 // cuDNN behind rbee::gpu::Dnn, opened at run time (cudnn_api.h), so the plug-in loads and runs without it. One handle
-// per device (made at the first convolution, outside any graph capture) and one plan per convolution shape, cached:
+// per device (made at the first convolution or attention, outside any graph capture), one plan per attention shape
+// (cudnn_sdpa.cu: the fused flash-attention graph) and one per convolution shape, cached:
 // an operation graph of the backend API (cudnn_graph.cu: conv + bias + residual + SiLU in one fused kernel where an
 // engine takes it) or the legacy fused call (cudnn_legacy.cu: conv + bias + residual). RBEE_CONV_CUDNN_API=graph or
 // =legacy takes only that API (A/B); unset, the graph is tried first. RBEE_CONV_CUDNN_TUNE=1 finalizes the graph
@@ -18,6 +19,7 @@
 
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_plan.h"
+#include "backends/cuda/cudnn_sdpa.h"
 #include "backends/gpu/dnn.h"
 #include "rbee/core/log.h"
 
@@ -129,10 +131,51 @@ class CudnnDnn final : public Dnn {
   ~CudnnDnn() override {
     for (auto& [key, plan] : plans_)
       if (plan) plan->abandon();
+    for (auto& [key, plan] : attention_plans_)
+      if (plan) plan->abandon();
     if (zeros_) cudaFree(zeros_);
     for (void* p : retired_zeros_) cudaFree(p);
   }
   const char* name() const override { return "cuDNN"; }
+
+  bool plan_attention(const DnnAttention& a, bool may_prepare, size_t* workspace_bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    *workspace_bytes = 0;
+    const auto it = attention_plans_.find(a.key());
+    if (it != attention_plans_.end()) {
+      if (it->second) *workspace_bytes = it->second->workspace();
+      return it->second != nullptr;
+    }
+    if (!may_prepare) return false;
+    std::unique_ptr<cudnn::SdpaPlan>& p = attention_plans_[a.key()];
+    if (!ensure_handle()) return false;
+    std::string why;
+    p = cudnn::make_sdpa_plan(api_, handle_, a, &why);
+    if (p) {
+      *workspace_bytes = p->workspace();
+      log::debug("cuDNN takes attention {} (softmax pattern {}, workspace {} bytes)", describe(a), p->pattern(),
+                 p->workspace());
+    } else {
+      log::info("cuDNN takes no attention {}: {}; rbee's kernels compute it", describe(a), why);
+    }
+    return p != nullptr;
+  }
+
+  bool run_attention(const DnnAttention& a, float scale, const void* q, const void* k, const void* v, void* out,
+                     void* workspace, size_t /*workspace_bytes*/, Stream stream) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = attention_plans_.find(a.key());
+    if (it == attention_plans_.end() || !it->second) return false;
+    if (api_.set_stream(handle_, stream) != cudnn::kSuccess) return false;
+    const cudnn::Status s = it->second->run(handle_, scale, q, k, v, out, workspace);
+    if (s != cudnn::kSuccess) {
+      log::warn("cuDNN refused attention {}: {}; this shape takes rbee's kernels from now on", describe(a),
+                api_.error_string(s));
+      it->second.reset();
+      return false;
+    }
+    return true;
+  }
 
   bool plan(const DnnConv2d& c, bool may_prepare, size_t* workspace_bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -171,6 +214,23 @@ class CudnnDnn final : public Dnn {
   }
 
  private:
+  static std::string describe(const DnnAttention& a) {
+    return fmt::format("[b {}, h {}, tq {}, tk {}, d {}] {} (strides q [{}, {}, {}] k [{}, {}, {}] v [{}, {}, {}] "
+                       "out [{}, {}, {}], align {})",
+                       a.b, a.h, a.tq, a.tk, a.d, a.dtype == DType::BF16 ? "bf16" : "f16", a.q_strides[0],
+                       a.q_strides[1], a.q_strides[2], a.k_strides[0], a.k_strides[1], a.k_strides[2], a.v_strides[0],
+                       a.v_strides[1], a.v_strides[2], a.o_strides[0], a.o_strides[1], a.o_strides[2], a.align);
+  }
+
+  // The handle of this device, made on first use (outside graph captures). False when cuDNN cannot make one.
+  bool ensure_handle() {
+    if (handle_) return true;
+    if (api_.create(&handle_) == cudnn::kSuccess) return true;
+    handle_ = nullptr;
+    log::warn("cuDNN: no handle could be made; convolutions and attention use rbee's paths");
+    return false;
+  }
+
   static std::string describe(const DnnConv2d& c) {
     return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh, c.kw,
                        c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
@@ -185,11 +245,7 @@ class CudnnDnn final : public Dnn {
     if ((int64_t)c.n * c.cin * c.h * c.w >= lim || (int64_t)c.n * c.cout * c.ho * c.wo >= lim ||
         (int64_t)c.cout * c.cin * c.kh * c.kw >= lim)
       return nullptr;
-    if (!handle_ && api_.create(&handle_) != cudnn::kSuccess) {
-      handle_ = nullptr;
-      log::warn("cuDNN: no handle could be made; convolutions use rbee's paths");
-      return nullptr;
-    }
+    if (!ensure_handle()) return nullptr;
     std::string why_graph, why_legacy;
     std::unique_ptr<cudnn::ConvPlan> p;
     if (api_choice() != 2) p = cudnn::make_graph_plan(api_, handle_, c, graph_candidates(), &why_graph);
@@ -231,6 +287,7 @@ class CudnnDnn final : public Dnn {
   std::vector<void*> retired_zeros_;  // smaller zero rows that earlier legacy plans point to
   std::mutex mutex_;
   std::map<std::array<int, 21>, std::unique_ptr<cudnn::ConvPlan>> plans_;
+  std::map<std::array<int64_t, 19>, std::unique_ptr<cudnn::SdpaPlan>> attention_plans_;
 };
 
 }  // namespace

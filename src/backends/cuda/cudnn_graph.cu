@@ -13,6 +13,7 @@
 #include <array>
 #include <vector>
 
+#include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/cudnn_plan.h"
 
 namespace rbee::gpu::cudnn {
@@ -24,14 +25,10 @@ enum : int64_t { kUidX = 1, kUidW, kUidOut, kUidBias, kUidResidual, kUidConv = 1
 
 class GraphPlan final : public ConvPlan {
  public:
-  explicit GraphPlan(const Api& api) : api_(api) {}
-  ~GraphPlan() override {
-    // Dependents first: the plan, the engine configurations, the heuristics, the graph, the ops, the tensors.
-    for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) api_.backend_destroy(*it);
-  }
+  explicit GraphPlan(const Api& api) : d_(api) {}
   const char* api() const override { return "graph"; }
   size_t workspace() const override { return (size_t)workspace_; }
-  void abandon() override { owned_.clear(); }
+  void abandon() override { d_.abandon(); }
 
   bool needs_tuning() const override { return candidates_.size() > 1; }
 
@@ -72,34 +69,36 @@ class GraphPlan final : public ConvPlan {
     auto strides = [&](int64_t ch, int64_t rows, int64_t cols) -> std::array<int64_t, 4> {
       return {ch * rows * cols, rows * cols, cols, 1};
     };
-    BackendDesc x = tensor(kUidX, io_type, {n, c.cin, c.h, c.w}, strides(c.cin, c.h, c.w), false, align);
-    BackendDesc w = tensor(kUidW, io_type, {k, c.cin, c.kh, c.kw}, strides(c.cin, c.kh, c.kw), false, align);
+    BackendDesc x = d_.tensor(kUidX, io_type, {n, c.cin, c.h, c.w}, strides(c.cin, c.h, c.w), align, false);
+    BackendDesc w = d_.tensor(kUidW, io_type, {k, c.cin, c.kh, c.kw}, strides(c.cin, c.kh, c.kw), align, false);
     const std::array<int64_t, 4> out_dims{n, k, c.ho, c.wo}, out_strides = strides(k, c.ho, c.wo);
     const bool epilogue = c.bias || c.residual || c.silu;
-    BackendDesc out = tensor(kUidOut, io_type, out_dims, out_strides, false, align);
-    BackendDesc conv_out = epilogue ? tensor(kUidConv, f32, out_dims, out_strides, true, align) : out;
+    BackendDesc out = d_.tensor(kUidOut, io_type, out_dims, out_strides, align, false);
+    BackendDesc conv_out = epilogue ? d_.tensor(kUidConv, f32, out_dims, out_strides, align, true) : out;
     if (!x || !w || !out || !conv_out) return fail(why, "a tensor descriptor");
 
-    BackendDesc conv = make(kConvolutionDescriptor);
+    BackendDesc conv = d_.make(kConvolutionDescriptor);
     const int mode = kCrossCorrelation;
     const int64_t dims = 2, dil[2] = {c.dilation_h, c.dilation_w}, str[2] = {c.stride_h, c.stride_w},
                   pad[2] = {c.pad_h, c.pad_w};
-    if (!conv || !set(conv, kAttrConvCompType, kTypeDataType, 1, &f32) ||
-        !set(conv, kAttrConvMode, kTypeConvolutionMode, 1, &mode) ||
-        !set(conv, kAttrConvSpatialDims, kTypeInt64, 1, &dims) || !set(conv, kAttrConvDilations, kTypeInt64, 2, dil) ||
-        !set(conv, kAttrConvFilterStrides, kTypeInt64, 2, str) || !set(conv, kAttrConvPrePaddings, kTypeInt64, 2, pad) ||
-        !set(conv, kAttrConvPostPaddings, kTypeInt64, 2, pad) || !finalize(conv))
+    if (!conv || !d_.set(conv, kAttrConvCompType, kTypeDataType, 1, &f32) ||
+        !d_.set(conv, kAttrConvMode, kTypeConvolutionMode, 1, &mode) ||
+        !d_.set(conv, kAttrConvSpatialDims, kTypeInt64, 1, &dims) ||
+        !d_.set(conv, kAttrConvDilations, kTypeInt64, 2, dil) ||
+        !d_.set(conv, kAttrConvFilterStrides, kTypeInt64, 2, str) ||
+        !d_.set(conv, kAttrConvPrePaddings, kTypeInt64, 2, pad) ||
+        !d_.set(conv, kAttrConvPostPaddings, kTypeInt64, 2, pad) || !d_.finalize(conv))
       return fail(why, "the convolution descriptor");
 
     std::vector<BackendDesc> ops;
-    BackendDesc fprop = make(kOpConvForwardDescriptor);
+    BackendDesc fprop = d_.make(kOpConvForwardDescriptor);
     const float alpha = 1.0f, beta = 0.0f;
-    if (!fprop || !set(fprop, kAttrConvFwdX, kTypeBackendDescriptor, 1, &x) ||
-        !set(fprop, kAttrConvFwdW, kTypeBackendDescriptor, 1, &w) ||
-        !set(fprop, kAttrConvFwdY, kTypeBackendDescriptor, 1, &conv_out) ||
-        !set(fprop, kAttrConvFwdConvDesc, kTypeBackendDescriptor, 1, &conv) ||
-        !set(fprop, kAttrConvFwdAlpha, kTypeFloat, 1, &alpha) || !set(fprop, kAttrConvFwdBeta, kTypeFloat, 1, &beta) ||
-        !finalize(fprop))
+    if (!fprop || !d_.set(fprop, kAttrConvFwdX, kTypeBackendDescriptor, 1, &x) ||
+        !d_.set(fprop, kAttrConvFwdW, kTypeBackendDescriptor, 1, &w) ||
+        !d_.set(fprop, kAttrConvFwdY, kTypeBackendDescriptor, 1, &conv_out) ||
+        !d_.set(fprop, kAttrConvFwdConvDesc, kTypeBackendDescriptor, 1, &conv) ||
+        !d_.set(fprop, kAttrConvFwdAlpha, kTypeFloat, 1, &alpha) ||
+        !d_.set(fprop, kAttrConvFwdBeta, kTypeFloat, 1, &beta) || !d_.finalize(fprop))
       return fail(why, "the convolution node");
     ops.push_back(fprop);
 
@@ -107,72 +106,40 @@ class GraphPlan final : public ConvPlan {
     BackendDesc prev = conv_out;
     int remaining = (c.bias ? 1 : 0) + (c.residual ? 1 : 0) + (c.silu ? 1 : 0);
     auto next_out = [&](int64_t uid) {
-      return --remaining == 0 ? out : tensor(uid, f32, out_dims, out_strides, true, align);
+      return --remaining == 0 ? out : d_.tensor(uid, f32, out_dims, out_strides, align, true);
     };
     if (c.bias) {
       const int64_t rows = c.bias_per_image ? n : 1;
-      BackendDesc bias = tensor(kUidBias, io_type, {rows, k, 1, 1}, {k, 1, k, k}, false, align);
+      BackendDesc bias = d_.tensor(kUidBias, io_type, {rows, k, 1, 1}, {k, 1, k, k}, align, false);
       BackendDesc dst = next_out(kUidBiased);
-      BackendDesc op = bias && dst ? pointwise(kPointwiseAdd, prev, bias, dst) : nullptr;
+      BackendDesc op = bias && dst ? d_.pointwise(kPointwiseAdd, prev, bias, dst) : nullptr;
       if (!op) return fail(why, "the bias node");
       ops.push_back(op);
       prev = dst;
     }
     if (c.residual) {
-      BackendDesc residual = tensor(kUidResidual, io_type, out_dims, out_strides, false, align);
+      BackendDesc residual = d_.tensor(kUidResidual, io_type, out_dims, out_strides, align, false);
       BackendDesc dst = next_out(kUidSummed);
-      BackendDesc op = residual && dst ? pointwise(kPointwiseAdd, prev, residual, dst) : nullptr;
+      BackendDesc op = residual && dst ? d_.pointwise(kPointwiseAdd, prev, residual, dst) : nullptr;
       if (!op) return fail(why, "the residual node");
       ops.push_back(op);
       prev = dst;
     }
     if (c.silu) {
-      BackendDesc op = pointwise(kPointwiseSwishFwd, prev, nullptr, out);
+      BackendDesc op = d_.pointwise(kPointwiseSwishFwd, prev, nullptr, out);
       if (!op) return fail(why, "the SiLU node");
       ops.push_back(op);
     }
 
-    BackendDesc graph = make(kOpGraphDescriptor);
-    if (!graph || !set(graph, kAttrOpGraphHandle, kTypeHandle, 1, &handle) ||
-        !set(graph, kAttrOpGraphOps, kTypeBackendDescriptor, (int64_t)ops.size(), ops.data()) || !finalize(graph))
-      return fail(why, "the operation graph (no engine takes these nodes)");
-
-    BackendDesc heur = make(kEngineHeurDescriptor);
-    const int heur_mode = kHeurModeA;
-    int64_t count = 0;
-    if (!heur || !set(heur, kAttrEngineHeurOpGraph, kTypeBackendDescriptor, 1, &graph) ||
-        !set(heur, kAttrEngineHeurMode, kTypeHeurMode, 1, &heur_mode) || !finalize(heur) ||
-        api_.backend_get(heur, kAttrEngineHeurResults, kTypeBackendDescriptor, 0, &count, nullptr) != kSuccess)
-      return fail(why, "the engine heuristics");
-    if (count <= 0) return fail(why, "the heuristics (no engine for this graph)");
-    count = std::min<int64_t>(count, 8);  // the best ranked few
-    std::vector<BackendDesc> configs;
-    for (int64_t i = 0; i < count; ++i) {
-      BackendDesc cfg = make(kEngineCfgDescriptor);
-      if (!cfg) return fail(why, "an engine configuration");
-      configs.push_back(cfg);
+    BackendDesc graph = d_.graph(handle, ops);
+    if (!graph) return fail(why, "the operation graph (no engine takes these nodes)");
+    std::string step;
+    for (const Descriptors::RankedPlan& p : d_.ranked_plans(handle, graph, kHeurModeA, max_candidates, &step)) {
+      candidates_.push_back(p.plan);
+      ranks_.push_back(p.rank);
+      workspace_ = std::max(workspace_, p.workspace);  // enough for every candidate
     }
-    int64_t got = 0;
-    if (api_.backend_get(heur, kAttrEngineHeurResults, kTypeBackendDescriptor, count, &got, configs.data()) !=
-        kSuccess)
-      return fail(why, "the heuristics' results");
-    for (int64_t i = 0; i < got && (int)candidates_.size() < max_candidates; ++i) {
-      BackendDesc plan = nullptr;
-      int64_t returned = 0, bytes = 0;
-      if (api_.backend_create(kExecutionPlanDescriptor, &plan) != kSuccess) return fail(why, "an execution plan");
-      if (set(plan, kAttrPlanHandle, kTypeHandle, 1, &handle) &&
-          set(plan, kAttrPlanEngineConfig, kTypeBackendDescriptor, 1, &configs[(size_t)i]) &&
-          api_.backend_finalize(plan) == kSuccess &&
-          api_.backend_get(plan, kAttrPlanWorkspaceSize, kTypeInt64, 1, &returned, &bytes) == kSuccess) {
-        owned_.push_back(plan);
-        candidates_.push_back(plan);
-        ranks_.push_back((int)i);
-        workspace_ = std::max(workspace_, bytes);  // enough for every candidate
-        continue;
-      }
-      api_.backend_destroy(plan);  // this engine does not take the graph after all: the next one
-    }
-    if (candidates_.empty()) return fail(why, "the execution plans (none of the ranked engines finalized)");
+    if (candidates_.empty()) return fail(why, step.c_str());
     plan_ = candidates_[0];
     if (candidates_.size() == 1) candidates_.clear();
     has_bias_ = c.bias;
@@ -193,65 +160,16 @@ class GraphPlan final : public ConvPlan {
       uids[count] = kUidResidual;
       ptrs[count++] = const_cast<void*>(residual);
     }
-    BackendDesc pack = nullptr;
-    Status s = api_.backend_create(kVariantPackDescriptor, &pack);
-    if (s != kSuccess) return s;
-    s = api_.backend_set(pack, kAttrVariantPackUniqueIds, kTypeInt64, count, uids);
-    if (s == kSuccess) s = api_.backend_set(pack, kAttrVariantPackDataPointers, kTypeVoidPtr, count, ptrs);
-    if (s == kSuccess) s = api_.backend_set(pack, kAttrVariantPackWorkspace, kTypeVoidPtr, 1, &workspace);
-    if (s == kSuccess) s = api_.backend_finalize(pack);
-    if (s == kSuccess) s = api_.backend_execute(handle, plan_, pack);
-    api_.backend_destroy(pack);
-    return s;
+    return d_.execute(handle, plan_, count, uids, ptrs, workspace);
   }
 
  private:
-  BackendDesc make(int type) {
-    BackendDesc d = nullptr;
-    if (api_.backend_create(type, &d) != kSuccess) return nullptr;
-    owned_.push_back(d);
-    return d;
-  }
-  bool set(BackendDesc d, int name, int type, int64_t count, const void* elements) {
-    return api_.backend_set(d, name, type, count, elements) == kSuccess;
-  }
-  bool finalize(BackendDesc d) { return api_.backend_finalize(d) == kSuccess; }
   static bool fail(std::string* why, const char* what) {
     *why = std::string("cuDNN's graph API refused ") + what;
     return false;
   }
 
-  BackendDesc tensor(int64_t uid, int type, const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides,
-                     bool is_virtual, int64_t align) {
-    BackendDesc t = make(kTensorDescriptor);
-    const bool v = is_virtual;
-    if (!t || !set(t, kAttrTensorDataType, kTypeDataType, 1, &type) ||
-        !set(t, kAttrTensorDimensions, kTypeInt64, 4, dims.data()) ||
-        !set(t, kAttrTensorStrides, kTypeInt64, 4, strides.data()) || !set(t, kAttrTensorUniqueId, kTypeInt64, 1, &uid) ||
-        !set(t, kAttrTensorByteAlignment, kTypeInt64, 1, &align) || !set(t, kAttrTensorIsVirtual, kTypeBoolean, 1, &v) ||
-        !finalize(t))
-      return nullptr;
-    return t;
-  }
-
-  // A pointwise node y = mode(x, b) (b null: unary), computed in f32.
-  BackendDesc pointwise(int mode, BackendDesc x, BackendDesc b, BackendDesc y) {
-    BackendDesc pw = make(kPointwiseDescriptor);
-    const int prec = kDataFloat;
-    if (!pw || !set(pw, kAttrPointwiseMode, kTypePointwiseMode, 1, &mode) ||
-        !set(pw, kAttrPointwiseMathPrec, kTypeDataType, 1, &prec) || !finalize(pw))
-      return nullptr;
-    BackendDesc op = make(kOpPointwiseDescriptor);
-    if (!op || !set(op, kAttrOpPointwisePwDesc, kTypeBackendDescriptor, 1, &pw) ||
-        !set(op, kAttrOpPointwiseX, kTypeBackendDescriptor, 1, &x) ||
-        (b && !set(op, kAttrOpPointwiseB, kTypeBackendDescriptor, 1, &b)) ||
-        !set(op, kAttrOpPointwiseY, kTypeBackendDescriptor, 1, &y) || !finalize(op))
-      return nullptr;
-    return op;
-  }
-
-  const Api& api_;
-  std::vector<BackendDesc> owned_;  // in creation order
+  Descriptors d_;
   BackendDesc plan_ = nullptr;                // the plan run() executes
   std::vector<BackendDesc> candidates_;       // finalized plans tune() chooses among (empty once chosen)
   std::vector<int> ranks_;                    // their heuristic ranks

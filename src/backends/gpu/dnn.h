@@ -1,7 +1,8 @@
-// A vendor convolution library behind one small interface, beside blas.h: cuDNN on CUDA (opened at run time,
-// src/backends/cuda/cudnn_dnn.cu), nothing on ROCm (Debian has no MIOpen: make_vendor_dnn returns nullptr there).
+// A vendor convolution and attention library behind one small interface, beside blas.h: cuDNN on CUDA (opened at
+// run time, src/backends/cuda/cudnn_dnn.cu), nothing on ROCm (Debian has no MIOpen: make_vendor_dnn returns nullptr there).
 // Two steps, so that the caller owns the scratch memory (the device's caching allocator, also inside a graph
-// capture): plan() says whether the library takes a convolution and how much workspace it needs, run() does it.
+// capture): plan() says whether the library takes a convolution and how much workspace it needs, run() does it;
+// plan_attention() / run_attention() the same for unmasked attention (cuDNN's fused flash attention).
 #pragma once
 
 #include <array>
@@ -33,6 +34,25 @@ struct DnnConv2d {
   }
 };
 
+// One unmasked scaled-dot-product attention (op_table.def Attention without causal, window or softcap):
+//   out[b, h, i, :] = sum_j softmax_j(scale * q[b, h, i, :] . k[b, h, j, :]) v[b, h, j, :]
+// q [b, h, tq, d], k and v [b, h, tk, d], out [b, h, tq, d], each with its own element strides for the first three
+// axes (any order, e.g. heads and positions interleaved as in [b, t, h * d] storage) and a unit last stride. Scores
+// and softmax in f32, the probabilities rounded to dtype before P.V (as rbee's flash kernel), P.V summed in f32, out
+// rounded once. align: the largest power of two up to 16 dividing every pointer run_attention() gets (in bytes).
+struct DnnAttention {
+  DType dtype = DType::F16;  // F16 or BF16 for q, k, v and out alike
+  int64_t b = 0, h = 0, tq = 0, tk = 0, d = 0;
+  std::array<int64_t, 3> q_strides{}, k_strides{}, v_strides{}, o_strides{};  // [b, h, t] strides in elements
+  int align = 16;
+  // Every field, for maps keyed by the attention (the scale is a run-time value, not part of the plan).
+  std::array<int64_t, 19> key() const {
+    return {(int64_t)dtype, b,           h,           tq,          tk,          d,           q_strides[0],
+            q_strides[1],   q_strides[2], k_strides[0], k_strides[1], k_strides[2], v_strides[0], v_strides[1],
+            v_strides[2],   o_strides[0], o_strides[1], o_strides[2], align};
+  }
+};
+
 class Dnn {
  public:
   virtual ~Dnn() = default;
@@ -48,6 +68,13 @@ class Dnn {
   // refuses the call; the shape is then refused from now on (plan() returns false for it).
   virtual bool run(const DnnConv2d& c, const void* x, const void* w, const void* bias, const void* residual, void* out,
                    void* workspace, size_t workspace_bytes, bool may_tune, Stream stream) = 0;
+
+  // Attention, in the same two steps: whether run_attention() takes `a` (preparing it on the first call of a shape,
+  // outside graph captures only) and the scratch it needs; then the attention on `stream`, scale given per call.
+  // run_attention() returns false, having written nothing, when the library refuses; the shape is refused from then.
+  virtual bool plan_attention(const DnnAttention& a, bool may_prepare, size_t* workspace_bytes) = 0;
+  virtual bool run_attention(const DnnAttention& a, float scale, const void* q, const void* k, const void* v,
+                             void* out, void* workspace, size_t workspace_bytes, Stream stream) = 0;
 };
 
 // The convolution library of this build for the current device, or nullptr when absent (cuDNN not installed,

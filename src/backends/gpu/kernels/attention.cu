@@ -20,6 +20,7 @@
 
 #include "backends/common/attention_math.h"
 #include "backends/gpu/gpu_kernels.h"
+#include "backends/gpu/kernels/attention_dnn.h"
 #include "backends/gpu/kernels/attention_flash.h"
 #include "backends/gpu/kernels/attention_gemm.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -43,6 +44,7 @@ struct AttnGeometry : attention::AttentionShape {
   int64_t items;       // batch * kv_heads * row_tiles
   int64_t splits;      // key-range splits per item
   int64_t qs0, qs1, qs2, ks0, ks1, ks2, vs0, vs1, vs2;  // element strides of q, k, v [B, H, T, *]
+  int64_t os0, os1, os2;                                // element strides of out [B, Hq, Tq, Dv] (last one 1)
   float scale, softcap;
   bool causal;
   int window;
@@ -226,7 +228,7 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, AttnGeometr
 
     if (active) {
       if (g.splits == 1) {
-        T* dst = out + ((b * g.q_heads + head) * g.tq + qi) * dim_v;
+        T* dst = out + b * g.os0 + head * g.os1 + qi * g.os2;
         const C inv = l > 0 ? C(1) / l : C(0);
 #pragma unroll
         for (int u = 0; u < kO; ++u) {
@@ -275,7 +277,7 @@ __global__ void attention_merge_kernel(const compute_t<T>* part_ml, const comput
         acc += w * part_o[slot(sp) * g.dim_v + c];
       }
     }
-    store(out + ((b * g.q_heads + head) * g.tq + qi) * g.dim_v + c, l > 0 ? acc / l : C(0));
+    store(out + b * g.os0 + head * g.os1 + qi * g.os2 + c, l > 0 ? acc / l : C(0));
   }
 }
 
@@ -321,11 +323,13 @@ void GpuKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   // Unmasked 16-bit attention of 16 queries or more: tensor-core flash attention (attention_flash.cu); else, or
   // with RBEE_ATTN_FLASH=0, long unmasked 16-bit sequences take tensor-core GEMMs through the vendor Blas
   // (attention_gemm.cu).
+  if (attention_dnn(device_, q, k, v, params, out)) return;
   if (attention_flash(device_, q, k, v, params, out)) return;
   if (attention_gemm(device_, q, k, v, params, out)) return;
   g.qs0 = q.stride(0), g.qs1 = q.stride(1), g.qs2 = q.stride(2);
   g.ks0 = k.stride(0), g.ks1 = k.stride(1), g.ks2 = k.stride(2);
   g.vs0 = v.stride(0), g.vs1 = v.stride(1), g.vs2 = v.stride(2);
+  g.os0 = out.stride(0), g.os1 = out.stride(1), g.os2 = out.stride(2);
   g.scale = params.scale;
   g.softcap = params.softcap;
   g.causal = params.causal;

@@ -20,7 +20,8 @@ struct DenseFlashParams {
   const uint16_t* k;  // [B, Hkv, Tk, d]
   const uint16_t* v;  // [B, Hkv, Tk, d]
   int64_t q_s0, q_s1, q_s2, k_s0, k_s1, k_s2, v_s0, v_s1, v_s2;
-  uint16_t* out;  // [B, Hq, Tq, d] contiguous
+  uint16_t* out;  // [B, Hq, Tq, d], element strides o_s0..o_s2, unit last stride
+  int64_t o_s0, o_s1, o_s2;
   int tq, tk, d;  // d <= the configuration's D, a multiple of 8
   int group;      // Hq / Hkv
   float qk_mul;   // scale * log2(e)
@@ -76,7 +77,7 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) dense_flas
   }
   flash_key_tiles<Cfg, E>(smem, (p.tk + BN - 1) / BN, 0, row_lo, row_hi, p.qk_mul, false, 0.f, stage, fs);
 
-  uint16_t* ob = p.out + (((int64_t)b * gridDim.y + h) * p.tq + t0) * p.d;
+  uint16_t* ob = p.out + b * p.o_s0 + h * p.o_s1 + (int64_t)t0 * p.o_s2;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(Cfg::kWarps* RBEE_DEVICE_WARP_SIZE) dense_flas
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
         const int c = 16 * dt + mma_acc_col(i);
-        if (c < p.d) ob[(int64_t)r * p.d + c] = round_to_elem<E>(fs.o[mt][dt].v[i] * inv);
+        if (c < p.d) ob[(int64_t)r * p.o_s2 + c] = round_to_elem<E>(fs.o[mt][dt].v[i] * inv);
       }
     }
   }
@@ -142,7 +143,7 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
   if (v.dim(3) != D || D % 8 != 0 || Tq < 16 || Tk < 1 || Hkv == 0 || Hq % Hkv != 0) return false;
   const int dp = padded_head((int)D);
   if (dp == 0) return false;
-  if (!out.is_contiguous() || q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
+  if (out.stride(3) != 1 || q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
   for (const Tensor* t : {&q, &k, &v}) {
     if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
     for (int a = 0; a < 3; ++a) {
@@ -160,6 +161,7 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
   p.k_s0 = k.stride(0), p.k_s1 = k.stride(1), p.k_s2 = k.stride(2);
   p.v_s0 = v.stride(0), p.v_s1 = v.stride(1), p.v_s2 = v.stride(2);
   p.out = static_cast<uint16_t*>(out.data());
+  p.o_s0 = out.stride(0), p.o_s1 = out.stride(1), p.o_s2 = out.stride(2);
   p.tq = (int)Tq, p.tk = (int)Tk, p.d = (int)D;
   p.group = (int)(Hq / Hkv);
   p.qk_mul = params.scale * kLog2e;

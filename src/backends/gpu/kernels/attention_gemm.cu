@@ -100,10 +100,12 @@ bool attention_gemm(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tens
   const int64_t B = q.dim(0), Hq = q.dim(1), Tq = q.dim(2), D = q.dim(3);
   const int64_t Hkv = k.dim(1), Tk = k.dim(2), Dv = v.dim(3);
   if (Tq < kMinSeq || Tk < kMinSeq || D == 0 || Dv == 0 || Hkv == 0 || Hq % Hkv != 0) return false;
-  if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1 || !out.is_contiguous()) return false;
-  if (q.stride(2) < D || k.stride(2) < D || v.stride(2) < Dv) return false;
+  if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1 || out.stride(3) != 1) return false;
+  if (q.stride(2) < D || k.stride(2) < D || v.stride(2) < Dv || out.stride(2) < Dv) return false;
   const int64_t int_max = 0x7fffffff;
-  if (q.stride(2) > int_max || k.stride(2) > int_max || v.stride(2) > int_max || Tk > int_max) return false;
+  if (q.stride(2) > int_max || k.stride(2) > int_max || v.stride(2) > int_max || out.stride(2) > int_max ||
+      Tk > int_max)
+    return false;
 
   // Heads handled by one call: all q heads (their own k/v heads) without grouping, else the group of one kv head.
   const int64_t group = Hq / Hkv;
@@ -130,7 +132,8 @@ bool attention_gemm(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tens
             const void* qp = at(q, b * q.stride(0) + h0 * q.stride(1) + i0 * q.stride(2));
             const void* kp = at(k, b * k.stride(0) + (group == 1 ? 0 : c) * k.stride(1));
             const void* vp = at(v, b * v.stride(0) + (group == 1 ? 0 : c) * v.stride(1));
-            void* op = static_cast<char*>(out.data()) + ((b * Hq + h0) * Tq + i0) * Dv * esize;
+            void* op = static_cast<char*>(out.data()) +
+                       (b * out.stride(0) + h0 * out.stride(1) + i0 * out.stride(2)) * esize;
             // S[h] [n, Tk] = scale * Q[h] [n, D] . (K[h] [Tk, D])^T
             ok = blas->gemm_scaled(dtype, dtype, params.scale, false, true, (int)n, (int)Tk, (int)D, qp,
                                    q.stride(2), q.stride(1), kp, k.stride(2), kv_head_stride_k, s, ld, n * ld,
@@ -139,7 +142,8 @@ bool attention_gemm(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tens
             softmax_rows<T>(dev, s, heads * n, Tk, ld, s);
             // O[h] [n, Dv] = P[h] [n, Tk] . V[h] [Tk, Dv], into out's rows i0 .. i0 + n of each head
             ok = blas->gemm_scaled(dtype, dtype, 1.0f, false, false, (int)n, (int)Dv, (int)Tk, s, ld, n * ld, vp,
-                                   v.stride(2), kv_head_stride_v, op, Dv, Tq * Dv, (int)heads, dev.stream());
+                                   v.stride(2), kv_head_stride_v, op, out.stride(2), out.stride(1), (int)heads,
+                                   dev.stream());
           }
         }
       }
