@@ -124,7 +124,7 @@ class CudnnDnn final : public Dnn {
  public:
   explicit CudnnDnn(const cudnn::Api& api) : api_(api) {}
   // Runs only at the process's end (GpuDevice::release_held_memory from the plug-in's exit handler, or the device's
-  // destructor). cuDNN loads its sub-libraries (graph, cnn, engines) on first use, after that exit handler was
+  // destructor); release() above is the way to free the library's state earlier. cuDNN loads its sub-libraries (graph, cnn, engines) on first use, after that exit handler was
   // registered, so their static destructors have run by then: the handle and the descriptors are left to the
   // process's end instead of being destroyed through them (as PyTorch leaves its cuDNN handles). Our own zero rows
   // go back through the CUDA runtime, which is still up then. The library stays loaded.
@@ -137,6 +137,16 @@ class CudnnDnn final : public Dnn {
     for (void* p : retired_zeros_) cudaFree(p);
   }
   const char* name() const override { return "cuDNN"; }
+
+  // Plans (their descriptors) and the handle destroyed through the library while it is loaded and usable; made
+  // again on the next call. The zero rows stay (legacy plans made later point to them; freed in the destructor).
+  void release() noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.clear();
+    attention_plans_.clear();
+    if (handle_) api_.destroy(handle_);
+    handle_ = nullptr;
+  }
 
   bool plan_attention(const DnnAttention& a, bool may_prepare, size_t* workspace_bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -75,6 +75,11 @@ class Dnn {
   virtual bool plan_attention(const DnnAttention& a, bool may_prepare, size_t* workspace_bytes) = 0;
   virtual bool run_attention(const DnnAttention& a, float scale, const void* q, const void* k, const void* v,
                              void* out, void* workspace, size_t workspace_bytes, Stream stream) = 0;
+
+  // Frees the library's plans and handle now, while the library is loaded and usable (a device's empty_cache(), when
+  // no captured graph holds a launch of the library's kernels); later calls prepare them again. Without it they are
+  // left to the process's end (cudnn_dnn.cu says why). Default: nothing held.
+  virtual void release() noexcept {}
 };
 
 // The convolution library of this build for the current device, or nullptr when absent (cuDNN not installed,
