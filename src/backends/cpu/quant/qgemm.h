@@ -52,9 +52,9 @@ struct QGemm {
   // dividing 64) walk each panel of a task together, the panel in K slices of about slice_bytes packed bytes.
   //   - 64 rows, 16 KiB slices (F16 / BF16, Q4_1 / Q5_1): a panel slice stays in L1 while the 64 rows' tiles pass.
   //   - one tile of 8 rows, 64 KiB slices (the int8 panels with packed activation tiles): the packed tile stays in
-  //     L1 while the task's panels stream from L2, the hardware prefetcher's favourite pattern; on Zen 5 this ran
-  //     the Q4_0 / Q8_0 / Q4_K / Q6_K GEMMs 10-20% faster than 64 rows in 16 KiB slices (perf-notes/quant.md,
-  //     session 9), where the 8 tiles' activation slices came from L2 in short strided pieces.
+  //     L1 while the task's panels stream from L2 in order; on Zen 5 the GEMM loop ran 10-30% faster so (Q4_0,
+  //     Q8_0, Q3_K, Q4_K, Q6_K; perf-notes/quant.md, session 9) than with 64 rows in 16 KiB slices, whose 8 tiles
+  //     read their activation slices from L2 in short strided pieces.
   int block_rows;
   int64_t slice_bytes;
 };
