@@ -435,11 +435,19 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
           }
           corrections[u] = correction;
         }
-        // acc = acc * correction + sum_c p_c v_c per row, the head dim in registers; two live rows with the same
-        // key range (every block inside the causal range) together.
+        // acc = acc * correction + sum_c p_c v_c per row, the head dim in registers; four (or two) live rows with
+        // the same key range (every block inside the causal range) together.
         for (int u = 0; u < nr; ++u) {
           if (!live[u]) continue;
           const float* pu = sc + u * kKeyBlock;
+          static_assert(kRowGroup == 4);
+          if (u == 0 && nr == 4 && live[1] && live[2] && live[3] && c_los[1] == c_los[0] && c_los[2] == c_los[0] &&
+              c_los[3] == c_los[0] && c_his[1] == c_his[0] && c_his[2] == c_his[0] && c_his[3] == c_his[0]) {
+            float* const a4[4] = {acc + r0 * d, acc + (r0 + 1) * d, acc + (r0 + 2) * d, acc + (r0 + 3) * d};
+            const float corr4[4] = {corrections[0], corrections[1], corrections[2], corrections[3]};
+            AccumulatePVRows<4>(df, a4, vf, d, pu, c_los[0], c_his[0], corr4);
+            break;
+          }
           if (u + 1 < nr && live[u + 1] && c_los[u + 1] == c_los[u] && c_his[u + 1] == c_his[u]) {
             float* const a2[2] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d};
             const float corr2[2] = {corrections[u], corrections[u + 1]};
