@@ -199,7 +199,7 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
 // the rows; a pp512 task list is still 16 tiles x the KV heads per layer.
 constexpr int64_t kTileTokens = 32;
 constexpr int64_t kKeyBlock = 32;
-constexpr int kRowGroup = 4;  // query rows computed together (independent FMA chains)
+constexpr int kRowGroup = 8;  // query rows computed together (independent FMA chains)
 
 // dst[0..d) = the cache row src as f32 (d a multiple of the vector length).
 template <class D, class C>
@@ -377,8 +377,12 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
         }
         if (!any) continue;
         // Scores of the rows: s[u][c] = scale * sum_i q[u][i] k[c][i].
-        static_assert(kRowGroup == 4);
+        static_assert(kRowGroup == 8);
         switch (nr) {
+          case 8: ScoresOfRows<8>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 7: ScoresOfRows<7>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 6: ScoresOfRows<6>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 5: ScoresOfRows<5>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 4: ScoresOfRows<4>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 3: ScoresOfRows<3>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 2: ScoresOfRows<2>(df, qf + r0 * d, d, kt, params.scale, sc); break;
@@ -435,29 +439,33 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
           }
           corrections[u] = correction;
         }
-        // acc = acc * correction + sum_c p_c v_c per row, the head dim in registers; four (or two) live rows with
-        // the same key range (every block inside the causal range) together.
-        for (int u = 0; u < nr; ++u) {
-          if (!live[u]) continue;
-          const float* pu = sc + u * kKeyBlock;
-          static_assert(kRowGroup == 4);
-          if (u == 0 && nr == 4 && live[1] && live[2] && live[3] && c_los[1] == c_los[0] && c_los[2] == c_los[0] &&
-              c_los[3] == c_los[0] && c_his[1] == c_his[0] && c_his[2] == c_his[0] && c_his[3] == c_his[0]) {
-            float* const a4[4] = {acc + r0 * d, acc + (r0 + 1) * d, acc + (r0 + 2) * d, acc + (r0 + 3) * d};
-            const float corr4[4] = {corrections[0], corrections[1], corrections[2], corrections[3]};
-            AccumulatePVRows<4>(df, a4, vf, d, pu, c_los[0], c_his[0], corr4);
-            break;
-          }
-          if (u + 1 < nr && live[u + 1] && c_los[u + 1] == c_los[u] && c_his[u + 1] == c_his[u]) {
-            float* const a2[2] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d};
-            const float corr2[2] = {corrections[u], corrections[u + 1]};
-            AccumulatePVRows<2>(df, a2, vf, d, pu, c_los[u], c_his[u], corr2);
+        // acc = acc * correction + sum_c p_c v_c per row, the head dim in registers; runs of four (or two) live rows
+        // with the same key range (every block inside the causal range) together.
+        for (int u = 0; u < nr;) {
+          if (!live[u]) {
             ++u;
             continue;
           }
-          float* const a1[1] = {acc + (r0 + u) * d};
-          const float corr1[1] = {corrections[u]};
-          AccumulatePVRows<1>(df, a1, vf, d, pu, c_los[u], c_his[u], corr1);
+          const auto same = [&](int v) {
+            return v < nr && live[v] && c_los[v] == c_los[u] && c_his[v] == c_his[u];
+          };
+          const int span = same(u + 1) ? (same(u + 2) && same(u + 3) ? 4 : 2) : 1;
+          const float* pu = sc + u * kKeyBlock;
+          if (span == 4) {
+            float* const a4[4] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d, acc + (r0 + u + 2) * d,
+                                  acc + (r0 + u + 3) * d};
+            const float corr4[4] = {corrections[u], corrections[u + 1], corrections[u + 2], corrections[u + 3]};
+            AccumulatePVRows<4>(df, a4, vf, d, pu, c_los[u], c_his[u], corr4);
+          } else if (span == 2) {
+            float* const a2[2] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d};
+            const float corr2[2] = {corrections[u], corrections[u + 1]};
+            AccumulatePVRows<2>(df, a2, vf, d, pu, c_los[u], c_his[u], corr2);
+          } else {
+            float* const a1[1] = {acc + (r0 + u) * d};
+            const float corr1[1] = {corrections[u]};
+            AccumulatePVRows<1>(df, a1, vf, d, pu, c_los[u], c_his[u], corr1);
+          }
+          u += span;
         }
       }
     }
