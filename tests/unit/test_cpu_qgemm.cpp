@@ -25,8 +25,9 @@ TEST_P(CpuQGemm, RowsMatchTheDecodePathBitForBit) {
   const bool is_float = wtype == DType::F16 || wtype == DType::BF16;
   Device& device = cpu_device();
   // F16 / BF16: 34 and 129 chunks of 16 (the second past one K slice of the GEMM, ending on an odd chunk), and a k
-  // that is not a multiple of 16 (the row kernels' scalar tail: the GEMM must not take it).
-  std::vector<int64_t> ks{dtype_block_size(wtype) == 256 ? 768 : 544};
+  // that is not a multiple of 16 (the row kernels' scalar tail: the GEMM must not take it). Block types: one K slice
+  // and past one (the GEMM's slices are 64 KiB of panel, 11 super-blocks or 113 blocks; Q4_1 / Q5_1 16 KiB, 102).
+  std::vector<int64_t> ks{dtype_block_size(wtype) == 256 ? 768 : 544, dtype_block_size(wtype) == 256 ? 3328 : 3680};
   if (is_float) ks = {544, 2064, 536};
   const int64_t n = 37;
   std::mt19937_64 rng(7 + (int)wtype);

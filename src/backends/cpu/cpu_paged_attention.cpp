@@ -195,9 +195,11 @@ void PagedAttentionTyped(const rbee::Tensor& q, const rbee::Tensor& k_cache, con
 // blocks that hold a key in its causal / window range, in order, so its result does not depend on the other rows
 // of its task (decode, prompt tiles and continuous batching give it the same bits). The op contract's 16-bit
 // rounding: q rounded to the cache type, p_j rounded to it before it weights v_j, the denominator sums the f32 p_j.
-constexpr int64_t kTileTokens = 16;
+// 32 query tokens per task (16 before session 9): the key blocks' conversion, redone by every task, serves twice
+// the rows; a pp512 task list is still 16 tiles x the KV heads per layer.
+constexpr int64_t kTileTokens = 32;
 constexpr int64_t kKeyBlock = 32;
-constexpr int kRowGroup = 4;  // query rows computed together (independent FMA chains)
+constexpr int kRowGroup = 8;  // query rows computed together (independent FMA chains)
 
 // dst[0..d) = the cache row src as f32 (d a multiple of the vector length).
 template <class D, class C>
@@ -236,20 +238,48 @@ HWY_INLINE void ScoresOfRows(D df, const float* HWY_RESTRICT q, int64_t d, const
     for (int64_t v = 0; v < nk; ++v) hn::StoreU(hn::Mul(s[u][v], vscale), df, sc + u * kKeyBlock + v * N);
 }
 
-// a[0..NV * N) = a * correction + sum_{c = c_lo..c_hi} p[c] * v_c[0..NV * N), v_c = vf + c * d (in c order).
-template <int NV, class D>
-HWY_INLINE void AccumulatePV(D df, float* HWY_RESTRICT a, const float* HWY_RESTRICT vf, int64_t d,
-                             const float* HWY_RESTRICT p, int64_t c_lo, int64_t c_hi, float correction) {
+// For each of the NR rows u: a_u[0..NV * N) = a_u * correction_u + sum_{c = c_lo..c_hi} p_u[c] * v_c[0..NV * N),
+// v_c = vf + c * d, in c order; a_u = a[u], p_u = p + u * kKeyBlock. Rows that share a key range go through together:
+// one row's NV accumulators are NV dependent FMA chains, too few to cover the FMA latency, and the rows' chains
+// interleave without changing any row's order.
+template <int NR, int NV, class D>
+HWY_INLINE void AccumulatePV(D df, float* const (&a)[NR], const float* HWY_RESTRICT vf, int64_t d,
+                             const float* HWY_RESTRICT p, int64_t c_lo, int64_t c_hi, const float (&correction)[NR]) {
   using V = hn::Vec<D>;
   constexpr int64_t N = (int64_t)hn::MaxLanes(D());
-  const V vc = hn::Set(df, correction);
-  V o[NV];
-  for (int v = 0; v < NV; ++v) o[v] = hn::Mul(hn::LoadU(df, a + v * N), vc);
-  for (int64_t c = c_lo; c <= c_hi; ++c) {
-    const V pc = hn::Set(df, p[c]);
-    for (int v = 0; v < NV; ++v) o[v] = hn::MulAdd(pc, hn::LoadU(df, vf + c * d + v * N), o[v]);
+  V o[NR][NV];
+  for (int u = 0; u < NR; ++u) {
+    const V vc = hn::Set(df, correction[u]);
+    for (int v = 0; v < NV; ++v) o[u][v] = hn::Mul(hn::LoadU(df, a[u] + v * N), vc);
   }
-  for (int v = 0; v < NV; ++v) hn::StoreU(o[v], df, a + v * N);
+  for (int64_t c = c_lo; c <= c_hi; ++c) {
+    V pc[NR];
+    for (int u = 0; u < NR; ++u) pc[u] = hn::Set(df, p[u * kKeyBlock + c]);
+    for (int v = 0; v < NV; ++v) {
+      const V vv = hn::LoadU(df, vf + c * d + v * N);
+      for (int u = 0; u < NR; ++u) o[u][v] = hn::MulAdd(pc[u], vv, o[u][v]);
+    }
+  }
+  for (int u = 0; u < NR; ++u)
+    for (int v = 0; v < NV; ++v) hn::StoreU(o[u][v], df, a[u] + v * N);
+}
+
+// AccumulatePV over the head dimension, 4 vectors at a time.
+template <int NR, class D>
+HWY_INLINE void AccumulatePVRows(D df, float* const (&a)[NR], const float* HWY_RESTRICT vf, int64_t d,
+                                 const float* HWY_RESTRICT p, int64_t c_lo, int64_t c_hi,
+                                 const float (&correction)[NR]) {
+  const int64_t N = (int64_t)hn::Lanes(df);
+  for (int64_t i0 = 0; i0 < d; i0 += 4 * N) {
+    float* ai[NR];
+    for (int u = 0; u < NR; ++u) ai[u] = a[u] + i0;
+    switch (std::min<int64_t>(4, (d - i0) / N)) {
+      case 4: AccumulatePV<NR, 4>(df, ai, vf + i0, d, p, c_lo, c_hi, correction); break;
+      case 3: AccumulatePV<NR, 3>(df, ai, vf + i0, d, p, c_lo, c_hi, correction); break;
+      case 2: AccumulatePV<NR, 2>(df, ai, vf + i0, d, p, c_lo, c_hi, correction); break;
+      default: AccumulatePV<NR, 1>(df, ai, vf + i0, d, p, c_lo, c_hi, correction); break;
+    }
+  }
 }
 
 // True where the blocked kernel serves this head size on the current target, unless RBEE_CPU_BLOCKED_ATTENTION=0
@@ -347,19 +377,27 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
         }
         if (!any) continue;
         // Scores of the rows: s[u][c] = scale * sum_i q[u][i] k[c][i].
-        static_assert(kRowGroup == 4);
+        static_assert(kRowGroup == 8);
         switch (nr) {
+          case 8: ScoresOfRows<8>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 7: ScoresOfRows<7>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 6: ScoresOfRows<6>(df, qf + r0 * d, d, kt, params.scale, sc); break;
+          case 5: ScoresOfRows<5>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 4: ScoresOfRows<4>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 3: ScoresOfRows<3>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           case 2: ScoresOfRows<2>(df, qf + r0 * d, d, kt, params.scale, sc); break;
           default: ScoresOfRows<1>(df, qf + r0 * d, d, kt, params.scale, sc); break;
         }
+        float corrections[kRowGroup];
+        int64_t c_los[kRowGroup], c_his[kRowGroup];
         for (int u = 0; u < nr; ++u) {
           if (!live[u]) continue;
           const int64_t r = r0 + u;
           float* su = sc + u * kKeyBlock;
           const int64_t c_lo = std::max<int64_t>(range[2 * r] - j0, 0);
           const int64_t c_hi = std::min<int64_t>(range[2 * r + 1] - j0, kKeyBlock - 1);  // inclusive
+          c_los[u] = c_lo;
+          c_his[u] = c_hi;
           float bmax = -std::numeric_limits<float>::infinity();
           if (c_lo == 0 && c_hi == kKeyBlock - 1 && !(params.softcap > 0.f)) {
             // The whole block is in the row's range and nothing is capped (most blocks of a prompt): the same
@@ -399,16 +437,35 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
           if constexpr (std::is_same_v<C, hwy::bfloat16_t>) {
             for (int64_t c = c_lo; c <= c_hi; ++c) su[c] = RoundToCache<C>(su[c]);
           }
-          // acc = acc * correction + sum_c p_c v_c, the head dim in registers (4 vectors at a time).
-          float* a = acc + r * d;
-          for (int64_t i0 = 0; i0 < d; i0 += 4 * N) {
-            switch (std::min<int64_t>(4, (d - i0) / N)) {
-              case 4: AccumulatePV<4>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
-              case 3: AccumulatePV<3>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
-              case 2: AccumulatePV<2>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
-              default: AccumulatePV<1>(df, a + i0, vf + i0, d, su, c_lo, c_hi, correction); break;
-            }
+          corrections[u] = correction;
+        }
+        // acc = acc * correction + sum_c p_c v_c per row, the head dim in registers; runs of four (or two) live rows
+        // with the same key range (every block inside the causal range) together.
+        for (int u = 0; u < nr;) {
+          if (!live[u]) {
+            ++u;
+            continue;
           }
+          const auto same = [&](int v) {
+            return v < nr && live[v] && c_los[v] == c_los[u] && c_his[v] == c_his[u];
+          };
+          const int span = same(u + 1) ? (same(u + 2) && same(u + 3) ? 4 : 2) : 1;
+          const float* pu = sc + u * kKeyBlock;
+          if (span == 4) {
+            float* const a4[4] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d, acc + (r0 + u + 2) * d,
+                                  acc + (r0 + u + 3) * d};
+            const float corr4[4] = {corrections[u], corrections[u + 1], corrections[u + 2], corrections[u + 3]};
+            AccumulatePVRows<4>(df, a4, vf, d, pu, c_los[u], c_his[u], corr4);
+          } else if (span == 2) {
+            float* const a2[2] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d};
+            const float corr2[2] = {corrections[u], corrections[u + 1]};
+            AccumulatePVRows<2>(df, a2, vf, d, pu, c_los[u], c_his[u], corr2);
+          } else {
+            float* const a1[1] = {acc + (r0 + u) * d};
+            const float corr1[1] = {corrections[u]};
+            AccumulatePVRows<1>(df, a1, vf, d, pu, c_los[u], c_his[u], corr1);
+          }
+          u += span;
         }
       }
     }

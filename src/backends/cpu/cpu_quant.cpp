@@ -57,11 +57,11 @@ void for_rows(int64_t rows, int64_t row_cost, Fn&& fn) {
   }
 }
 // The prompt GEMM (quant/qgemm.h): tasks own chunks of weight panels and all M rows. A task packs its panels
-// once into a per-thread buffer, then walks blocks of kRowsPerBlock activation rows (they stay in L2) across
-// its panels in tiles of gemm.tile_rows rows.
+// once into a per-thread buffer, then walks blocks of gemm.block_rows activation rows across its panels (each
+// panel in K slices of about gemm.slice_bytes) in tiles of gemm.tile_rows rows.
 void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const char* wp, int64_t w_row_bytes,
                const char* xp, int64_t x_row_bytes, float* dst, ThreadPool& pool) {
-  constexpr int64_t kRowsPerBlock = 64;
+  const int64_t block_rows = gemm.block_rows;
   const int64_t pr = gemm.panel_rows, tr = gemm.tile_rows;
   const int64_t panels = (n + pr - 1) / pr;
   const int64_t panel_bytes = gemm.panel_bytes(k);
@@ -92,18 +92,17 @@ void run_qgemm(const quant::QGemm& gemm, int64_t m, int64_t n, int64_t k, const 
       const int rows = (int)std::min<int64_t>(pr, n - p * pr);
       gemm.pack(wp + p * pr * w_row_bytes, w_row_bytes, rows, k, base + (p - p0) * panel_bytes);
     }
-    // Partial sums of the row block's tiles while one panel walks K in slices of about 16 KiB of panel (they
-    // stay in L1 across the block's tiles).
+    // Partial sums of the row block's tiles while one panel walks K in slices (quant/qgemm.h, block_rows).
     thread_local std::vector<float> states;
-    const int64_t tiles = kRowsPerBlock / tr;
+    const int64_t tiles = block_rows / tr;
     if (states.size() < (size_t)(tiles * quant::kQGemmStateFloats + 16)) {
       states.resize((size_t)(tiles * quant::kQGemmStateFloats + 16));
     }
     float* state = states.data() + (16 - reinterpret_cast<uintptr_t>(states.data()) / sizeof(float) % 16) % 16;
     const int64_t blocks = k / gemm.block_elems;
-    const int64_t slice = std::max<int64_t>(1, (int64_t{16} << 10) / gemm.panel_block_bytes);
-    for (int64_t r0 = 0; r0 < m; r0 += kRowsPerBlock) {
-      const int64_t r1 = std::min(m, r0 + kRowsPerBlock);
+    const int64_t slice = std::max<int64_t>(1, gemm.slice_bytes / gemm.panel_block_bytes);
+    for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
+      const int64_t r1 = std::min(m, r0 + block_rows);
       for (int64_t p = p0; p < p1; ++p) {
         const int cols = (int)std::min<int64_t>(pr, n - p * pr);
         const unsigned char* panel = base + (p - p0) * panel_bytes;

@@ -47,7 +47,16 @@ struct QGemm {
   int64_t block_elems;       // elements per block (32 or 256; F16 / BF16: 16); the GEMM runs only where it divides k
   int64_t panel_block_bytes;  // packed bytes per block of a panel (for choosing the slice)
   int panel_rows;             // weight rows per packed panel (4, 6 or 16)
-  int tile_rows;              // activation rows per tile call (2, 4 or 8; divides 64)
+  int tile_rows;              // activation rows per tile call (2, 4 or 8; divides block_rows)
+  // Loop blocking of the driver (cpu_quant.cpp, run_qgemm): block_rows activation rows (a multiple of tile_rows,
+  // dividing 64) walk each panel of a task together, the panel in K slices of about slice_bytes packed bytes.
+  //   - 64 rows, 16 KiB slices (F16 / BF16, Q4_1 / Q5_1): a panel slice stays in L1 while the 64 rows' tiles pass.
+  //   - one tile of 8 rows, 64 KiB slices (the int8 panels with packed activation tiles): the packed tile stays in
+  //     L1 while the task's panels stream from L2 in order; on Zen 5 the GEMM loop ran 10-30% faster so (Q4_0,
+  //     Q8_0, Q3_K, Q4_K, Q6_K; perf-notes/quant.md, session 9) than with 64 rows in 16 KiB slices, whose 8 tiles
+  //     read their activation slices from L2 in short strided pieces.
+  int block_rows;
+  int64_t slice_bytes;
 };
 // >= 4 rows x (2 x 16 + 4), 8 rows x 16 and (F16 / BF16) 2 rows x 6 weight rows x 2 x 16; a multiple of 16.
 inline constexpr int kQGemmStateFloats = 384;

@@ -265,7 +265,7 @@ struct BlockSum {
   }
 
   static constexpr QGemm kGemm = {&PanelBytes, &Pack,     &TileOfRows<BlockSum, 8>, &XTileBytes, &PackX, kQK,
-                                  kBlockBytes, kRows, 8};
+                                  kBlockBytes, kRows, 8, 8, int64_t{64} << 10};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -377,12 +377,14 @@ struct Legacy {
     }
   }
 
-  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<Legacy, 4>, nullptr, nullptr, kQK, 128 + 32, 4, 4};
+  static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileOfRows<Legacy, 4>, nullptr, nullptr, kQK, 128 + 32, 4, 4,
+                                  64, int64_t{16} << 10};
 };
 
 // ---------------------------------------------------------------------------------------------------------
 // K-quants (256-element super-blocks): Pair(b, s) gives the unsigned levels of 32-element groups 2s and 2s + 1
-// as dot_kquants.cpp defines them; scales and coefficients come from k_scales (kquant_scales.h).
+// as dot_kquants.cpp defines them; scales and coefficients come from k_scales (kquant_scales.h), whose dc equals d
+// for Q3_K and Q6_K (kDcIsD).
 RBEE_VNNI inline __m256i Low2(__m256i v, int shift) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
 }
@@ -393,6 +395,7 @@ RBEE_VNNI inline __m256i Bit(__m256i v, int bit, int to) {
 RBEE_VNNI inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 struct PK2 {
+  static constexpr bool kDcIsD = false;  // whether dc = d (kquant_scales.h)
   using W = BlockQ2_K;
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * (s / 2));
@@ -402,6 +405,7 @@ struct PK2 {
   }
 };
 struct PK3 {
+  static constexpr bool kDcIsD = true;  // whether dc = d (kquant_scales.h)
   using W = BlockQ3_K;
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * (s / 2));
@@ -412,6 +416,7 @@ struct PK3 {
   }
 };
 struct PK4 {
+  static constexpr bool kDcIsD = false;  // whether dc = d (kquant_scales.h)
   using W = BlockQ4_K;
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * s);
@@ -421,6 +426,7 @@ struct PK4 {
   }
 };
 struct PK5 {
+  static constexpr bool kDcIsD = false;  // whether dc = d (kquant_scales.h)
   using W = BlockQ5_K;
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const __m256i v = Load32(b.qs + 32 * s);
@@ -431,6 +437,7 @@ struct PK5 {
   }
 };
 struct PK6 {
+  static constexpr bool kDcIsD = true;  // whether dc = d (kquant_scales.h)
   using W = BlockQ6_K;
   RBEE_VNNI static void Pair(const W& b, int s, __m256i& qa, __m256i& qb) {
     const int n = s / 2, shift = 4 * (s % 2);
@@ -588,15 +595,19 @@ struct KSum {
       }
       for (int r = 0; r < MR; ++r) {
         const __m512 dx = _mm512_set1_ps(Load32f(xb + 2304 + 4 * r));
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(S[r]), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dc, dx), _mm512_cvtepi32_ps(c[r]), acc[r]);
+        const __m512 ddx = _mm512_mul_ps(d, dx);
+        // Q3_K / Q6_K: dc is d (kquant_scales.h), so dc * d_x is the same product: one multiply less (the
+        // multiply-add pipes are what the tile is bound by).
+        const __m512 dcdx = T::kDcIsD ? ddx : _mm512_mul_ps(dc, dx);
+        acc[r] = _mm512_fmadd_ps(ddx, _mm512_cvtepi32_ps(S[r]), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(dcdx, _mm512_cvtepi32_ps(c[r]), acc[r]);
       }
     }
     FinishTile<MR>(acc, b1 < nsb, state, out, os, ncols);
   }
 
   static constexpr QGemm kGemm = {&PanelBytes, &Pack,     &TileOfRows<KSum, 8>, &XTileBytes, &PackX, kQKK,
-                                  kSbBytes,    kRows, 8};
+                                  kSbBytes,    kRows, 8,     8,  int64_t{64} << 10};
 };
 
 }  // namespace

@@ -118,7 +118,7 @@ struct FloatGemm {
   }
 
   static constexpr QGemm kGemm = {&PanelBytes, &Pack, &TileRows, nullptr, nullptr, kChunk, kChunkBytes, kRows,
-                                  kTileRows};
+                                  kTileRows,   64,    int64_t{16} << 10};
 };
 static_assert(kTileRows * kRows * 2 * 16 <= kQGemmStateFloats, "float GEMM state must fit kQGemmStateFloats");
 
