@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -450,21 +451,19 @@ void PagedAttentionBlocked(const rbee::Tensor& q, const rbee::Tensor& k_cache, c
             return v < nr && live[v] && c_los[v] == c_los[u] && c_his[v] == c_his[u];
           };
           const int span = same(u + 1) ? (same(u + 2) && same(u + 3) ? 4 : 2) : 1;
-          const float* pu = sc + u * kKeyBlock;
-          if (span == 4) {
-            float* const a4[4] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d, acc + (r0 + u + 2) * d,
-                                  acc + (r0 + u + 3) * d};
-            const float corr4[4] = {corrections[u], corrections[u + 1], corrections[u + 2], corrections[u + 3]};
-            AccumulatePVRows<4>(df, a4, vf, d, pu, c_los[u], c_his[u], corr4);
-          } else if (span == 2) {
-            float* const a2[2] = {acc + (r0 + u) * d, acc + (r0 + u + 1) * d};
-            const float corr2[2] = {corrections[u], corrections[u + 1]};
-            AccumulatePVRows<2>(df, a2, vf, d, pu, c_los[u], c_his[u], corr2);
-          } else {
-            float* const a1[1] = {acc + (r0 + u) * d};
-            const float corr1[1] = {corrections[u]};
-            AccumulatePVRows<1>(df, a1, vf, d, pu, c_los[u], c_his[u], corr1);
-          }
+          // Rows u .. u + NR - 1: their accumulators and corrections, p from row u's scores onwards.
+          const auto rows_together = [&]<int NR>(std::integral_constant<int, NR>) {
+            float* a[NR];
+            float corr[NR];
+            for (int i = 0; i < NR; ++i) {
+              a[i] = acc + (r0 + u + i) * d;
+              corr[i] = corrections[u + i];
+            }
+            AccumulatePVRows<NR>(df, a, vf, d, sc + u * kKeyBlock, c_los[u], c_his[u], corr);
+          };
+          if (span == 4) rows_together(std::integral_constant<int, 4>{});
+          else if (span == 2) rows_together(std::integral_constant<int, 2>{});
+          else rows_together(std::integral_constant<int, 1>{});
           u += span;
         }
       }
