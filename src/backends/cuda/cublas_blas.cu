@@ -3,11 +3,14 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include "backends/gpu/blas.h"
+#include "rbee/core/log.h"
 
 namespace rbee::gpu {
 
@@ -22,12 +25,36 @@ bool cuda_type(DType dtype, cudaDataType_t* type) {
   }
 }
 
-// One cuBLASLt product shape of gemm_bias, planned once: descriptors and the heuristic's algorithm.
+// RBEE_LINEAR_TUNE=0: every gemm_bias shape runs the heuristic's first algorithm (the behaviour before tuning, for
+// A/B); unset or any other value: each shape's first call outside a graph capture times the heuristic's candidates
+// and keeps the fastest (LtPlan).
+bool lt_tune_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_LINEAR_TUNE");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+
+// Candidates asked of the heuristic per shape, and timed repetitions of each (after one untimed run).
+constexpr int kLtCandidates = 16;
+constexpr int kLtTimedReps = 5;
+// A candidate replaces the heuristic's first only when it takes less than this fraction of its time.
+constexpr float kLtMargin = 0.97f;
+
+// One cuBLASLt product shape of gemm_bias, planned once: descriptors, the heuristic's candidate algorithms (best
+// ranked first) and the one this shape runs. The choice is made once per shape for the process: at its first call
+// outside a graph capture, the fastest candidate by device-event timing (RBEE_LINEAR_TUNE unset), else the
+// heuristic's first; a shape first seen inside a capture keeps the heuristic's first. Later calls reuse it, so a
+// shape's result does not change between calls.
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t candidates[kLtCandidates] = {};
+  int count = 0;  // candidates held
   cublasLtMatmulAlgo_t algo{};
-  bool ok = false;
+  bool ok = false;       // the heuristic gave at least one algorithm
+  bool decided = false;  // algo is final
 };
 
 class CublasBlas final : public Blas {
@@ -134,8 +161,12 @@ class CublasBlas final : public Blas {
       return false;
     const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
     const void* c = residual ? residual : out;
-    return cublasLtMatmul(lt_, p.op, &alpha, w, p.a, x, p.b, &beta, c, p.c, out, p.c, &p.algo, workspace_,
-                          workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+    auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(lt_, p.op, &alpha, w, p.a, x, p.b, &beta, c, p.c, out, p.c, &algo, workspace_,
+                            workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!p.decided) decide(p, m, n, k, stream, out != residual, run);
+    return run(p.algo);
   }
 
  private:
@@ -160,7 +191,7 @@ class CublasBlas final : public Blas {
     cublasLtMatmulPreference_t pref = nullptr;
     if (!ok(cublasLtMatmulPreferenceCreate(&pref))) return false;
     const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kLtCandidates] = {};
     int found = 0;
     const bool got =
         ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
@@ -175,12 +206,70 @@ class CublasBlas final : public Blas {
                                                 sizeof(uint32_t))) &&
         ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &aligns[3],
                                                 sizeof(uint32_t))) &&
-        ok(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found)) && found > 0;
+        ok(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, lt_tune_enabled() ? kLtCandidates : 1,
+                                          results, &found)) &&
+        found > 0;
     cublasLtMatmulPreferenceDestroy(pref);
     if (!got) return true;  // planned: this shape has no algorithm (p.ok stays false)
-    p.algo = result.algo;
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates[p.count++] = results[i].algo;
+    }
+    if (p.count == 0) return true;
+    p.algo = p.candidates[0];
     p.ok = true;
     return true;
+  }
+
+  // Fixes p.algo for good. With tuning on, several candidates and an uncaptured stream: each candidate runs once
+  // untimed, then kLtTimedReps times between two events on `stream` (the call's own operands: D is rewritten with
+  // the same values, as C and D are distinct when `idempotent`); a candidate that fails to launch is skipped, and
+  // the heuristic's first stays unless another takes less than kLtMargin of its time. The events synchronize the
+  // host with the stream once per candidate, so this runs only at a shape's first call (an SD pipeline makes those
+  // calls at load: Pipeline::prepare).
+  template <class Run>
+  void decide(LtPlan& p, int m, int n, int k, Stream stream, bool idempotent, const Run& run) {
+    p.decided = true;
+    if (!lt_tune_enabled() || p.count < 2 || !idempotent) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+      cudaGetLastError();
+      log::debug("cuBLASLt linear [{} x {}] . [{} x {}]: first seen inside a graph capture, heuristic's first algorithm",
+                 m, k, k, n);
+      return;
+    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      cudaGetLastError();
+      if (start) cudaEventDestroy(start);
+      return;
+    }
+    float best_ms = 0, first_ms = 0;
+    int best = 0;
+    bool have = false;
+    for (int i = 0; i < p.count; ++i) {
+      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
+      if (!run(algo)) continue;  // this candidate refuses the call (workspace, alignment): not a choice
+      bool launched = cudaEventRecord(start, stream) == cudaSuccess;
+      for (int r = 0; r < kLtTimedReps && launched; ++r) launched = run(algo);
+      launched = launched && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
+      float ms = 0;
+      if (!launched || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      ms /= kLtTimedReps;
+      if (i == 0) first_ms = ms;
+      // Another candidate must beat the heuristic's first by kLtMargin: timing noise alone does not move a shape.
+      const float bar = i > 0 && best == 0 && first_ms > 0 ? best_ms * kLtMargin : best_ms;
+      if (!have || ms < bar) best_ms = ms, best = i, have = true;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    if (!have) return;
+    p.algo = p.candidates[best];
+    log::debug("cuBLASLt linear [{} x {}] . [{} x {}]: candidate {} of {} by timing, {:.2f} us (heuristic's first {:.2f} "
+               "us)",
+               m, k, k, n, best + 1, p.count, best_ms * 1e3, first_ms * 1e3);
   }
 
   cublasHandle_t handle_;
