@@ -1,6 +1,7 @@
 // Shared SD layers (src/sd/nn.h).
 #include "sd/nn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -9,6 +10,7 @@
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
 #include "rbee/sd/profile.h"
+#include "sd/flop_count.h"
 
 namespace rbee::sd::nn {
 
@@ -60,6 +62,7 @@ Linear Linear::fuse(std::initializer_list<const Linear*> parts) {
 
 Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   profile::Scope scope("linear", x, w.shape());
+  FlopCounter::add(2.0 * (double)(x.numel() / std::max<int64_t>(in, 1)) * (double)in * (double)out);
   // RBEE_SD_LINEAR_FUSED=0: the 16-bit product as a plain matmul with separate adds (A/B comparisons).
   static const bool fused = [] {
     const char* env = std::getenv("RBEE_SD_LINEAR_FUSED");
@@ -103,7 +106,9 @@ Tensor Conv2d::operator()(const Tensor& x, const Tensor& residual, const Tensor&
   const DType dt = w.dtype();
   // A per-image shift joins the bias: [N, out] rows of bias + shift.
   const Tensor bias = shift.defined() ? ops::add(as_dtype(shift, dt).view({shift.dim(0), out}), b.view({1, out})) : b;
-  return ops::conv2d_fused(as_dtype(x, dt), w, bias, residual.defined() ? as_dtype(residual, dt) : Tensor(), p);
+  Tensor y = ops::conv2d_fused(as_dtype(x, dt), w, bias, residual.defined() ? as_dtype(residual, dt) : Tensor(), p);
+  FlopCounter::add(2.0 * (double)y.numel() * (double)(w.numel() / std::max<int64_t>(out, 1)));  // Cin k k per output
+  return y;
 }
 
 Norm Norm::layer(const Weights& wt, const std::string& name, int64_t dim, float eps) {
@@ -154,6 +159,7 @@ Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, boo
   RBEE_CHECK(C % heads == 0, "sd attention: {} channels are not divisible by {} heads", C, heads);
   const int64_t d = C / heads;
   profile::Scope scope("attention", q, Shape{S, heads});
+  FlopCounter::add(4.0 * (double)B * (double)T * (double)S * (double)C);  // Q K^T and P V over every head
   // [B, len, C] with unit channel stride (any row stride: a slice of a fused projection) -> [B, heads, len, d] view.
   auto split = [&](const Tensor& x, int64_t len) {
     const Tensor xs = x.stride(2) == 1 ? x : x.contiguous();

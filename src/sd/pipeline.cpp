@@ -2,6 +2,8 @@
 #include "rbee/sd/pipeline.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "rbee/sd/vae.h"
 #include "rbee/sd/weights.h"
 #include "sd/config_json.h"
+#include "sd/flop_count.h"
 #include "sd/nn.h"
 #include "sd/torch_generator.h"
 #include "sd/unet_graph.h"
@@ -47,12 +50,26 @@ struct Pipeline::Impl {
   size_t prompt_cache_size = 0;
   mutable std::mutex prompt_mutex;
   mutable std::list<std::pair<std::string, Pipeline::PromptEmbeddings>> prompt_cache;
+  // Pipeline::load_prepare_seconds and Pipeline::unet_step_flops.
+  double load_prepare_seconds = 0;
+  mutable std::atomic<double> unet_step_flops{0};
 };
 
 struct PipelineAssembler {
-  static Pipeline make(std::shared_ptr<Pipeline::Impl> impl) {
+  // The pipeline over `impl`, prepared at the model's default size when the options ask for it on a device other
+  // than the CPU (LoadOptions::prepare).
+  static Pipeline make(std::shared_ptr<Pipeline::Impl> impl, const LoadOptions& options) {
     Pipeline p;
-    p.impl_ = std::move(impl);
+    const bool prepare = options.prepare && impl->device->info().backend != "cpu";
+    const int side = (int)impl->limits.default_side;
+    p.impl_ = impl;
+    if (!prepare) return p;
+    try {
+      impl->load_prepare_seconds = p.prepare(side, side);
+    } catch (const Error& e) {  // the model still serves; its first request makes the plans
+      log::warn("sd pipeline: preparing {}x{} at load failed ({}); the first request of that size makes its plans",
+                side, side, e.what());
+    }
     return p;
   }
 };
@@ -184,7 +201,7 @@ Pipeline Pipeline::load(const std::string& dir, const LoadOptions& options) {
   // SD 1.x / 2.x pipelines do not read it.
   if (xl && options.dtype != DType::F32 && VaeConfig::from_json(parts.vae.config()).force_upcast)
     parts.vae = Weights::open(vae_file, dev, DType::F32);
-  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options), options);
 }
 
 Pipeline Pipeline::load_single_file(const std::string& file, const PipelineSpec& spec, const LoadOptions& options) {
@@ -206,7 +223,7 @@ Pipeline Pipeline::load_single_file(const std::string& file, const PipelineSpec&
   }
   parts.unet = Weights::open_original(file, SdComponent::Unet, layout, spec.unet, dev, options.dtype);
   parts.vae = Weights::open_original(file, SdComponent::Vae, layout, spec.vae, dev, options.dtype);
-  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options), options);
 }
 
 PipelineSpec PipelineSpec::from_diffusers_folder(const std::string& dir) {
@@ -240,7 +257,7 @@ Pipeline Pipeline::random(const PipelineSpec& spec, const LoadOptions& options) 
   }
   parts.unet = Weights::random(spec.unet, spec.seed + 2, dev, options.dtype);
   parts.vae = Weights::random(spec.vae, spec.seed + 3, dev, options.dtype);
-  return PipelineAssembler::make(assemble(dev, std::move(parts), options));
+  return PipelineAssembler::make(assemble(dev, std::move(parts), options), options);
 }
 
 PipelineSpec PipelineSpec::sd15(const std::string& tokenizer_dir) {
@@ -484,6 +501,21 @@ Pipeline::GraphCounts Pipeline::unet_graph_counts() const {
   return {impl_->graph->captures(), impl_->graph->replays()};
 }
 
+double Pipeline::prepare(int width, int height) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  GenerateRequest r;
+  r.width = width;
+  r.height = height;
+  r.steps = 1;
+  (void)decode(generate_latents(r));
+  impl_->device->synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Pipeline::load_prepare_seconds() const { return impl_->load_prepare_seconds; }
+
+double Pipeline::unet_step_flops() const { return impl_->unet_step_flops.load(); }
+
 bool Pipeline::can_share_batch(const GenerateRequest& a, const GenerateRequest& b) {
   auto text_to_image = [](const GenerateRequest& r) {
     return !r.init_image.defined() && !r.mask.defined() && !r.initial_noise.defined();
@@ -646,8 +678,13 @@ Tensor Pipeline::group_latents(const std::vector<const GenerateRequest*>& group,
     const double t = sched->timesteps()[(size_t)i];
     Tensor in = sched->scale_model_input(latents, i);
     if (cfg) in = nn::concat(in, in, 0);
-    Tensor pred = graph ? graph->run(in, t, context, added)
-                        : xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
+    Tensor pred;
+    {
+      FlopCounter step_flops;
+      pred = graph ? graph->run(in, t, context, added)
+                   : xl ? m.unet->forward(in, t, context, added) : m.unet->forward(in, t, context);
+      if (step_flops.total() > 0) m.unet_step_flops.store(step_flops.total());  // 0: a replayed graph
+    }
     if (cfg) {
       Tensor uncond = pred.narrow(0, 0, B), text = pred.narrow(0, B, B);
       pred = ops::add(uncond, ops::affine(ops::sub(text, uncond), r.guidance_scale, 0.0));

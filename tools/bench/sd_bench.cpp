@@ -16,6 +16,12 @@
 // CPU in f32 and on the chosen device (f16 activations with --f16) and fails (exit 2) when the images differ by
 // more than --tol-mean (mean absolute difference) or --tol-max (largest difference), on the [-1, 1] scale.
 //
+// On GPUs the load includes Pipeline::prepare at the model's default size (--no-prepare: not; then the first image
+// makes the per-shape plans); a request of another size is prepared once after the load, timed apart. Before the
+// runs, the device's f16 GEMM rate is measured (ops::linear 8192 x 8192 x 8192); after them, the UNet step's
+// floating-point operations (linear layers, convolutions, attention, counted as the layers ran: Pipeline::
+// unet_step_flops) over its measured time give "UNet step: X TFLOP, Y ms, Z TFLOP/s = R of the measured GEMM rate".
+//
 // --attention times the attention calls of the SD 1.5 and SDXL UNets alone (no model): microseconds and TFLOP/s a
 // call (switches such as RBEE_ATTN_FLASH=0 apply).
 #include <algorithm>
@@ -29,6 +35,7 @@
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
+#include "rbee/ops.h"
 #include "rbee/sd/pipeline.h"
 #include "rbee/sd/png.h"
 #include "rbee/sd/profile.h"
@@ -43,6 +50,24 @@ static rbee::Tensor image_on_host(const rbee::sd::Pipeline& pipe, const rbee::sd
 
 static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The device's f16 GEMM rate in flop/s: ops::linear on 8192 x 8192 x 8192 (operands: 2^20 normal values drawn on
+// the host, tiled), 2 untimed calls, then 10 between two synchronizations.
+static double measured_gemm_rate(rbee::Device& device) {
+  constexpr int64_t n = 8192, chunk = int64_t{1} << 20;
+  auto operand = [&](uint64_t seed, double scale) {
+    const rbee::Tensor c = rbee::ops::affine(rbee::sd::randn({1, chunk}, seed, 0, device), scale, 0.0);
+    return c.expand({n * n / chunk, chunk}).contiguous().reshape({n, n}).to(rbee::DType::F16);
+  };
+  const rbee::Tensor a = operand(1, 1.0), b = operand(2, 0.01);
+  for (int i = 0; i < 2; ++i) (void)rbee::ops::linear(a, b);
+  device.synchronize();
+  constexpr int reps = 10;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) (void)rbee::ops::linear(a, b);
+  device.synchronize();
+  return 2.0 * (double)n * n * n * reps / seconds_since(t0);
 }
 
 int main(int argc, char** argv) {
@@ -82,6 +107,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-unet-graph", no_unet_graph,
                "run every UNet step eagerly (default on GPUs: the step is recorded once as a device graph and "
                "replayed)");
+  bool no_prepare = false;
+  app.add_flag("--no-prepare", no_prepare,
+               "skip the load's prepare step (GPU): the first image makes the per-shape plans, as before");
   bool attention = false;
   app.add_flag("--attention", attention, "time the SD 1.5 / SDXL UNets' attention calls alone (no model)");
   app.add_option("--tol-mean", tol_mean, "--compare-cpu: largest mean absolute difference");
@@ -107,13 +135,16 @@ int main(int argc, char** argv) {
     opt.load_vae_encoder = false;
     opt.prompt_cache = prompt_cache ? 8 : 0;
     opt.unet_graphs = !no_unet_graph;
+    opt.prepare = !no_prepare;
     auto t0 = Clock::now();
     rbee::sd::Pipeline pipe =
         random_sd15   ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sd15(tokenizer), opt)
         : random_sdxl ? rbee::sd::Pipeline::random(rbee::sd::PipelineSpec::sdxl(tokenizer, tokenizer_2), opt)
                       : rbee::sd::Pipeline::load(model, opt);
     device.synchronize();
-    std::printf("load: %.2f s\n", seconds_since(t0));
+    std::printf("load: %.2f s (prepare at the default size %lldx%lld: %.2f s)\n", seconds_since(t0),
+                (long long)pipe.limits().default_side, (long long)pipe.limits().default_side,
+                pipe.load_prepare_seconds());
 
     rbee::sd::GenerateRequest r;
     r.prompt = prompt;
@@ -150,6 +181,12 @@ int main(int argc, char** argv) {
                   tol_max, finite ? "" : ", non-finite values", ok ? "PASS" : "FAIL");
       return ok ? 0 : 2;
     }
+    const bool gpu = device.info().backend != "cpu";
+    if (gpu && !no_prepare && (width != pipe.limits().default_side || height != pipe.limits().default_side))
+      std::printf("prepare %dx%d: %.2f s\n", width, height, pipe.prepare(width, height));
+    const double gemm_rate = gpu ? measured_gemm_rate(device) : 0.0;
+    if (gpu) std::printf("GEMM rate: %.1f TFLOP/s (f16 8192 x 8192 x 8192 through ops::linear, measured here)\n",
+                         gemm_rate * 1e-12);
     Clock::time_point step_t0;
     double unet_s = 0;
     r.on_step = [&](int, int) {
@@ -158,7 +195,7 @@ int main(int argc, char** argv) {
       step_t0 = Clock::now();
       return true;
     };
-    double best = 1e30, total = 0;
+    double best = 1e30, total = 0, step_s = 0;
     rbee::sd::Image img;
     for (int i = 0; i < warmup + runs; ++i) {
       unet_s = 0;
@@ -182,6 +219,7 @@ int main(int argc, char** argv) {
       if (i >= warmup) {
         best = std::min(best, all);
         total += all;
+        step_s += unet_s / steps;
       }
     }
     const rbee::sd::Pipeline::GraphCounts g = pipe.unet_graph_counts();
@@ -191,6 +229,13 @@ int main(int argc, char** argv) {
                   "s/image (%.2f images/s)\n",
                   width, height, steps, sampler.c_str(), guidance, f16 ? "f16" : "f32", batch, total / runs / batch,
                   best / batch, batch * runs / total);
+    if (runs > 0 && pipe.unet_step_flops() > 0) {
+      // The timed runs' mean seconds per step (each run's denoise over its steps, the prompt encoding included).
+      const double flops = pipe.unet_step_flops(), s = step_s / runs;
+      std::printf("UNet step: %.4g TFLOP, %.2f ms, %.1f TFLOP/s", flops * 1e-12, s * 1e3, flops / s * 1e-12);
+      if (gemm_rate > 0) std::printf(" = %.2f of the measured GEMM rate", flops / s / gemm_rate);
+      std::printf("\n");
+    }
     if (rbee::sd::profile::enabled()) std::printf("%s", rbee::sd::profile::report().c_str());
     if (!out_png.empty()) {
       std::string params = prompt + "\nSteps: " + std::to_string(steps) + ", Sampler: " + sampler +

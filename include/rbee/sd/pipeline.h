@@ -55,6 +55,10 @@ struct LoadOptions {
   // for the other steps (the first step of a new latent size runs eagerly, the second records); the same numbers
   // as eager steps. RBEE_SD_UNET_GRAPH=0 in the environment turns it off as well.
   bool unet_graphs = true;
+  // On devices other than the CPU: load ends with prepare() at the model's default size (ModelLimits::default_side),
+  // so the vendor libraries' per-shape plans and the linear layers' algorithm choices of that size are made before
+  // the first request instead of inside it. Off: they are made by the first request of each size.
+  bool prepare = true;
 };
 
 // Where the seeded noise comes from. Rbee: a counter-based generator (randn below), the same on every backend and
@@ -208,6 +212,18 @@ class Pipeline {
     int captures = 0, replays = 0;
   };
   GraphCounts unet_graph_counts() const;
+
+  // One text-to-image request of `steps` 1 at width x height (empty prompt, default guidance, batch 1), its image
+  // discarded: every per-shape plan of that size (cuDNN's convolution and attention plans, the linear layers'
+  // algorithm choices, the caching allocator's blocks, the UNet step graph's eager first step) is made now, so a
+  // request of that size afterwards starts with them ready. Returns the seconds it took (device synchronized).
+  double prepare(int width, int height) const;
+  // Seconds the load's prepare() took (LoadOptions::prepare), 0 when it did not run.
+  double load_prepare_seconds() const;
+  // Floating-point operations of the last UNet step that ran its layers on the host (eager, or recorded into a
+  // step graph; replays are not counted): linear layers, convolutions and attention (sd/flop_count.h), every row of
+  // the UNet batch (both guidance halves); 0 before the first such step.
+  double unet_step_flops() const;
 
   int64_t latent_scale() const;
   int64_t latent_channels() const;
