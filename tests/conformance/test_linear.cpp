@@ -1,7 +1,8 @@
 // Conformance: linear (op_table.def LinearFused: x . w^T + bias + residual, rounded once) on every backend, against
 // naive double-precision loops written here. Shapes: tiny and odd ones (K not a multiple of 8, one row, N = 3), and
 // SD's transformer projections at reduced row counts (K 320 / 640 with N 320 / 1280 / 2560, bias and residual as
-// the UNet's attention output and GEGLU projections use them).
+// the UNet's attention output and GEGLU projections use them), one full-width SDXL projection, an odd N. LinearRepeats:
+// the same call repeated gives the same bits (the per-shape algorithm choice is fixed after the first call).
 #include <cmath>
 #include <string>
 
@@ -31,6 +32,11 @@ const std::vector<LinearCase> kCases = {
     {"sd_geglu_in", {1, 64, 320}, 2560, true, false},
     {"sd_ff_out", {2, 40, 1280}, 320, true, true},
     {"sd_cross_kv", {2, 77, 768}, 640, false, false},
+    // Full-width SDXL projection at an odd row count, SD's time-embedding rows, and an odd N (rows of 203 16-bit
+    // values: 2-byte aligned output rows, another cuBLASLt plan than the 16-byte aligned ones).
+    {"sdxl_proj_odd_rows", {333, 1280}, 1280, true, true},
+    {"sd_time_emb", {2, 1280}, 320, true, false},
+    {"odd_n", {129, 72}, 203, true, true},
 };
 
 const std::vector<DType> kDTypes = {DType::F32, DType::F16, DType::BF16};
@@ -81,6 +87,25 @@ INSTANTIATE_TEST_SUITE_P(Ops, LinearConformance,
                                             ::testing::ValuesIn(kDTypes)),
                          linear_name);
 RBEE_CONFORMANCE_SUITE(LinearFused, LinearConformance);
+
+// A shape's algorithm is chosen once per process (on CUDA: by timing the cuBLASLt candidates at its first call), so
+// calls after the first give the first call's bits.
+class LinearRepeats : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LinearRepeats, LaterCallsGiveTheFirstCallsBits) {
+  RBEE_REQUIRE_DEVICE(GetParam(), device);
+  const DType dt = DType::F16;
+  const Tensor x = make_tensor(random_values(300 * 640, dt, 31), {300, 640}, dt, *device);
+  const Tensor w = make_tensor(random_values(1920 * 640, dt, 32, -0.5, 0.5), {1920, 640}, dt, *device);
+  const Tensor b = make_tensor(random_values(1920, dt, 33), {1920}, dt, *device);
+  const std::vector<double> first = to_doubles(ops::linear(x, w, b));
+  for (int i = 0; i < 3; ++i) {
+    poison_allocations(*device, (size_t)(300 * 1920 * 2 * 4));
+    EXPECT_EQ(to_doubles(ops::linear(x, w, b)), first) << "call " << i + 2;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, LinearRepeats, ::testing::ValuesIn(conformance_backends()));
 
 // Bad arguments are refused with the op and the argument named.
 class LinearErrors : public ::testing::TestWithParam<std::string> {};
