@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -36,8 +37,12 @@ bool lt_tune_enabled() {
   return on;
 }
 
-// Candidates asked of the heuristic per shape, and timed repetitions of each (after one untimed run).
+// Candidates asked of the heuristic per shape, split-K variants added to its first kLtSplitBases (kLtSplits slices,
+// partial sums reduced in f32), and timed repetitions of each (after one untimed run).
 constexpr int kLtCandidates = 16;
+constexpr int kLtSplitBases = 2;
+constexpr int kLtSplits[] = {2, 4};
+constexpr int kLtMaxCandidates = kLtCandidates + kLtSplitBases * (int)(sizeof(kLtSplits) / sizeof(kLtSplits[0]));
 constexpr int kLtTimedReps = 5;
 // A candidate replaces the heuristic's first only when it takes less than this fraction of its time.
 constexpr float kLtMargin = 0.97f;
@@ -50,7 +55,7 @@ constexpr float kLtMargin = 0.97f;
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t candidates[kLtCandidates] = {};
+  cublasLtMatmulAlgo_t candidates[kLtMaxCandidates] = {};
   int count = 0;  // candidates held
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;       // the heuristic gave at least one algorithm
@@ -217,7 +222,43 @@ class CublasBlas final : public Blas {
     if (p.count == 0) return true;
     p.algo = p.candidates[0];
     p.ok = true;
+    if (lt_tune_enabled()) add_split_k_variants(p);
     return true;
+  }
+
+  // Split-K forms of the heuristic's first candidates that take none: kLtSplits slices of K summed in f32 (the
+  // compute type) before the epilogue, kept when cuBLASLt accepts them for this shape within the workspace. They
+  // help where the output has fewer tiles than the device has multiprocessors; the timing in decide() says.
+  void add_split_k_variants(LtPlan& p) {
+    const int bases = std::min(p.count, kLtSplitBases);
+    for (int i = 0; i < bases; ++i) {
+      const cublasLtMatmulAlgo_t base = p.candidates[i];
+      int32_t support = 0, splits = 1;
+      uint32_t schemes = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support, sizeof(support),
+                                            &written) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                            sizeof(schemes), &written) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigGetAttribute(&base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                               &written) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      if (!support || splits > 1 || !(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
+      for (int n : kLtSplits) {
+        if (p.count >= kLtMaxCandidates) return;
+        cublasLtMatmulAlgo_t algo = base;
+        const int32_t split = n;
+        const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split)) ==
+                CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                 sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoCheck(lt_, p.op, p.a, p.b, p.c, p.c, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= workspace_bytes_)
+          p.candidates[p.count++] = algo;
+      }
+    }
   }
 
   // Fixes p.algo for good. With tuning on, several candidates and an uncaptured stream: each candidate runs once
@@ -267,9 +308,14 @@ class CublasBlas final : public Blas {
     cudaEventDestroy(stop);
     if (!have) return;
     p.algo = p.candidates[best];
-    log::debug("cuBLASLt linear [{} x {}] . [{} x {}]: candidate {} of {} by timing, {:.2f} us (heuristic's first {:.2f} "
-               "us)",
-               m, k, k, n, best + 1, p.count, best_ms * 1e3, first_ms * 1e3);
+    int32_t splits = 1;
+    uint32_t tile = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+    log::debug("cuBLASLt linear [{} x {}] . [{} x {}]: candidate {} of {} by timing (tile id {}, split-K {}), {:.2f} us "
+               "(heuristic's first {:.2f} us)",
+               m, k, k, n, best + 1, p.count, tile, splits, best_ms * 1e3, first_ms * 1e3);
   }
 
   cublasHandle_t handle_;
