@@ -5,6 +5,8 @@
 // Memory-bound: each thread moves 16 bytes of each operand per step when the pointers (and for geglu F) allow
 // 16-byte vectors; else element by element.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "backends/common/scalar_ops.h"
 
@@ -45,12 +47,14 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const T* gate, const T
 }
 
 // x [rows, 2F], out [rows, F]; V consecutive features per step (F % V == 0 and 16-byte aligned rows when V > 1).
-template <class T, int V>
+// I: the index type of the rows * F / V steps (uint32_t when they fit: the row / column split is a 32-bit division,
+// several times cheaper than a 64-bit one, which cost as much as the GELUs of a step).
+template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads) geglu_kernel(const T* x, int64_t rows, int64_t f, T* out) {
   using C = compute_t<T>;
-  const int64_t fv = f / V, n = rows * fv, stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t r = i / fv, c = i % fv * V;
+  const I fv = (I)(f / V), n = (I)(rows * (f / V)), stride = (I)gridDim.x * blockDim.x;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = i / fv, c = (int64_t)(i % fv) * V;
     C h[V], g[V];
     load_vec<T, V>(x + r * 2 * f + c, h);
     load_vec<T, V>(x + r * 2 * f + f + c, g);
@@ -71,11 +75,21 @@ void GpuKernels::geglu(const Tensor& x, Tensor& out) {
     constexpr int kV = kVec16<T>;
     const T* px = static_cast<const T*>(x.data());
     T* po = static_cast<T*>(out.data());
-    if (vec16_ok({px, po}, {f}, kV)) {
-      geglu_kernel<T, kV><<<grid_for(rows * (f / kV), kThreads), kThreads, 0, device_.stream()>>>(px, rows, f, po);
-    } else {
-      geglu_kernel<T, 1><<<grid_for(rows * f, kThreads), kThreads, 0, device_.stream()>>>(px, rows, f, po);
-    }
+    const bool vec = vec16_ok({px, po}, {f}, kV);
+    const int64_t steps = rows * (vec ? f / kV : f);
+    // 32-bit indices while the steps and the grid's stride stay below 2^32.
+    const bool narrow = steps + (int64_t)grid_for(steps, kThreads) * kThreads < (int64_t{1} << 32);
+    auto launch = [&](auto v_tag, auto index_tag) {
+      constexpr int Vl = decltype(v_tag)::value;
+      using I = decltype(index_tag);
+      geglu_kernel<T, Vl, I><<<grid_for(steps, kThreads), kThreads, 0, device_.stream()>>>(px, rows, f, po);
+    };
+    using VecTag = std::integral_constant<int, kV>;
+    using OneTag = std::integral_constant<int, 1>;
+    if (vec && narrow) launch(VecTag{}, uint32_t{});
+    else if (vec) launch(VecTag{}, int64_t{});
+    else if (narrow) launch(OneTag{}, uint32_t{});
+    else launch(OneTag{}, int64_t{});
     RBEE_GPU_CHECK_LAUNCH();
   });
 }
