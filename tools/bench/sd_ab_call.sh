@@ -14,7 +14,11 @@
 # last entries of CONFIGS), profile (per-layer profile of one warm image, first and last entries of CONFIGS; the last
 # only with PROFILE_LAST_ONLY=1).
 # convbench (bench/rbee_bench_conv_gpu per SD conv shape, once per entry of CONV_PATHS; the Blas GEMM of the same
-# sizes beside the first entry).
+# sizes beside the first entry). linbench (bench/rbee_bench_linear_gpu: the UNets' linear shapes, layer norms and
+# GEGLUs against the GEMM rate and copy bandwidth measured in the same run, once per entry of LIN_PATHS, default
+# "heuristic:RBEE_LINEAR_TUNE=0;tuned:RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
+# the last entry of CONFIGS, one warm-up image: the first image making its own plans, against the bench stage's
+# prepared load).
 # SDXL stages (not in the default list): sdxl (rbee_sd_bench --random-sdxl 1024x1024 20 steps f16 guidance 5, UNet
 # step graphs, once per entry of SDXL_CONFIGS, default the last entry of CONFIGS), sdxl_profile (per-layer profile of
 # one warm SDXL image, last entry of SDXL_CONFIGS), diffusers / sdxl_diffusers (tools/bench/sd_bench_diffusers.py, the
@@ -95,12 +99,21 @@ if has convbench; then
   done
   note "convbench done"
 fi
+if has linbench; then
+  IFS=';' read -r -a lpaths <<< "${LIN_PATHS:-heuristic:RBEE_LINEAR_TUNE=0;tuned:RBEE_LOG_LEVEL=debug}"
+  for lp in "${lpaths[@]}"; do
+    env ${lp#*:} "$P/bench/rbee_bench_linear_gpu" --label "${lp%%:*}" ${LINBENCH_ARGS:-} > "$out/linbench_${lp%%:*}.txt" 2>&1
+    grep -E "^limit|^total|^error" "$out/linbench_${lp%%:*}.txt" | tee -a "$out/summary.txt"
+  done
+  note "linbench done"
+fi
 bench() {  # bench NAME "ENV..." ARGS...
   local name=$1 envs=$2
   shift 2
   env $envs "$P/rbee_sd_bench" --random-sd15 --tokenizer $tok --backend cuda --f16 --steps 20 --width 512 \
     --height 512 "$@" > "$out/bench_${name}.txt" 2>&1
-  grep -E "^run|result|first" "$out/bench_${name}.txt" | sed "s/^/$name [$envs]: /" | tee -a "$out/summary.txt"
+  grep -E "^load|^prepare|^warmup|^run|result|first|^GEMM rate|^UNet step" "$out/bench_${name}.txt" |
+    sed "s/^/$name [$envs]: /" | tee -a "$out/summary.txt"
 }
 CONFIGS=${CONFIGS:-"all_off:RBEE_SD_GEGLU_FUSED=0 RBEE_GROUP_NORM_ONE_LAUNCH=0 RBEE_LAYER_NORM_WARP=0 RBEE_ATTN_FAST_TILES=0 RBEE_CONV_SPLIT_K=0;all_on:"}
 IFS=';' read -r -a configs <<< "$CONFIGS"
@@ -109,6 +122,10 @@ last=${configs[${#configs[@]}-1]}
 if has bench; then
   for c in "${configs[@]}"; do bench "${c%%:*}" "${c#*:}" --runs "${RUNS:-3}" --warmup 1; done
   note "bench done"
+fi
+if has first; then
+  bench "${last%%:*}_noprepare" "${last#*:}" --runs 1 --warmup 1 --no-prepare
+  note "first done"
 fi
 if has batch; then
   for c in "$first" "$last"; do bench "${c%%:*}_batch${BATCH:-4}" "${c#*:}" --runs 2 --warmup 1 --batch "${BATCH:-4}"; done
@@ -130,7 +147,8 @@ xl() {  # xl NAME "ENV..." ARGS...: rbee SDXL base, random weights, 1024x1024, 2
   shift 2
   env $envs "$P/rbee_sd_bench" --random-sdxl --tokenizer $tok --tokenizer-2 tests/data/tiny_sd/sdxl/tokenizer_2 \
     --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5 "$@" > "$out/sdxl_${name}.txt" 2>&1
-  grep -E "^load|^run|^warmup|result|graphs" "$out/sdxl_${name}.txt" | sed "s/^/sdxl $name [$envs]: /" | tee -a "$out/summary.txt"
+  grep -E "^load|^prepare|^run|^warmup|result|graphs|^GEMM rate|^UNet step" "$out/sdxl_${name}.txt" |
+    sed "s/^/sdxl $name [$envs]: /" | tee -a "$out/summary.txt"
 }
 IFS=';' read -r -a xl_configs <<< "${SDXL_CONFIGS:-$last}"
 if has sdxl; then

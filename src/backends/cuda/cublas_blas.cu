@@ -41,7 +41,7 @@ bool lt_tune_enabled() {
 // partial sums reduced in f32), and timed repetitions of each (after one untimed run).
 constexpr int kLtCandidates = 16;
 constexpr int kLtSplitBases = 2;
-constexpr int kLtSplits[] = {2, 4};
+constexpr int kLtSplits[] = {2, 3, 4, 8};
 constexpr int kLtMaxCandidates = kLtCandidates + kLtSplitBases * (int)(sizeof(kLtSplits) / sizeof(kLtSplits[0]));
 constexpr int kLtTimedReps = 5;
 // A candidate replaces the heuristic's first only when it takes less than this fraction of its time.
