@@ -88,8 +88,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, LinearConformance,
                          linear_name);
 RBEE_CONFORMANCE_SUITE(LinearFused, LinearConformance);
 
-// A shape's algorithm is chosen once per process (on CUDA: by timing the cuBLASLt candidates at its first call), so
-// calls after the first give the first call's bits.
+// A shape's algorithm is chosen once per process (on CUDA with RBEE_LINEAR_TUNE=1: by timing the cuBLASLt candidates
+// at its first call), so calls after the first give the first call's bits.
 class LinearRepeats : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LinearRepeats, LaterCallsGiveTheFirstCallsBits) {

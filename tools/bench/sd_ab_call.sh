@@ -16,7 +16,7 @@
 # convbench (bench/rbee_bench_conv_gpu per SD conv shape, once per entry of CONV_PATHS; the Blas GEMM of the same
 # sizes beside the first entry). linbench (bench/rbee_bench_linear_gpu: the UNets' linear shapes, layer norms and
 # GEGLUs against the GEMM rate and copy bandwidth measured in the same run, once per entry of LIN_PATHS, default
-# "heuristic:RBEE_LINEAR_TUNE=0;tuned:RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
+# "heuristic:;tuned:RBEE_LINEAR_TUNE=1 RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
 # the last entry of CONFIGS, one warm-up image: the first image making its own plans, against the bench stage's
 # prepared load).
 # SDXL stages (not in the default list): sdxl (rbee_sd_bench --random-sdxl 1024x1024 20 steps f16 guidance 5, UNet
@@ -100,7 +100,7 @@ if has convbench; then
   note "convbench done"
 fi
 if has linbench; then
-  IFS=';' read -r -a lpaths <<< "${LIN_PATHS:-heuristic:RBEE_LINEAR_TUNE=0;tuned:RBEE_LOG_LEVEL=debug}"
+  IFS=';' read -r -a lpaths <<< "${LIN_PATHS:-heuristic:;tuned:RBEE_LINEAR_TUNE=1 RBEE_LOG_LEVEL=debug}"
   for lp in "${lpaths[@]}"; do
     env ${lp#*:} "$P/bench/rbee_bench_linear_gpu" --label "${lp%%:*}" ${LINBENCH_ARGS:-} > "$out/linbench_${lp%%:*}.txt" 2>&1
     grep -E "^limit|^total|^error" "$out/linbench_${lp%%:*}.txt" | tee -a "$out/summary.txt"

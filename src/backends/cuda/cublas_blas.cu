@@ -26,30 +26,32 @@ bool cuda_type(DType dtype, cudaDataType_t* type) {
   }
 }
 
-// RBEE_LINEAR_TUNE=0: every gemm_bias shape runs the heuristic's first algorithm (the behaviour before tuning, for
-// A/B); unset or any other value: each shape's first call outside a graph capture times the heuristic's candidates
-// and keeps the fastest (LtPlan).
+// RBEE_LINEAR_TUNE=1: each gemm_bias shape's first call outside a graph capture times the heuristic's candidates
+// (and split-K forms of its first two) and keeps the fastest (LtPlan); unset or any other value: the heuristic's
+// first algorithm for every shape. Off by default until a GPU call has measured the graph-timed choice (the first,
+// eager-timed version gained 4% of SD 1.5's linear time and lost 0.6% of SDXL's: docs/perf-notes/sd-speed.md).
 bool lt_tune_enabled() {
   static const bool on = [] {
     const char* env = std::getenv("RBEE_LINEAR_TUNE");
-    return !(env && std::string_view(env) == "0");
+    return env && std::string_view(env) == "1";
   }();
   return on;
 }
 
-// Candidates asked of the heuristic per shape, split-K variants added to its first kLtSplitBases (kLtSplits slices,
-// partial sums reduced in f32), and timed repetitions of each (after one untimed run).
+// Candidates asked of the heuristic per shape, and split-K variants added to its first kLtSplitBases (kLtSplits
+// slices, partial sums reduced in f32).
 constexpr int kLtCandidates = 16;
 constexpr int kLtSplitBases = 2;
 constexpr int kLtSplits[] = {2, 3, 4, 8};
 constexpr int kLtMaxCandidates = kLtCandidates + kLtSplitBases * (int)(sizeof(kLtSplits) / sizeof(kLtSplits[0]));
-constexpr int kLtTimedReps = 5;
+constexpr int kLtTimedReps = 10;     // calls recorded in one timing graph
+constexpr int kLtTimedLaunches = 2;  // timed replays of that graph
 // A candidate replaces the heuristic's first only when it takes less than this fraction of its time.
 constexpr float kLtMargin = 0.97f;
 
 // One cuBLASLt product shape of gemm_bias, planned once: descriptors, the heuristic's candidate algorithms (best
 // ranked first) and the one this shape runs. The choice is made once per shape for the process: at its first call
-// outside a graph capture, the fastest candidate by device-event timing (RBEE_LINEAR_TUNE unset), else the
+// outside a graph capture, the fastest candidate by device-event timing (RBEE_LINEAR_TUNE=1), else the
 // heuristic's first; a shape first seen inside a capture keeps the heuristic's first. Later calls reuse it, so a
 // shape's result does not change between calls.
 struct LtPlan {
@@ -261,12 +263,14 @@ class CublasBlas final : public Blas {
     }
   }
 
-  // Fixes p.algo for good. With tuning on, several candidates and an uncaptured stream: each candidate runs once
-  // untimed, then kLtTimedReps times between two events on `stream` (the call's own operands: D is rewritten with
-  // the same values, as C and D are distinct when `idempotent`); a candidate that fails to launch is skipped, and
-  // the heuristic's first stays unless another takes less than kLtMargin of its time. The events synchronize the
-  // host with the stream once per candidate, so this runs only at a shape's first call (an SD pipeline makes those
-  // calls at load: Pipeline::prepare).
+  // Fixes p.algo for good. With tuning on, several candidates and an uncaptured stream, each candidate runs once
+  // eagerly (a candidate that refuses the call is skipped), then kLtTimedReps of its calls are recorded as one device
+  // graph on `stream` and the graph is replayed kLtTimedLaunches times between two events: device time per call
+  // without the host's launch cost, which is larger than the GEMM itself for SD's small shapes (timing eager calls
+  // measured the launches: 2026-11-27 H100 call, docs/perf-notes/sd-speed.md). The calls use the call's own
+  // operands (D is rewritten with the same values, as C and D are distinct when `idempotent`). The heuristic's first
+  // stays unless another takes less than kLtMargin of its time. This synchronizes the host with the stream once per
+  // candidate, so it runs only at a shape's first call (an SD pipeline makes those calls at load: Pipeline::prepare).
   template <class Run>
   void decide(LtPlan& p, int m, int n, int k, Stream stream, bool idempotent, const Run& run) {
     p.decided = true;
@@ -288,17 +292,11 @@ class CublasBlas final : public Blas {
     int best = 0;
     bool have = false;
     for (int i = 0; i < p.count; ++i) {
-      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
-      if (!run(algo)) continue;  // this candidate refuses the call (workspace, alignment): not a choice
-      bool launched = cudaEventRecord(start, stream) == cudaSuccess;
-      for (int r = 0; r < kLtTimedReps && launched; ++r) launched = run(algo);
-      launched = launched && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
       float ms = 0;
-      if (!launched || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      if (!run(p.candidates[i]) || !time_in_graph(stream, start, stop, [&] { return run(p.candidates[i]); }, &ms)) {
         cudaGetLastError();
         continue;
       }
-      ms /= kLtTimedReps;
       if (i == 0) first_ms = ms;
       // Another candidate must beat the heuristic's first by kLtMargin: timing noise alone does not move a shape.
       const float bar = i > 0 && best == 0 && first_ms > 0 ? best_ms * kLtMargin : best_ms;
@@ -316,6 +314,31 @@ class CublasBlas final : public Blas {
     log::debug("cuBLASLt linear [{} x {}] . [{} x {}]: candidate {} of {} by timing (tile id {}, split-K {}), {:.2f} us "
                "(heuristic's first {:.2f} us)",
                m, k, k, n, best + 1, p.count, tile, splits, best_ms * 1e3, first_ms * 1e3);
+  }
+
+  // Records kLtTimedReps calls of `call` as a graph on `stream` (thread-local capture), replays it once untimed and
+  // kLtTimedLaunches times between `start` and `stop`; *ms = milliseconds per call. False when a call, the capture
+  // or a replay fails (the capture is ended either way).
+  template <class Call>
+  static bool time_in_graph(Stream stream, cudaEvent_t start, cudaEvent_t stop, const Call& call, float* ms) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
+    bool ok = true;
+    for (int r = 0; r < kLtTimedReps && ok; ++r) ok = call();
+    cudaGraph_t graph = nullptr;
+    ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok && graph;
+    cudaGraphExec_t exec = nullptr;
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    ok = ok && cudaGraphLaunch(exec, stream) == cudaSuccess && cudaEventRecord(start, stream) == cudaSuccess;
+    for (int r = 0; r < kLtTimedLaunches && ok; ++r) ok = cudaGraphLaunch(exec, stream) == cudaSuccess;
+    ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+         cudaEventElapsedTime(ms, start, stop) == cudaSuccess;
+    if (exec) {
+      cudaStreamSynchronize(stream);  // the replays are done before their graph goes
+      cudaGraphExecDestroy(exec);
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (ok) *ms /= (float)(kLtTimedReps * kLtTimedLaunches);
+    return ok;
   }
 
   cublasHandle_t handle_;
