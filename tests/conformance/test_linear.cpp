@@ -105,7 +105,8 @@ TEST_P(LinearRepeats, LaterCallsGiveTheFirstCallsBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, LinearRepeats, ::testing::ValuesIn(conformance_backends()));
+INSTANTIATE_TEST_SUITE_P(Ops, LinearRepeats, ::testing::ValuesIn(conformance_backends()),
+                         [](const auto& info) { return info.param; });
 
 // Bad arguments are refused with the op and the argument named.
 class LinearErrors : public ::testing::TestWithParam<std::string> {};
@@ -132,7 +133,8 @@ TEST_P(LinearErrors, RefusesBadShapesAndDtypes) {
   expect_error(f16_w, Tensor(), Tensor(), "linear: w is f16 but x is f32");
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, LinearErrors, ::testing::ValuesIn(conformance_backends()));
+INSTANTIATE_TEST_SUITE_P(Ops, LinearErrors, ::testing::ValuesIn(conformance_backends()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace rbee::test
