@@ -53,7 +53,8 @@ static double seconds_since(Clock::time_point t0) {
 }
 
 // The device's f16 GEMM rate in flop/s: ops::linear on 8192 x 8192 x 8192 (operands: 2^20 normal values drawn on
-// the host, tiled), 2 untimed calls, then 10 between two synchronizations.
+// the host, tiled), 2 untimed calls, then the fastest of 3 rounds of 10 calls between two synchronizations (one
+// round varied by 15% between runs on the H100, 658-770 TFLOP/s, while the card's clocks settled).
 static double measured_gemm_rate(rbee::Device& device) {
   constexpr int64_t n = 8192, chunk = int64_t{1} << 20;
   auto operand = [&](uint64_t seed, double scale) {
@@ -64,10 +65,14 @@ static double measured_gemm_rate(rbee::Device& device) {
   for (int i = 0; i < 2; ++i) (void)rbee::ops::linear(a, b);
   device.synchronize();
   constexpr int reps = 10;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < reps; ++i) (void)rbee::ops::linear(a, b);
-  device.synchronize();
-  return 2.0 * (double)n * n * n * reps / seconds_since(t0);
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) (void)rbee::ops::linear(a, b);
+    device.synchronize();
+    best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * (double)n * n * n * reps / best;
 }
 
 int main(int argc, char** argv) {
