@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "rbee/core/error.h"
 #include "rbee/core/env.h"
+#include "rbee/core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
