@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/core/thread_pool.h"
@@ -171,9 +172,8 @@ int run(const Options& opt) {
     load.progress = [&lifecycle](float f) { lifecycle.set_progress(f * 0.95f); };
     const auto baseline = llm::held_bytes(plan.placement.devices);
     // Fault injection (docs/RELIABILITY.md): a slow load, so that tests can see what answers while loading.
-    if (const char* delay = std::getenv("RBEE_FAULT_LOAD_DELAY_MS")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::strtol(delay, nullptr, 10)));
-    }
+    if (const std::optional<int64_t> delay = env::integer("RBEE_FAULT_LOAD_DELAY_MS", 0, 3'600'000))
+      std::this_thread::sleep_for(std::chrono::milliseconds(*delay));
     model = llm::Model::load(opt.w.model, load);
     const auto& cfg = model->config();
     cache = std::make_unique<llm::KvCache>(model->kv_layout(), plan.kv_blocks(), plan.block_size, plan.kv_dtype);

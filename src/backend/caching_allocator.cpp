@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdlib>
 
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 
@@ -14,18 +15,15 @@ namespace rbee {
 CachingAllocator::CachingAllocator(std::string device_name, RawAlloc raw_alloc, RawFree raw_free)
     : device_name_(std::move(device_name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {
   exact_releaser_.owner = this;
-  const char* only = std::getenv("RBEE_FAULT_ALLOC_DEVICE");
-  if (only && *only && device_name_.find(only) == std::string::npos) return;
-  if (const char* limit = std::getenv("RBEE_FAULT_ALLOC_LIMIT"); limit && *limit) {
-    char* end = nullptr;
-    const long long v = std::strtoll(limit, &end, 10);
-    RBEE_CHECK(end && *end == 0 && v >= 0, "RBEE_FAULT_ALLOC_LIMIT must be a byte count, got '{}'", limit);
-    fault_limit_ = v;
-    log::warn("event=fault_injection device=\"{}\" alloc_limit_bytes={}", device_name_, v);
+  const std::optional<std::string_view> only = env::text("RBEE_FAULT_ALLOC_DEVICE");
+  if (only && device_name_.find(*only) == std::string::npos) return;
+  if (const std::optional<int64_t> limit = env::integer("RBEE_FAULT_ALLOC_LIMIT", 0)) {
+    fault_limit_ = *limit;
+    log::warn("event=fault_injection device=\"{}\" alloc_limit_bytes={}", device_name_, *limit);
   }
-  if (const char* path = std::getenv("RBEE_FAULT_ALLOC_SWITCH"); path && *path) {
-    fault_switch_ = path;
-    log::warn("event=fault_injection device=\"{}\" alloc_switch=\"{}\"", device_name_, path);
+  if (const std::optional<std::string_view> path = env::text("RBEE_FAULT_ALLOC_SWITCH")) {
+    fault_switch_ = std::string(*path);
+    log::warn("event=fault_injection device=\"{}\" alloc_switch=\"{}\"", device_name_, fault_switch_);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "rbee/core/device.h"
+#include "rbee/core/env.h"
 
 namespace rbee::profile {
 
@@ -35,8 +36,7 @@ double now_s() {
 
 bool enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_OP_PROFILE");
-    return v && std::string(v) == "1";
+    return env::flag_or("RBEE_OP_PROFILE", false);
   }();
   return on;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -163,11 +164,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
 }
 
 int ThreadPool::default_threads() {
-  if (const char* env = std::getenv("RBEE_THREADS")) {
-    const int n = std::atoi(env);
-    RBEE_CHECK(n >= 1, "RBEE_THREADS must be a positive integer, got '{}'", env);
-    return n;
-  }
+  if (const std::optional<int64_t> n = env::integer("RBEE_THREADS", 1, 4096)) return (int)*n;
   int cpus = (int)std::max(1u, std::thread::hardware_concurrency());
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = std::max(1, CPU_COUNT(&set));

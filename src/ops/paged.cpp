@@ -8,6 +8,7 @@
 #include "ops/op_checks.h"
 #include "rbee/ops.h"
 #include "rbee/backend/paged_rows.h"
+#include "rbee/core/env.h"
 
 namespace rbee::ops {
 
@@ -106,8 +107,7 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   // Rows of no sequence are zero unless the caller promised there are none (the kernels write every row of every
   // sequence, and leave the others untouched: op_table.def).
   static const bool always_fill = [] {
-    const char* v = std::getenv("RBEE_ATTN_ZERO_FILL");
-    return v != nullptr && std::string_view(v) == "1";
+    return env::flag_or("RBEE_ATTN_ZERO_FILL", false);
   }();
   Tensor out = rows == PagedRows::kAllInSequences && !always_fill ? Tensor::empty({q.dim(0), hq, d}, DType::F32, device)
                                                                   : zeros({q.dim(0), hq, d}, DType::F32, device);

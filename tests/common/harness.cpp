@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "rbee/core/env.h"
 #include "rbee/core/half.h"
 
 namespace rbee::test {
@@ -22,7 +23,7 @@ Device* device_for_backend(const std::string& backend) {
   Backend* b = Registry::global().find(backend);
   if (!b || b->device_count() == 0) return nullptr;
   int index = 0;
-  if (const char* env = std::getenv("RBEE_TEST_DEVICE")) index = std::atoi(env);
+  index = (int)env::integer_or("RBEE_TEST_DEVICE", 0, 0, 1023);
   return &b->device(index < b->device_count() ? index : 0);
 }
 

@@ -20,13 +20,14 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "rbee/core/env.h"
+
 namespace rbee {
 
 // Whether the mode is on: RBEE_BATCH_INVARIANT set to anything but "" or "0". Read at each call (a few per layer),
 // so a process (or a test) can switch it between launches.
 inline bool batch_invariant() {
-  const char* v = std::getenv("RBEE_BATCH_INVARIANT");
-  return v != nullptr && *v != 0 && std::string_view(v) != "0";
+  return env::flag_or("RBEE_BATCH_INVARIANT", false);
 }
 
 }  // namespace rbee

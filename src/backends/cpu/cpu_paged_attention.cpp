@@ -24,6 +24,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_nn_util.h"
 #include "backends/cpu/exp_ggml-inl.h"
+#include "rbee/core/env.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rbee::cpu::HWY_NAMESPACE {
@@ -289,8 +290,7 @@ HWY_INLINE void AccumulatePVRows(D df, float* const (&a)[NR], const float* HWY_R
 // the one near-tie greedy token this moves (reference vs tensor split, both on this kernel).
 inline bool BlockedAttentionFits(int64_t d) {
   static const bool wanted = [] {
-    const char* v = std::getenv("RBEE_CPU_BLOCKED_ATTENTION");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return env::flag_or("RBEE_CPU_BLOCKED_ATTENTION", true);
   }();
   if (!wanted) return false;
   const hn::ScalableTag<float> df;

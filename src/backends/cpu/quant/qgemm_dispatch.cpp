@@ -5,6 +5,7 @@
 #include "backends/cpu/quant/qgemm.h"
 #include "backends/cpu/quant/qgemm_target.h"
 #include "backends/cpu/quant/quant.h"
+#include "rbee/core/env.h"
 
 namespace rbee::cpu::quant {
 namespace {
@@ -18,15 +19,11 @@ bool cpu_has_avx512_vnni() {
   return false;
 #endif
 }
-bool enabled_by_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 
 }  // namespace
 
 const QGemm* qgemm_kernel(DType weight) {
-  static const bool available = cpu_has_avx512_vnni() && enabled_by_env("RBEE_CPU_QGEMM");
+  static const bool available = cpu_has_avx512_vnni() && env::flag_or("RBEE_CPU_QGEMM", true);
   if (!available || !row_kernels_are_x86_simd()) return nullptr;
 #if RBEE_QGEMM_X86
   if (weight == DType::F16 || weight == DType::BF16) {
@@ -40,7 +37,7 @@ const QGemm* qgemm_kernel(DType weight) {
 }
 
 MatVecFn matvec_kernel(DType weight) {
-  static const bool available = cpu_has_avx512_vnni() && enabled_by_env("RBEE_CPU_MATVEC");
+  static const bool available = cpu_has_avx512_vnni() && env::flag_or("RBEE_CPU_MATVEC", true);
   if (!available || !row_kernels_are_x86_simd()) return nullptr;
 #if RBEE_QGEMM_X86
   return matvec_avx512_vnni(weight);

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "backends/gpu/kernels/flash_tiles.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -124,8 +125,7 @@ bool visit_dense_cfg(int dp, F&& f) {
 // RBEE_ATTN_FAST_TILES=0: the key-tile loop with P through shared memory and Q reloaded per tile (A/B).
 bool dense_fast_tiles() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_ATTN_FAST_TILES");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_ATTN_FAST_TILES", true);
   }();
   return on;
 }
@@ -137,7 +137,7 @@ bool attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k, const Ten
   const DType dtype = q.dtype();
   if (dtype != DType::F16 && dtype != DType::BF16) return false;
   if (params.causal || params.window > 0 || params.softcap > 0) return false;
-  if (const char* env = std::getenv("RBEE_ATTN_FLASH"); env && std::string_view(env) == "0") return false;
+  if (!env::flag_or("RBEE_ATTN_FLASH", true)) return false;
   const int64_t B = q.dim(0), Hq = q.dim(1), Tq = q.dim(2), D = q.dim(3);
   const int64_t Hkv = k.dim(1), Tk = k.dim(2);
   if (v.dim(3) != D || D % 8 != 0 || Tq < 16 || Tk < 1 || Hkv == 0 || Hq % Hkv != 0) return false;

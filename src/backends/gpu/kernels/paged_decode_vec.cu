@@ -29,6 +29,7 @@
 #include "backends/gpu/kernels/paged_decode_vec.h"
 #include "backends/gpu/kernels/paged_flash.h"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -239,8 +240,7 @@ void launch_for_head_size(GpuDevice& dev, int d, int group, const PagedLaunch& p
 // RBEE_ATTN_DECODE_VEC=0 keeps decode steps on the tensor-core / scalar kernels (A/B comparisons, fallback). Read
 // at every call, as RBEE_PAGED_FLASH is, so a benchmark can switch kernels within one process.
 bool decode_vec_enabled() {
-  const char* env = std::getenv("RBEE_ATTN_DECODE_VEC");
-  return !(env != nullptr && std::string_view(env) == "0");
+  return env::flag_or("RBEE_ATTN_DECODE_VEC", true);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "backends/common/batch_invariant.h"
 #include "backends/gpu/kernels/paged_flash_configs.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -25,8 +26,7 @@ FlashShape flash_shape(FlashConfig config, int d) {
 // range by the occupancy rule alone, as before).
 int64_t paged_split_min_ctx() {
   static const int64_t v = [] {
-    const char* env = std::getenv("RBEE_ATTN_SPLIT_MIN_CTX");
-    return env != nullptr && *env != 0 ? std::max<int64_t>(std::atoll(env), 0) : int64_t{256};
+    return env::integer_or("RBEE_ATTN_SPLIT_MIN_CTX", 256, 0);
   }();
   return v;
 }
@@ -41,7 +41,7 @@ bool paged_attention_flash(GpuDevice& dev, const Tensor& q, const Tensor& k_cach
     return false;
   }
   // RBEE_PAGED_FLASH=0 keeps 16-bit caches on the scalar kernel (A/B comparisons, bisecting).
-  if (const char* env = std::getenv("RBEE_PAGED_FLASH"); env && std::string_view(env) == "0") return false;
+  if (!env::flag_or("RBEE_PAGED_FLASH", true)) return false;
 
   const int nq = (int)q.dim(0), hq = (int)q.dim(1);
   const int n_seq = (int)seq_info.dim(0), max_blocks = (int)block_tables.dim(1);

@@ -17,6 +17,7 @@
 #include "backends/gpu/kernels/quant_gemv_fused.h"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/quant_matvec.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu::quant {
 
@@ -179,8 +180,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
 // RBEE_GEMV_PIPELINE=0: the gemv loop of before (no loads ahead, none before the dependency wait), for A/B runs.
 bool gemv_pipeline() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_GEMV_PIPELINE");
-    return !(v != nullptr && std::string_view(v) == "0");
+    return env::flag_or("RBEE_GEMV_PIPELINE", true);
   }();
   return on;
 }
@@ -389,8 +389,7 @@ void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& a) {
 
 bool fused_float_gemv_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_GEMV_FUSED");
-    return !(v != nullptr && std::string_view(v) == "0");
+    return env::flag_or("RBEE_GEMV_FUSED", true);
   }();
   return on;
 }

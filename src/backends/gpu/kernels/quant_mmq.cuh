@@ -47,6 +47,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu::quant {
 
@@ -600,8 +601,7 @@ __global__ void __launch_bounds__((Mmq<T, BM, BN, TM, TN, kFlags>::kThreads),
 // otherwise: a measurement knob).
 inline int mmq_warps_per_sm() {
   static const int warps = [] {
-    const char* env = std::getenv("RBEE_MMQ_WARPS_PER_SM");
-    return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : kMmqWarpsPerSm;
+    return (int)env::integer_or("RBEE_MMQ_WARPS_PER_SM", kMmqWarpsPerSm, 1, 64);
   }();
   return warps;
 }
@@ -612,9 +612,7 @@ inline int mmq_warps_per_sm() {
 // for Q4_K / Q5_K rows at 16-byte aligned addresses (launch_mmq_tile).
 inline int mmq_path() {
   static const int path = [] {
-    const char* env = std::getenv("RBEE_MMQ_PATH");
-    const std::string_view v = env != nullptr ? env : "";
-    return v == "0" ? 0 : v == "1" ? 1 : v == "2" ? 2 : 3;
+    return (int)env::integer_or("RBEE_MMQ_PATH", 3, 0, 3);
   }();
   return path;
 }

@@ -37,6 +37,7 @@
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_gemv_fused.h"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -45,8 +46,7 @@ namespace {
 // Block types: MMQ from this many rows (quant::kMmqMinRows unless RBEE_MMQ_MIN_ROWS says otherwise).
 int64_t mmq_min_rows() {
   static const int64_t rows = [] {
-    const char* env = std::getenv("RBEE_MMQ_MIN_ROWS");
-    return env != nullptr && std::atoll(env) > 0 ? (int64_t)std::atoll(env) : quant::kMmqMinRows;
+    return env::integer_or("RBEE_MMQ_MIN_ROWS", quant::kMmqMinRows, 1);
   }();
   return rows;
 }
@@ -161,12 +161,6 @@ bool aligned16(std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-bool env_flag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == 0) return fallback;
-  return std::string_view(v) != "0";
-}
-
 }  // namespace
 
 namespace quant {
@@ -177,21 +171,20 @@ void launch_mmq(GpuDevice& device, DType type, const MmqArgs& args) {
   visit_block_type(type, [&](auto tag) { launch_mmq_typed<decltype(tag)::value>(device, args); });
 }
 bool l2_prefetch_enabled() {
-  static const bool on = env_flag("RBEE_L2_PREFETCH", false);
+  static const bool on = env::flag_or("RBEE_L2_PREFETCH", false);
   return on;
 }
 bool pdl_enabled() {
-  static const bool on = env_flag("RBEE_PDL", true);
+  static const bool on = env::flag_or("RBEE_PDL", true);
   return on;
 }
 bool matvec_pairs() {
-  static const bool on = env_flag("RBEE_MATVEC_PAIRS", false);
+  static const bool on = env::flag_or("RBEE_MATVEC_PAIRS", false);
   return on && !batch_invariant();  // pairs change the per-row order of M <= 4 launches only
 }
 int matvec_rows_m1() {
   static const int rows = [] {
-    const char* v = std::getenv("RBEE_MATVEC_R");
-    return v != nullptr && std::string_view(v) == "1" ? 1 : 2;
+    return (int)env::integer_or("RBEE_MATVEC_R", 2, 1, 2);
   }();
   return rows;
 }

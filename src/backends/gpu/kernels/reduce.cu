@@ -18,6 +18,7 @@
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -171,8 +172,7 @@ constexpr int64_t kSplitMinRow = 4 * kSplitChunk;
 // RBEE_REDUCE_SPLIT=0: one block per row always (the kernel of before; A/B measurements).
 bool split_rows_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_REDUCE_SPLIT");
-    return v == nullptr || std::string_view(v) != "0";
+    return env::flag_or("RBEE_REDUCE_SPLIT", true);
   }();
   return on;
 }
