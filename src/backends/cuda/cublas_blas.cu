@@ -4,13 +4,12 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string_view>
 #include <tuple>
 
 #include "backends/gpu/blas.h"
+#include "rbee/core/env.h"
 #include "rbee/core/log.h"
 
 namespace rbee::gpu {
@@ -26,15 +25,13 @@ bool cuda_type(DType dtype, cudaDataType_t* type) {
   }
 }
 
-// RBEE_LINEAR_TUNE=1: each gemm_bias shape's first call outside a graph capture times the heuristic's candidates
-// (and split-K forms of its first two) and keeps the fastest (LtPlan); unset or any other value: the heuristic's
-// first algorithm for every shape. Off by default until a GPU call has measured the graph-timed choice (the first,
-// eager-timed version gained 4% of SD 1.5's linear time and lost 0.6% of SDXL's: docs/perf-notes/sd-speed.md).
+// RBEE_LINEAR_TUNE=1 (a switch read through rbee/core/env.h): each gemm_bias shape's first call outside a graph
+// capture times the heuristic's candidates (and split-K forms of its first two) and keeps the fastest (LtPlan);
+// unset or 0: the heuristic's first algorithm for every shape. Off by default until a GPU call has measured the
+// graph-timed choice (the first, eager-timed version: SD 1.5's linear layers -4%, SDXL's +0.6%; H100, 2026-11-27,
+// docs/perf-notes/sd-speed.md session 10).
 bool lt_tune_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("RBEE_LINEAR_TUNE");
-    return env && std::string_view(env) == "1";
-  }();
+  static const bool on = env::flag_or("RBEE_LINEAR_TUNE", false);
   return on;
 }
 
