@@ -68,6 +68,7 @@ int run_sd(const SdOptions& opt) {
   load.dtype = opt.use_f16 ? DType::F16 : DType::F32;
   load.variant = opt.variant;
   load.load_vae_encoder = !opt.init_image.empty();
+  load.prepare = false;  // one request per process: it makes the plans of its own size, nothing to prepare ahead
   const sd::ModelFiles files{opt.model, opt.config, opt.sd_version};
   const sd::ModelLimits limits = sd::read_model_limits(files, load);
   // Default size: the init image's, else the model's (unet sample_size x latent scale: 512 for SD 1.5, 1024 SDXL).

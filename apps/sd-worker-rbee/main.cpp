@@ -108,9 +108,10 @@ int run(const Options& opt) {
     lifecycle.set_progress(0.0f);
     const auto t0 = std::chrono::steady_clock::now();
     pipeline = sd::load_model_files({opt.w.model, opt.config, opt.sd_version}, load);
-    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} dtype={}", opt.w.model, ctx.sd_version,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              opt.use_f16 ? "f16" : "f32");
+    // On GPUs the load ends with Pipeline::prepare at the default size (its seconds included, and given apart).
+    log::info("event=model_loaded model=\"{}\" sd_version={} seconds={:.2f} prepare_seconds={:.2f} dtype={}",
+              opt.w.model, ctx.sd_version, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              pipeline->load_prepare_seconds(), opt.use_f16 ? "f16" : "f32");
   } catch (const std::exception& e) {
     log::error("event=load_failed model=\"{}\" error=\"{}\"", opt.w.model, e.what());
     lifecycle.set_failed(e.what());
