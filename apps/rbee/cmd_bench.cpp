@@ -275,9 +275,23 @@ int run_bench(const BenchOptions& opt) {
 
   const llm::ModelConfig& cfg = model.config();
   const DType kv_dtype = loaded.cache->dtype();
+  // A tensor split reads each rank's weights and KV heads on its own card at the same time: its tgN limit is the
+  // most loaded card's bytes per token over one card's copy bandwidth (measured on the first device below), so
+  // two cards can reach twice one card's t/s. One device and a layer split (cards take turns): every byte.
+  const bool per_card = model.placement().split == llm::SplitMode::Tensor && model.placement().ranks() > 1;
+  double card_share = 1.0;  // of decode_bytes_per_token: the most loaded card's weights and KV heads
+  if (per_card) {
+    const llm::KvLayout layout = model.kv_layout();
+    card_share = 0.0;
+    for (const auto& part : layout.layers.front()) {
+      const double w = (double)model.weight_bytes_on(*part.device) / (double)model.weight_bytes();
+      const double kv = (double)part.kv_heads / (double)cfg.n_kv_heads;
+      card_share = std::max(card_share, std::max(w, kv));
+    }
+  }
   for (auto& r : results) {
     r.work = r.n_prompt > 0 ? prompt_flops(cfg, r.n_prompt)
-                            : decode_bytes_per_token(cfg, model.weight_bytes(), kv_dtype, r.n_gen);
+                            : decode_bytes_per_token(cfg, model.weight_bytes(), kv_dtype, r.n_gen) * card_share;
   }
   HardwareRates hw;
   if (opt.limits) {
@@ -320,6 +334,7 @@ int run_bench(const BenchOptions& opt) {
       nlohmann::json& e = out.back();
       if (r.n_prompt > 0) e["flops_per_pass"] = r.work;
       else e["bytes_per_token"] = r.work;
+      if (r.n_prompt == 0 && per_card) e["bytes_per_token_scope"] = "most loaded card (tensor split)";
       if (opt.limits) {
         e["limit"] = r.n_prompt > 0 ? "gemm" : "memory_bandwidth";
         e["limit_ts"] = r.limit_ts;
@@ -349,7 +364,8 @@ int run_bench(const BenchOptions& opt) {
                 "%.0f MiB)\n",
                 dev.name.c_str(), hw.gemm_flops_per_s * 1e-9, hw.gemm_dtype.c_str(), hw.gemm_n, hw.copy_bytes_per_s * 1e-9,
                 hw.copy_method.c_str(), (double)hw.copy_bytes / (1 << 20));
-    std::printf("ppN limit: FLOPs of the pass / GEMM rate; tgN limit: bytes read per token / copy bandwidth\n");
+    std::printf("ppN limit: FLOPs of the pass / GEMM rate; tgN limit: bytes read per token / copy bandwidth%s\n",
+                per_card ? " (tensor split: the most loaded card's bytes, one card's bandwidth)" : "");
   }
   std::printf("decode graphs: %s (%llu decode steps replayed from a graph)\n", model.decode_graphs() ? "on" : "off",
               (unsigned long long)model.decode_graph_replays());

@@ -11,14 +11,14 @@ void GraphRecorder::release(Recording& rec) {
   device_.release_graph(rec.graph);
 }
 
-Tensor GraphRecorder::replay(Recording& rec) {
+Tensor GraphRecorder::replay(Recording& rec, bool copy_out) {
   device_.replay_graph(rec.graph);
   ++replays_;
-  return rec.out.clone();
+  return copy_out ? rec.out.clone() : rec.out;
 }
 
-Tensor GraphRecorder::step(Recording& rec, FunctionRef<std::string()> key, FunctionRef<Tensor()> body) {
-  if (rec.has_graph) return replay(rec);
+Tensor GraphRecorder::step(Recording& rec, FunctionRef<std::string()> key, FunctionRef<Tensor()> body, bool copy_out) {
+  if (rec.has_graph) return replay(rec, copy_out);
   if (!enabled_ || rec.eager_only || !rec.warmed) {
     rec.warmed = true;  // this eager run put the step's temporaries into the allocator's cache
     return body();
@@ -54,7 +54,7 @@ Tensor GraphRecorder::step(Recording& rec, FunctionRef<std::string()> key, Funct
   rec.out = out;
   ++captures_;
   log::debug("{} graph recorded for {}", what_, key());
-  return replay(rec);
+  return replay(rec, copy_out);
 }
 
 }  // namespace rbee

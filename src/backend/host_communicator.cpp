@@ -1,11 +1,12 @@
 // The host communicator: all_reduce_sum through host memory. Each rank copies its tensor to its own host slot
 // and waits at a barrier; the last rank to arrive adds the slots in rank order into the result; after a second
 // barrier every rank copies the result back to its device. Works for any mix of devices (CPU instances, GPUs of
-// different vendors); it synchronizes the host with each device, so it cannot be recorded into a device graph.
+// different vendors); all_gather_columns the same way, each column taken from its owner's copy. It synchronizes the host with each device, so it cannot be recorded into a device graph.
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 
+#include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
@@ -14,7 +15,7 @@ namespace rbee {
 
 namespace {
 
-class HostCommunicator final : public Communicator {
+class HostCommunicator final : public Communicator, public ColumnGather {
  public:
   explicit HostCommunicator(std::vector<Device*> devices)
       : devices_(std::move(devices)), slots_(devices_.size()) {
@@ -50,6 +51,29 @@ class HostCommunicator final : public Communicator {
     });
     x.device().copy_from_host(x.data(), result_.data(), n * sizeof(float));
     // Nobody may start the next round (and overwrite result_) before every rank has copied this one out.
+    arrive([] {});
+  }
+
+  // Each rank's whole tensor to its slot; the last rank in takes each column from its owner's slot.
+  void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override {
+    check_gather_columns(*this, rank, x, bounds);
+    const size_t n = (size_t)x.numel(), rows = (size_t)x.dim(0), cols = (size_t)x.dim(1);
+    std::vector<float>& mine = slots_[(size_t)rank];
+    mine.resize(n);
+    x.copy_to_host(mine.data(), n * sizeof(float));
+    arrive([&] {
+      for (const auto& s : slots_) {
+        RBEE_CHECK(s.size() == n, "all_gather_columns: ranks passed {} and {} elements", s.size(), n);
+      }
+      result_.resize(n);
+      for (size_t p = 0; p < slots_.size(); ++p) {
+        const size_t c0 = (size_t)bounds[p], width = (size_t)bounds[p + 1] - c0;
+        for (size_t r = 0; r < rows && width > 0; ++r) {
+          std::memcpy(&result_[r * cols + c0], &slots_[p][r * cols + c0], width * sizeof(float));
+        }
+      }
+    });
+    x.device().copy_from_host(x.data(), result_.data(), n * sizeof(float));
     arrive([] {});
   }
 

@@ -219,9 +219,12 @@ def multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama):
     def value(side, test, key):
         return side.get(test, {}).get(key) if isinstance(side, dict) else None
 
-    base = {}
-    lines = ["| model (random weights) | test | mode | rbee t/s | llama.cpp t/s | rbee / llama.cpp | rbee / rbee 1 GPU |",
-             "|---|---|---|---|---|---|---|"]
+    # "rbee of limit": rbee bench's fraction of the limit it measured in the same process (tg: bytes per token over
+    # one card's copy bandwidth; under a tensor split the most loaded card's bytes, so two cards can reach 2x one).
+    base, llama_base = {}, {}
+    lines = ["| model (random weights) | test | mode | rbee t/s | llama.cpp t/s | rbee / llama.cpp | rbee / rbee 1 GPU | "
+             "llama.cpp / llama.cpp 1 GPU | rbee of limit |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results["multi"]:
         tests = ["tg128", "pp512"] if r["kind"] == "single" else [64]
         if r["model"].startswith("Llama-2-70B"):
@@ -232,10 +235,13 @@ def multi_gpu(args, rbee, env, bench, batched_bench, use_rbee, use_llama):
             ll = value(r.get("llama", {}), test, key)
             if r["mode"] == "1 GPU":
                 base[(r["model"], r["kind"], test)] = rb
+                llama_base[(r["model"], r["kind"], test)] = ll
             b = base.get((r["model"], r["kind"], test))
+            lb = llama_base.get((r["model"], r["kind"], test))
+            frac = value(r.get("rbee", {}), test, "fraction_of_limit") if r["kind"] == "single" else None
             name = test if r["kind"] == "single" else "S_TG, 64 streams (pp128 tg128)"
             lines.append(f"| {r['model']} | {name} | {r['mode']} | {fmt(rb)} | {fmt(ll)} | {fmt(ratio(rb, ll), 2)} | "
-                         f"{fmt(ratio(rb, b), 2)} |")
+                         f"{fmt(ratio(rb, b), 3)} | {fmt(ratio(ll, lb), 3)} | {fmt(frac, 3)} |")
     table = "\n".join(lines)
     print()
     print(f"devices: {results['device']}; started {results['started']}")

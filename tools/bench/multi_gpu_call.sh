@@ -17,6 +17,14 @@
 #         tg128 / pp512, 64 streams; one GPU, tensor and layer split), then the 70B model that one 80 GB card
 #         cannot hold at CTX70 positions: the one-GPU plan (refused) and `rbee bench` --split tensor (LONGCTX_MODES).
 # Everything lands in $OUT (summary.txt first). The background jobs' logs: /tmp/rbee-mg/*.log.
+#
+# llama.cpp prebuilt (gpu_session.sh prepare's LLAMA_SAVE=1 pieces, llama-bin.tar.xz.aa/.ab/...): the pieces may
+# travel in either call's carry (pack + plug-in + all pieces exceed one call's 64 MiB); each call moves those it
+# carries to $work/llama-pieces, and the table call unpacks them into /tmp/llama-build once all LLAMA_PIECES (default
+# 3) are there; no llama.cpp build starts where a piece travels. CTX70 defaults to 65536 positions on 80 GB cards and
+# 262144 on larger ones (H200: the context at which the 70B model does not fit one card). CHECKS_STOP (default 300
+# s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp6-batched tp6 tp6-each",
+# multi_gpu_session.sh's AB specs, AB_ROUNDS rounds each, default 2).
 set -uo pipefail
 phase=${1:?usage: multi_gpu_call.sh checks|table CARRY}
 carry=$(cd "${2:?usage: multi_gpu_call.sh checks|table CARRY}" && pwd)
@@ -25,7 +33,8 @@ work=/tmp/rbee-mg
 pack=$work/pack
 models=/tmp/rbee-models
 out=${OUT:-$work/out}
-ctx70=${CTX70:-65536}
+gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+ctx70=${CTX70:-$([ "${gpu_mib:-0}" -gt 100000 ] && echo 262144 || echo 65536)}
 m70l=$models/llama2-70b-q8_0-ctx$ctx70.gguf
 mkdir -p "$work" "$models" "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -33,11 +42,18 @@ export RBEE_SOURCE_DIR=$repo
 t0=$(date +%s)
 stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s" | tee -a "$out/calls.txt"; }
 session=("$carry/multi_gpu_session.sh" "$pack" "$work/llama.cpp" "$models")
+# Prebuilt llama.cpp pieces carried by this call (see above).
+if ls "$carry"/llama-bin.tar.xz.* > /dev/null 2>&1; then
+  mkdir -p "$work/llama-pieces" && cp "$carry"/llama-bin.tar.xz.* "$work/llama-pieces/"
+fi
 
 case "$phase" in
 checks)
   rm -rf "$pack" "$work/llama.cpp"
-  tar -C "$work" -xJf "$carry/pack.tar.xz" && tar -C "$work" -xzf "$carry/llama.tgz" || exit 1
+  tar -C "$work" -xJf "$carry/pack.tar.xz" || exit 1
+  prebuilt=0
+  [ -d "$work/llama-pieces" ] && prebuilt=1
+  [ "$prebuilt" = 1 ] || tar -C "$work" -xzf "$carry/llama.tgz" || exit 1
   if [ -f "$carry/plugin.so.xz" ]; then
     xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so"
   else
@@ -45,8 +61,8 @@ checks)
     mkdir -p "$work/tree" && tar -C "$work/tree" -xzf "$carry/tree.tgz"
     ROOT=$work/tree JOBS=32 "$pack/build_cuda_plugin.sh" > "$out/cuda_plugin.log" 2>&1 || exit 1
   fi
-  stamp "unpacked; llama.cpp build and the 70B model start in the background"
-  setsid nice -n 19 bash -c "cmake -S $work/llama.cpp -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  stamp "unpacked; llama.cpp build (unless prebuilt: $prebuilt) and the 70B model start in the background"
+  [ "$prebuilt" = 1 ] || setsid nice -n 19 bash -c "cmake -S $work/llama.cpp -B /tmp/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF && \
     cmake --build /tmp/llama-build -j ${LLAMA_JOBS:-24} --target llama-bench llama-batched-bench; \
@@ -65,15 +81,20 @@ checks)
   fi
   "$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null || exit 1
   stamp "7B F16 written; tests, compare, all-reduce latency"
-  OUT=$out ROWS=7b SKIP_BENCH=1 SKIP_PLAN=1 COMPARE_MODES=${COMPARE_MODES:-tensor} \
-    TEST_FILTER=${TEST_FILTER:-'Collective.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*'} \
-    COLLECTIVE_PATHS=${COLLECTIVE_PATHS:-auto auto+64+scalar} "${session[@]}"
-  for ab in ${AB_SPECS:-tp5 tp5-batched}; do
+  OUT=$out ROWS=7b SKIP_BENCH=1 SKIP_PLAN=1 COMPARE_MODES=${COMPARE_MODES:-tensor layer} \
+    TEST_FILTER=${TEST_FILTER:-'Collective.*:CollectiveGather.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*'} \
+    COLLECTIVE_PATHS=${COLLECTIVE_PATHS:-auto} "${session[@]}"
+  # The A/B rounds time the host too: they wait (up to M70_WAIT s, default 90) for the 70B model's write to end.
+  waited=0
+  while [ ! -e "$work/m70.done" ] && [ "$waited" -lt "${M70_WAIT:-90}" ]; do sleep 2; waited=$((waited + 2)); done
+  stamp "70B write: $(cat $work/m70.done 2>/dev/null || echo "still writing after ${waited} s")"
+  for ab in ${AB_SPECS:-tp6-batched tp6 tp6-each}; do
+    if [ $(( $(date +%s) - t0 )) -gt "${CHECKS_STOP:-300}" ]; then stamp "A/B $ab skipped (CHECKS_STOP)"; continue; fi
     stamp "A/B $ab"
-    OUT=$out ROWS=7b AB=$ab AB_ROUNDS=${AB_ROUNDS:-1} STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
+    OUT=$out ROWS=7b AB=$ab AB_ROUNDS=${AB_ROUNDS:-2} STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
       SKIP_COLLECTIVE=1 "${session[@]}"
   done
-  if [ "${PROFILE:-1}" = 1 ]; then
+  if [ "${PROFILE:-0}" = 1 ]; then
     stamp "op profiles"
     OUT=$out ROWS=7b PROFILE=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 SKIP_COLLECTIVE=1 "${session[@]}"
   fi
@@ -83,8 +104,13 @@ checks)
 table)
   # llama.cpp's build gets LLAMA_WAIT seconds more (default 240); a build that failed or is not done by then is
   # left out (the table then has rbee's rows alone) rather than started again.
-  stamp "table: waiting for llama.cpp ($(tail -c 120 $work/llama-build.log | tr '\n' ' '))"
+  if [ ! -x /tmp/llama-build/bin/llama-bench ] && [ "$(ls "$work"/llama-pieces/llama-bin.tar.xz.* 2>/dev/null | wc -l)" -ge "${LLAMA_PIECES:-3}" ]; then
+    mkdir -p /tmp/llama-build && cat "$work"/llama-pieces/llama-bin.tar.xz.* | tar -C /tmp/llama-build -xJf - &&
+      echo "exit 0 (prebuilt bin/ carried)" > "$work/llama.done"
+  fi
+  stamp "table: waiting for llama.cpp ($(cat $work/llama.done 2>/dev/null || tail -c 120 $work/llama-build.log | tr '\n' ' '))"
   waited=0
+  [ -e "$work/llama-build.log" ] || [ -e "$work/llama.done" ] || echo "exit 1 (no build started, no prebuilt pieces)" > "$work/llama.done"
   while [ ! -e "$work/llama.done" ] && [ "$waited" -lt "${LLAMA_WAIT:-240}" ]; do sleep 2; waited=$((waited + 2)); done
   only_rbee=0
   if ! grep -q "exit 0" "$work/llama.done" 2>/dev/null; then
@@ -97,6 +123,15 @@ table)
     export RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar
     echo "table: Collective tests failed in the checks call: the flag kernel as before (64 blocks, scalar loads)" |
       tee -a "$out/summary.txt"
+  fi
+  if grep -q "FAILED.*CollectiveGather\." "$work/unit.log" 2>/dev/null; then
+    export RBEE_TP_GATHER=sum
+    echo "table: CollectiveGather tests failed in the checks call: the head's gather as before (RBEE_TP_GATHER=sum)" |
+      tee -a "$out/summary.txt"
+  fi
+  if grep -q "FAILED.*MultiDevice\." "$work/unit.log" 2>/dev/null; then
+    export RBEE_TP_LEAN_STEP=0 RBEE_TP_GATHER=sum
+    echo "table: MultiDevice tests failed in the checks call: the sixth session's changes off" | tee -a "$out/summary.txt"
   fi
   if grep -q "FAILED.*RankThreads\." "$work/unit.log" 2>/dev/null; then
     export RBEE_TP_SPIN_US=0

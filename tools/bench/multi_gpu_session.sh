@@ -27,7 +27,8 @@
 #      and the tensor split (eager, each op synchronized: where a step's device time goes, op by op).
 # Knobs: TEST_FILTER (gtest filter of step 2), COMPARE_MODES="tensor layer offload" (step 2's rbee compare runs),
 # PLAN_CHECK70=0 (LONGCTX without the two-GPU plan --check), SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
-# LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+# AB=tp6 / tp6-batched / tp6-each (the sixth session's switches: both off against the default and one GPU, then each
+# alone at 64 streams), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, ONLY_RBEE=1 (the bench without llama.cpp), LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -230,6 +231,18 @@ case "${AB:-0}" in
                          "RBEE_TP_SPIN_US=0 RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                          "RBEE_ALLREDUCE_BLOCKS=64 RBEE_ALLREDUCE_LOADS=scalar|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                          "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  # The sixth session's changes: the lean decode step of the ranks (RBEE_TP_LEAN_STEP=0: zeros and copy into the
+  # input slot from the host, and the copy of every rank's output, as before) and the head's gather of each rank's
+  # own rows (RBEE_TP_GATHER=sum: zeros and an all-reduce of every row, as before).
+  tp6) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+                 "RBEE_TP_LEAN_STEP=0 RBEE_TP_GATHER=sum|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+                 "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  tp6-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "RBEE_TP_LEAN_STEP=0 RBEE_TP_GATHER=sum|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  tp6-each) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "RBEE_TP_GATHER=sum|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "RBEE_TP_LEAN_STEP=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "

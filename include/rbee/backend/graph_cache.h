@@ -10,7 +10,8 @@
 // Life of an entry (Device's rules for graph capture):
 //   1st step   eager (body()): its temporaries land in the caching allocator's cache, which a capture draws from;
 //   2nd step   body() under capture, then one replay; the entry keeps the graph and the output tensor it writes;
-//   later      replay. A replay overwrites that output, so run() hands out a copy of it.
+//   later      replay. A replay overwrites that output, so run() hands out a copy of it (or, with copy_out false,
+//              the output itself, valid until the next step: for a caller that never reads it or reads it at once).
 // Failures fall back to eager steps, which run the same kernels on the same data (so give the same bits):
 //   - begin_graph_capture() throws (the device refuses graphs): the whole cache is off (enabled() false) and every
 //     later step runs eagerly; logged once;
@@ -52,7 +53,8 @@ class GraphRecorder {
 
   // One step of `rec` (whose inputs are already in place): replay, eager warm-up, capture or eager fall-back.
   // `key` describes the entry for the logs.
-  Tensor step(Recording& rec, FunctionRef<std::string()> key, FunctionRef<Tensor()> body);
+  // copy_out false: a replay returns rec.out itself instead of a copy (see GraphCache::run).
+  Tensor step(Recording& rec, FunctionRef<std::string()> key, FunctionRef<Tensor()> body, bool copy_out = true);
   // Releases rec's graph, if any (the entry may then record again).
   void release(Recording& rec);
 
@@ -62,7 +64,7 @@ class GraphRecorder {
   uint64_t replays() const { return replays_; }
 
  private:
-  Tensor replay(Recording& rec);
+  Tensor replay(Recording& rec, bool copy_out);
 
   Device& device_;
   std::string what_;
@@ -84,12 +86,13 @@ class GraphCache {
   // One step for `key`: finds its entry (or makes one, slots from make(), releasing the least recently used entry
   // beyond max_entries), writes the step's inputs into the slots (fill(slots)), then replays the entry's graph or
   // runs body(slots) as the life above says. body must only issue device work on the cache's device that reads
-  // the slots and memory named by the key (no host copies), and returns the step's output.
+  // the slots and memory named by the key (no host copies), and returns the step's output. copy_out false: a
+  // replayed step returns the graph's output tensor itself, which the next step overwrites (no copy launched).
   Tensor run(const Key& key, FunctionRef<Slots()> make, FunctionRef<void(Slots&)> fill,
-             FunctionRef<Tensor(const Slots&)> body) {
+             FunctionRef<Tensor(const Slots&)> body, bool copy_out = true) {
     Entry& e = entry(key, make);
     fill(e.slots);
-    return recorder_.step(e.rec, [&] { return e.key.to_string(); }, [&] { return body(e.slots); });
+    return recorder_.step(e.rec, [&] { return e.key.to_string(); }, [&] { return body(e.slots); }, copy_out);
   }
 
   // Releases every entry and its graph. Errors of a device that is failing or torn down are swallowed: nothing

@@ -136,7 +136,19 @@ struct FlagArgs {
   int rank, ranks;
   bool block_fence;  // one system-scope fence per block (thread 0, after a barrier) instead of one per thread
   bool wide_loads;   // V == 4: the peers' units as 16-byte loads through L2 (load_peer_f4), else volatile floats
+  // Gather mode (all_gather_columns) where cols > 0: x is [.., cols] from element `base` of the whole message on;
+  // rank p owns columns [bounds[p], bounds[p + 1]) (whole units: with V == 4 every bound is a multiple of 4).
+  int64_t cols, base;
+  int64_t bounds[GpuCommunicator::kMaxRanks + 1];
 };
+
+// The rank that owns element i of the chunk (gather mode).
+__device__ __forceinline__ int column_owner(const FlagArgs& a, int64_t i) {
+  const int64_t c = (a.base + i) % a.cols;
+  int p = 0;
+  while (p + 1 < a.ranks && c >= a.bounds[p + 1]) ++p;
+  return p;
+}
 
 // V floats moved as one unit (V = 4: one 16-byte store or load).
 template <int V>
@@ -157,6 +169,9 @@ struct Unit {
 //     round further, writing the other parity), fences, and the block meets again; then each unit is summed in
 //     rank order (this rank's own value from x; the peers' values read with volatile loads, never from a stale
 //     L1 line): the same bits on every rank.
+// Gather mode (a.cols > 0): step 1 pushes only the units this rank owns, and step 3 copies each unit of a peer
+// from that owner's slot (own units stay); the flags, rounds and barriers are the same, so each block still meets
+// every peer once per round and the reuse argument below holds unchanged.
 // Inbox reuse: as in one_shot_all_reduce (both kernels advance the same per-block round counters, so they can
 // follow each other in any order): a peer writes round k + 2 into parity k & 1 only after it saw this rank's
 // round k + 1 flag, which this rank sends only after its round k kernel ended. Flags compare as serial numbers
@@ -174,7 +189,9 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const int64_t first = (int64_t)b * blockDim.x + t;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
   const Unit<V>* x = reinterpret_cast<const Unit<V>*>(a.x);
+  const bool gather = a.cols > 0;
   for (int64_t u = first; u < units; u += stride) {
+    if (gather && column_owner(a, u * V) != a.rank) continue;
     const Unit<V> v = x[u];
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) continue;
@@ -209,6 +226,22 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
   Unit<V>* xo = reinterpret_cast<Unit<V>*>(a.x);
   for (int64_t u = first; u < units; u += stride) {
+    if (gather) {
+      const int p = column_owner(a, u * V);
+      if (p == a.rank) continue;
+      const volatile float* src = own + (int64_t)p * a.chunk + u * V;
+      Unit<V> v;
+      if constexpr (V == 4) {
+        if (a.wide_loads) {
+          const float4 w = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
+          xo[u] = Unit<V>{{w.x, w.y, w.z, w.w}};
+          continue;
+        }
+      }
+      for (int j = 0; j < V; ++j) v.v[j] = src[j];
+      xo[u] = v;
+      continue;
+    }
     Unit<V> s;
     for (int j = 0; j < V; ++j) s.v[j] = 0.f;
     for (int p = 0; p < a.ranks; ++p) {
@@ -286,6 +319,11 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     RBEE_CHECK_CODE(s == "wide" || s == "scalar", ErrorCode::InvalidArgument,
                     "RBEE_ALLREDUCE_LOADS={}: expected wide or scalar", s);
     wide_loads_ = s == "wide";
+  }
+  if (const char* v = std::getenv("RBEE_TP_GATHER")) {
+    const std::string_view s = v;
+    RBEE_CHECK_CODE(s == "own" || s == "sum", ErrorCode::InvalidArgument, "RBEE_TP_GATHER={}: expected own or sum", s);
+    gather_kernel_ = s == "own";
   }
   // Peer access between every pair.
   p2p_ = ranks > 1;
@@ -416,7 +454,7 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
   }
 }
 
-void GpuCommunicator::flag(int rank, float* x, int64_t n) {
+void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::span<const int64_t> bounds) {
   GpuDevice& dev = *devices_[(size_t)rank];
   FlagArgs a{};
   a.rounds = rounds_[(size_t)rank];
@@ -425,6 +463,12 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n) {
   a.ranks = size();
   a.block_fence = block_fence_;
   a.wide_loads = wide_loads_;
+  a.cols = bounds.empty() ? 0 : cols;
+  bool bounds_in_units = true;
+  for (size_t p = 0; p < bounds.size(); ++p) {
+    a.bounds[p] = bounds[p];
+    bounds_in_units = bounds_in_units && bounds[p] % 4 == 0;
+  }
   for (int p = 0; p < size(); ++p) {
     a.inbox[p] = flag_inbox_[(size_t)p];
     a.flags[p] = flags_[(size_t)p];
@@ -432,10 +476,13 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n) {
   for (int64_t off = 0; off < n; off += kFlagChunk) {
     a.x = x + off;
     a.n = std::min(kFlagChunk, n - off);
+    a.base = off;
     // 16-byte units where the chunk is whole units at a 16-byte address (every decode message of a model whose
     // hidden size is a multiple of 4); single floats otherwise. The same choice on every rank (same n; the
     // allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
-    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    // Gather mode: only where every unit lies in one owner's columns (cols and the bounds multiples of 4).
+    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                      (a.cols == 0 || (a.cols % 4 == 0 && bounds_in_units));
     // Always flag_blocks_ blocks, as in one_shot (the round counters are per block; blocks past kBlocks have
     // counters of their own that only this kernel advances, which keeps the reuse argument per block).
     const int blocks = flag_blocks_;
@@ -486,6 +533,21 @@ void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) {
                                            dev.stream());
   RBEE_CHECK_CODE(r == nccl::kSuccess, ErrorCode::Backend, "{} all-reduce of {} floats on {}: {}",
                   RBEE_GPU_COLLECTIVE_NAME, n, dev.id(), nccl_->error_string(r));
+}
+
+void GpuCommunicator::all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) {
+  check_gather_columns(*this, rank, x, bounds);
+  RBEE_CHECK_CODE(aborted_.empty(), ErrorCode::Backend, "GPU communicator: the group was aborted ({})", aborted_);
+  const int64_t bytes = x.numel() * (int64_t)sizeof(float);
+  // The flag kernel in gather mode (collective.h); the default (zeros, then all_reduce_sum) where the one-shot
+  // kernel or a library would carry the message, or where RBEE_TP_GATHER=sum asks for it.
+  if (host_ || !p2p_ || !gather_kernel_ || path_ == Path::Library || path_ == Path::OneShot ||
+      bytes <= kOneShotMaxBytes || size() == 1) {
+    return gather_columns_by_sum(*this, rank, x, bounds);
+  }
+  if (x.numel() == 0) return;
+  devices_[(size_t)rank]->activate();
+  flag(rank, static_cast<float*>(x.data()), x.numel(), x.dim(1), bounds);
 }
 
 }  // namespace rbee::gpu

@@ -22,6 +22,12 @@
 //  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): messages above kFlagMaxBytes outside graph
 //    capture, where its ring/tree algorithms and copy engines beat the peer-to-peer kernels.
 //  - the host communicator, when the GPUs cannot reach each other and no library is present (never recorded).
+// all_gather_columns (rbee/backend/column_gather.h: each rank's own columns of [rows, cols]) takes the flag kernel
+// in gather mode above kOneShotMaxBytes where the GPUs reach each other: each rank pushes only the units of its own
+// columns (1 / ranks of the bytes of an all-reduce of the same tensor) with the same flags and rounds, and every
+// rank copies each unit from its owner's inbox instead of summing. Smaller messages (a few decode rows: the one-shot
+// kernel's latency, not its bytes, is the cost there), RBEE_ALLREDUCE=oneshot or nccl, and RBEE_TP_GATHER=sum (as
+// before; for comparisons) take gather_columns_by_sum: zeros, then all_reduce_sum.
 // RBEE_ALLREDUCE=oneshot | flag | nccl forces one path where it is possible (for comparisons: oneshot is the
 // one-shot kernel up to 1 MiB as before the flag kernel existed; nccl is the library for every size, also
 // recorded into graphs); the default (auto) is the size rule above.
@@ -38,13 +44,14 @@
 #include <vector>
 
 #include "backends/gpu/nccl_api.h"
+#include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
 
 namespace rbee::gpu {
 
 class GpuDevice;
 
-class GpuCommunicator final : public Communicator {
+class GpuCommunicator final : public Communicator, public ColumnGather {
  public:
   static constexpr int kMaxRanks = 8;
   static constexpr int kBlocks = 64;                // blocks of a one-shot launch (a round counter per block)
@@ -68,11 +75,13 @@ class GpuCommunicator final : public Communicator {
   std::string name() const override;
   bool capturable() const override { return p2p_; }
   void all_reduce_sum(int rank, const Tensor& x) override;
+  void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override;
   void abort(const std::string& why) override;
 
  private:
   void one_shot(int rank, float* x, int64_t n);
-  void flag(int rank, float* x, int64_t n);
+  // bounds: all_gather_columns' column bounds of a [n / cols, cols] tensor (gather mode), or empty (sum).
+  void flag(int rank, float* x, int64_t n, int64_t cols = 0, std::span<const int64_t> bounds = {});
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -92,6 +101,7 @@ class GpuCommunicator final : public Communicator {
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
+  bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
   std::string aborted_;
 };
 

@@ -12,7 +12,7 @@ std::string DecodeGraphs::Key::to_string() const {
 }
 
 Tensor DecodeGraphs::run(int64_t batch, int64_t width, std::span<const int32_t> ints,
-                         std::span<const void* const> bound, const Embed& embed, const Body& body) {
+                         std::span<const void* const> bound, const Embed& embed, const Body& body, bool output_read) {
   RBEE_CHECK(batch > 0 && width > 0 && (int64_t)ints.size() == batch * (6 + width),
              "decode graph: {} index values for {} sequences of table width {}", ints.size(), batch, width);
   const Key key{batch, width, std::vector<const void*>(bound.begin(), bound.end())};
@@ -26,9 +26,10 @@ Tensor DecodeGraphs::run(int64_t batch, int64_t width, std::span<const int32_t> 
         // Inputs in place: the graph (or the eager step) reads them from these addresses.
         step_times::Phase phase("decode graph: upload inputs, embeddings");
         device_.copy_from_host(in.ints.data(), ints.data(), ints.size_bytes());
-        ops::copy(in.x, embed(in.ints.narrow(0, 0, batch)));
+        const Tensor x = embed(in.ints.narrow(0, 0, batch));
+        if (x.defined()) ops::copy(in.x, x);
       },
-      [&](const Slots& in) { return body(in.ints, in.x); });
+      [&](const Slots& in) { return body(in.ints, in.x); }, output_read);
 }
 
 }  // namespace rbee::llm

@@ -36,7 +36,8 @@ class DecodeGraphs {
   // Graphs kept at most; the least recently used one is released beyond this.
   static constexpr size_t kMaxEntries = 8;
 
-  // embed: ids I32 [B] (a view of the entry's ints) -> embeddings F32 [B, hidden]
+  // embed: ids I32 [B] (a view of the entry's ints) -> embeddings F32 [B, hidden], copied into x; or an undefined
+  //        tensor when the body writes x itself (a tensor split's rank without the embedding zeroes it in the graph)
   // body:  (ints as laid out above, x) -> logits F32 [B, vocab]; must only launch kernels (no host copies).
   using Embed = std::function<Tensor(const Tensor& ids)>;
   using Body = std::function<Tensor(const Tensor& ints, const Tensor& x)>;
@@ -50,9 +51,11 @@ class DecodeGraphs {
   static int64_t table_width(int64_t max_blocks) { return (max_blocks + kTableStep - 1) / kTableStep * kTableStep; }
 
   // One decode step of `batch` sequences with host inputs `ints` (layout above, width `width`). Returns a fresh
-  // logits tensor (a copy of the graph's output, so the caller may keep it past the next step).
+  // logits tensor (a copy of the graph's output, so the caller may keep it past the next step); with
+  // `output_read` false, the graph's output itself where it was replayed, overwritten by the next step (a caller
+  // that never reads it is spared the copy).
   Tensor run(int64_t batch, int64_t width, std::span<const int32_t> ints, std::span<const void* const> bound,
-             const Embed& embed, const Body& body);
+             const Embed& embed, const Body& body, bool output_read = true);
 
   // Steps replayed from a graph and graphs recorded so far (for tests and logs).
   uint64_t replays() const { return graphs_.replays(); }

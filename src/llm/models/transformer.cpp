@@ -11,6 +11,7 @@
 #include "rbee/core/profile.h"
 #include "rbee/core/step_times.h"
 #include "rbee/ops.h"
+#include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
 
 namespace rbee::llm {
@@ -44,6 +45,17 @@ bool fused_ops_for(std::optional<DType> weight_type) {
 bool tp_fold_residual() {
   static const bool on = [] {
     const char* v = std::getenv("RBEE_TP_FOLD_RESIDUAL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+// A tensor split's lean decode step (on unless RBEE_TP_LEAN_STEP=0, the fifth session's step, for comparisons): a rank
+// without the embedding zeroes its input slot inside its decode graph (no zeros and copy launched from the host
+// each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
+bool tp_lean_step() {
+  static const bool on = [] {
+    const char* v = std::getenv("RBEE_TP_LEAN_STEP");
     return v == nullptr || std::string_view(v) != "0";
   }();
   return on;
@@ -135,6 +147,10 @@ Transformer::Transformer(ModelConfig config, std::unique_ptr<Tokenizer> tokenize
       log::info("tensor split: collectives through {}", comm_->name());
     }
     threads_ = std::make_unique<RankThreads>(n_ranks, tp_spin_us(devices));
+    if (placement_.splits_head()) {
+      for (int r = 0; r < n_ranks; ++r) head_bounds_.push_back(ranks_[(size_t)r].head_first);
+      head_bounds_.push_back(ranks_.back().head_first + ranks_.back().output.dim(0));
+    }
   }
 }
 
@@ -437,10 +453,11 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
   if (k.output.dim(0) != k.head_vocab) {
     // A head cut by vocabulary rows (Placement::splits_head): this rank's logits into its columns of zeros, summed
     // over the ranks, so every rank (rank 0's is returned) holds every logit as computed by its rank, exactly.
+    // all_gather_columns sends each rank's own columns (GPUs, large messages) or zeroes the others and sums.
     profile::Scope scope("gather logits", logits);
-    Tensor all = ops::zeros({logits.dim(0), k.head_vocab}, DType::F32, *k.device);
+    Tensor all = Tensor::empty({logits.dim(0), k.head_vocab}, DType::F32, *k.device);
     ops::copy(all.narrow(1, k.head_first, k.output.dim(0)), logits);
-    comm_->all_reduce_sum(k.index, all);
+    all_gather_columns(*comm_, k.index, all, head_bounds_);
     logits = all;
   }
   if (c.final_softcap > 0) {
@@ -487,10 +504,15 @@ Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32
   const std::span<const int32_t> host_ids = std::span(ints).subspan(0, (size_t)n);  // the step's token ids
   // Rank 0 embeds; the others start from zeros, and the first all-reduce gives every rank the embeddings (x + 0
   // is x exactly).
+  // The lean step (tp_lean_step), where a rank replays decode graphs: a rank without the embedding zeroes its
+  // input slot inside its graph.
+  auto lean = [&](const Rank& k) { return graphed && k.graphs && tp_lean_step(); };
   auto start = [&](const Rank& k, const Tensor& ids) {
+    if (!k.embeds && lean(k)) return Tensor();  // zeroed by body()
     return k.embeds ? embed(k, ids, host_ids) : ops::zeros({ids.dim(0), hidden_size}, DType::F32, *k.device);
   };
   auto body = [&](const Rank& k, const Tensor& dev_ints, const Tensor& xin) {
+    if (!k.embeds && lean(k)) ops::const_set(xin, 0.0);
     comm_->all_reduce_sum(k.index, xin);
     return run_rank(k, cache, dev_ints, n, b, width, xin, logit_rows, hidden);
   };
@@ -503,9 +525,10 @@ Tensor Transformer::forward_tensor_split(KvCache& cache, const std::vector<int32
                                 : r == 0 ? "rank 0 part (decode step)"
                                          : "rank 1+ part (decode step)");
         if (graphed && k.graphs) {
+          // Only rank 0's output is returned: the others' need no copy in the lean step.
           out[(size_t)r] = k.graphs->run(
               b, width, ints, bound_cache(k, cache), [&](const Tensor& ids) { return start(k, ids); },
-              [&](const Tensor& dev_ints, const Tensor& xin) { return body(k, dev_ints, xin); });
+              [&](const Tensor& dev_ints, const Tensor& xin) { return body(k, dev_ints, xin); }, r == 0 || !lean(k));
           return;
         }
         const Tensor dev_ints = Tensor::from_vector(ints, {(int64_t)ints.size()}, *k.device);

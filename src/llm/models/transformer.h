@@ -104,6 +104,7 @@ class Transformer final : public Model {
   std::shared_ptr<const void> file_keepalive_;  // the mapped model file
   std::unique_ptr<Communicator> comm_;           // tensor split
   std::unique_ptr<RankThreads> threads_;         // tensor split
+  std::vector<int64_t> head_bounds_;             // a cut head: rank r's vocabulary rows [head_bounds_[r], [r + 1])
 };
 
 }  // namespace rbee::llm
