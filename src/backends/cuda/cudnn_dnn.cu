@@ -242,10 +242,10 @@ class CudnnDnn final : public Dnn {
   }
 
   static std::string describe(const DnnConv2d& c) {
-    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh, c.kw,
-                       c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
+    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh,
+                       c.kw, c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
                        c.residual ? "residual, " : "", c.silu ? "silu, " : "", c.dtype == DType::BF16 ? "bf16, " : "",
-                       c.align);
+                       c.channels_last ? "nhwc, " : "", c.align);
   }
 
   // A plan for `c` by the API(s) RBEE_CONV_CUDNN_API allows, or nullptr. Outside graph captures only.

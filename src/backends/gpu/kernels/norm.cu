@@ -299,6 +299,58 @@ __global__ void group_norm_block_kernel(const T* x, const T* w, const T* b, int6
   }
 }
 
+// group_norm_nhwc: x, out [batch, spatial, channels] (channels last). Block `item` = image * groups + group owns the
+// group's `spatial` strips of per_group consecutive channels (stride `channels` between strips), read as V-element
+// vectors (V divides per_group; x, out 16-byte aligned and channels % V == 0 when V > 1). The arithmetic is
+// group_norm_block_kernel's: pass 1 sums (x - s) and (x - s)^2 with s the group's first value (per thread in f32 for
+// 16-bit x, else f64; across the block in f64), pass 2 re-reads the strips (L2 hits) and writes
+// act((x - mean) * rstd * w[ch] + b[ch]) rounded once. blockDim.x a multiple of the warp size, <= 1024; dynamic
+// shared memory: 32 doubles.
+template <class T, int V, bool SILU>
+__global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64_t spatial, int64_t channels,
+                                       int64_t per_group, int64_t groups, float eps, T* out) {
+  using C = compute_t<T>;
+  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
+  double* scratch = dynamic_smem<double>();
+  const int64_t item = blockIdx.x, img = item / groups, ch0 = (item % groups) * per_group;
+  const T* xg = x + img * spatial * channels + ch0;
+  T* yg = out + img * spatial * channels + ch0;
+  const int64_t vecs_per_strip = per_group / V, nvec = spatial * vecs_per_strip;
+  const Acc shift = (Acc)load(xg);
+  Acc s1 = 0, s2 = 0;
+  for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
+    C v[V];
+    load_vec<T, V>(xg + s * channels + j, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const Acc d = (Acc)v[k] - shift;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  const double t1 = group_sum<double>((double)s1, scratch, (int)blockDim.x);
+  const double t2 = group_sum<double>((double)s2, scratch, (int)blockDim.x);
+  const double count = (double)(spatial * per_group);
+  const double var = fmax((t2 - t1 * t1 / count) / count, 0.0);
+  const C mean = (C)((double)shift + t1 / count);
+  const C rstd = (C)(1.0 / sqrt(var + (double)eps));
+  for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
+    C v[V];
+    load_vec<T, V>(xg + s * channels + j, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t ch = ch0 + j + k;
+      const C a = w ? rstd * load(w + ch) : rstd;
+      C y = (v[k] - mean) * a + (b ? (C)load(b + ch) : C(0));
+      if constexpr (SILU) y = y / (C(1) + exp(-y));
+      v[k] = y;
+    }
+    store_vec<T, V>(yg + s * channels + j, v);
+  }
+}
+
 // RBEE_LAYER_NORM_WARP=0: every layer_norm through norm_rows_kernel (A/B).
 bool layer_norm_warp_enabled() {
   static const bool on = [] {
@@ -437,6 +489,39 @@ void GpuKernels::group_norm(const Tensor& x, int groups, const Tensor* weight, c
 void GpuKernels::group_norm_silu(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
                                  Tensor& out) {
   group_norm_impl<true>(device_, x, groups, weight, bias, eps, out);
+}
+
+void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
+                                 bool silu, Tensor& out) {
+  device_.activate();
+  const int64_t batch = x.dim(0), spatial = x.dim(1), channels = x.dim(2), per_group = channels / groups;
+  if (batch == 0 || spatial == 0 || per_group == 0) return;
+  visit_float_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data());
+    T* po = static_cast<T*>(out.data());
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
+    const unsigned grid = (unsigned)(batch * groups);
+    constexpr size_t smem = 32 * sizeof(double);
+    auto launch = [&](auto v_tag) {
+      constexpr int V = decltype(v_tag)::value;
+      if (silu) {
+        group_norm_nhwc_kernel<T, V, true><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
+            px, pw, pb, spatial, channels, per_group, (int64_t)groups, eps, po);
+      } else {
+        group_norm_nhwc_kernel<T, V, false><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
+            px, pw, pb, spatial, channels, per_group, (int64_t)groups, eps, po);
+      }
+      RBEE_GPU_CHECK_LAUNCH();
+    };
+    // The widest vector (up to 16 bytes) that divides a strip and keeps every strip start aligned.
+    constexpr int V16 = kVec16<T>;
+    if (V16 >= 8 && vec16_ok({px, po}, {per_group, channels}, 8)) launch(std::integral_constant<int, V16 >= 8 ? 8 : 1>{});
+    else if (V16 >= 4 && vec16_ok({px, po}, {per_group, channels}, 4)) launch(std::integral_constant<int, V16 >= 4 ? 4 : 1>{});
+    else if (V16 >= 2 && vec16_ok({px, po}, {per_group, channels}, 2)) launch(std::integral_constant<int, V16 >= 2 ? 2 : 1>{});
+    else launch(std::integral_constant<int, 1>{});
+  });
 }
 
 }  // namespace rbee::gpu
