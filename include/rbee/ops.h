@@ -67,9 +67,10 @@ Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tenso
 Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
 // Channels last: x [N, ..., C] (an NHWC map, or [N, S, C]), groups of C/groups consecutive channels normalized over
 // all positions of an image; silu(...) when `silu` (op_table.def GroupNormNhwc). The result of group_norm(_silu) on
-// the channels-first transpose, in x's layout.
+// the channels-first transpose, in x's layout. shift [N, C] (or undefined): x + shift is normalized, the sum never
+// stored.
 Tensor group_norm_nhwc(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps,
-                       bool silu = false);
+                       bool silu = false, const Tensor& shift = {});
 
 // Rotary position embedding frequencies, with the scaling schemes models declare.
 struct RopeScaling {

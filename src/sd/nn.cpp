@@ -145,10 +145,18 @@ Tensor Norm::operator()(const Tensor& x) const {
   return ops::group_norm(x, groups, wx, bx, eps);
 }
 
-Tensor Norm::silu(const Tensor& x) const {
+Tensor Norm::silu(const Tensor& x, const Tensor& shift) const {
   if (groups == 0) return ops::silu((*this)(x));
   profile::Scope scope("group_norm", x);
-  if (channels_last) return ops::group_norm_nhwc(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps, true);
+  const Tensor s = shift.defined() ? as_dtype(shift, x.dtype()) : Tensor();
+  if (channels_last) return ops::group_norm_nhwc(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps, true, s);
+  if (s.defined()) {
+    Shape per_channel = Shape::filled(x.rank(), 1);  // [N, C, 1, ...]
+    per_channel[0] = x.dim(0);
+    per_channel[1] = x.dim(1);
+    return ops::group_norm_silu(ops::add(x, s.view(per_channel)), groups, as_dtype(w, x.dtype()),
+                                as_dtype(b, x.dtype()), eps);
+  }
   return ops::group_norm_silu(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps);
 }
 

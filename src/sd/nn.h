@@ -57,8 +57,9 @@ struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels 
   static Norm layer(const Weights& wt, const std::string& name, int64_t dim, float eps);
   static Norm group(const Weights& wt, const std::string& name, int64_t channels, int groups, float eps);
   Tensor operator()(const Tensor& x) const;
-  // silu(norm(x)); one group_norm_silu pass for group norms.
-  Tensor silu(const Tensor& x) const;
+  // silu(norm(x)); one group_norm_silu pass for group norms. shift [N, channels] (group norms): silu(norm(x + shift)),
+  // the sum formed inside group_norm_nhwc when channels_last (never stored), else by an add first.
+  Tensor silu(const Tensor& x, const Tensor& shift = Tensor()) const;
 };
 
 // Multi-head attention on [B, T, C] queries and [B, S, C'] keys/values already projected to C: heads of C / heads.

@@ -3,8 +3,8 @@
 // paths (conv_nhwc.cu): the vendor library's NHWC kernels (F16 / BF16 k x k: bias, [N, Cout] bias, residual, SiLU,
 // stride 2, Cin 4 and odd channel counts it may refuse), 1x1 kernels as linear layers (bias, [N, Cout] bias per
 // image, residual), and the permuted fallback (1x1 with SiLU, 1x1 with padding, F64, odd sizes). The group-norm
-// cases cover strips of 1, 2, 3, 4, 8 and 10 channels (the kernel's vector widths), rank-3 and rank-4 inputs and
-// SD 1.5's UNet shapes in 16 bits.
+// cases cover strips of 1, 2, 3, 4, 8 and 10 channels (the kernel's vector widths), rank-3 and rank-4 inputs, a
+// [N, C] shift added before the statistics, and SD 1.5's UNet shapes in 16 bits.
 #include <cmath>
 #include <string>
 
@@ -172,34 +172,41 @@ TEST_P(GroupNormNhwcConformance, MatchesDoubleReference) {
     const Tensor x = make_tensor(xv, c.shape, dtype, *device);
     const Tensor w = make_tensor(wv, {channels}, dtype, *device);
     const Tensor b = make_tensor(bv, {channels}, dtype, *device);
-    for (bool silu : {false, true}) {
-      for (bool affine : {true, false}) {
+    const auto sv = random_values(batch * channels, dtype, 403, -2, 2);
+    const Tensor sh = make_tensor(sv, {batch, channels}, dtype, *device);
+    for (int variant = 0; variant < 6; ++variant) {
+      const bool silu = variant % 2 == 1, affine = variant / 2 != 1, shifted = variant >= 4;
+      {
+        SCOPED_TRACE(variant);
         poison_allocations(*device, (size_t)(c.shape.numel() * dtype_type_size(dtype)));
-        const Tensor out =
-            ops::group_norm_nhwc(x, c.groups, affine ? w : Tensor(), affine ? b : Tensor(), 1e-5f, silu);
+        const Tensor out = ops::group_norm_nhwc(x, c.groups, affine ? w : Tensor(), affine ? b : Tensor(), 1e-5f, silu,
+                                                shifted ? sh : Tensor());
         ASSERT_EQ(out.shape(), c.shape);
         std::vector<double> want(xv.size());
         for (int64_t n = 0; n < batch; ++n) {
           for (int g = 0; g < c.groups; ++g) {
             auto at = [&](int64_t s, int64_t j) { return (size_t)((n * spatial + s) * channels + g * per_group + j); };
+            auto val = [&](int64_t s, int64_t j) {
+              return xv[at(s, j)] + (shifted ? sv[(size_t)(n * channels + g * per_group + j)] : 0.0);
+            };
             double mean = 0, var = 0;
             for (int64_t s = 0; s < spatial; ++s)
-              for (int64_t j = 0; j < per_group; ++j) mean += xv[at(s, j)];
+              for (int64_t j = 0; j < per_group; ++j) mean += val(s, j);
             mean /= (double)(spatial * per_group);
             for (int64_t s = 0; s < spatial; ++s)
-              for (int64_t j = 0; j < per_group; ++j) var += (xv[at(s, j)] - mean) * (xv[at(s, j)] - mean);
+              for (int64_t j = 0; j < per_group; ++j) var += (val(s, j) - mean) * (val(s, j) - mean);
             var /= (double)(spatial * per_group);
             for (int64_t s = 0; s < spatial; ++s)
               for (int64_t j = 0; j < per_group; ++j) {
                 const int64_t ch = g * per_group + j;
-                const double norm = (xv[at(s, j)] - mean) / std::sqrt(var + (double)1e-5f);
+                const double norm = (val(s, j) - mean) / std::sqrt(var + (double)1e-5f);
                 const double v = affine ? norm * wv[ch] + bv[ch] : norm;
                 want[at(s, j)] = silu ? v / (1.0 + std::exp(-v)) : v;
               }
           }
         }
         EXPECT_TRUE(all_close(to_doubles(out), want, default_tolerance(dtype)))
-            << (affine ? "affine" : "plain") << (silu ? " silu" : "");
+            << (affine ? "affine" : "plain") << (silu ? " silu" : "") << (shifted ? " shift" : "");
       }
     }
   }

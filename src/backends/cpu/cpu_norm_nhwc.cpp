@@ -14,8 +14,8 @@ namespace rbee::cpu {
 namespace {
 
 template <class T>
-void group_normalize_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps, bool silu,
-                          Tensor& out) {
+void group_normalize_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, const Tensor* shift,
+                          float eps, bool silu, Tensor& out) {
   using C = nn_compute_t<T>;
   const int64_t batch = x.dim(0), spatial = x.dim(1), channels = x.dim(2);
   const int64_t per_group = channels / groups, count = spatial * per_group;
@@ -23,6 +23,7 @@ void group_normalize_nhwc(const Tensor& x, int groups, const Tensor* weight, con
   const T* px = static_cast<const T*>(x.data());
   T* po = static_cast<T*>(out.data());
   const std::vector<C> w = widened_vector<T>(weight), b = widened_vector<T>(bias);
+  const std::vector<C> sh = widened_vector<T>(shift);  // [batch * channels] or empty
   parallel_rows(batch * groups, count, [&](int64_t t0, int64_t t1) {
     C* vals = scratch<C>(0, (size_t)count);
     C* row = scratch<C>(1, (size_t)per_group);
@@ -31,6 +32,10 @@ void group_normalize_nhwc(const Tensor& x, int groups, const Tensor* weight, con
       const T* xi = px + img * spatial * channels + c0;
       T* oi = po + img * spatial * channels + c0;
       for (int64_t s = 0; s < spatial; ++s) load_row(xi + s * channels, vals + s * per_group, per_group);
+      if (!sh.empty()) {
+        for (int64_t s = 0; s < spatial; ++s)
+          for (int64_t j = 0; j < per_group; ++j) vals[s * per_group + j] += sh[img * channels + c0 + j];
+      }
       // The two sums in f64 (a group holds up to millions of values; the strips are gathered, not summed by the
       // SIMD row kernels of the channels-first path).
       double total = 0;
@@ -54,10 +59,10 @@ void group_normalize_nhwc(const Tensor& x, int groups, const Tensor* weight, con
 
 }  // namespace
 
-void CpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
-                                 bool silu, Tensor& out) {
+void CpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias,
+                                 const Tensor* shift, float eps, bool silu, Tensor& out) {
   visit_float_dtype(x.dtype(), [&](auto tag) {
-    group_normalize_nhwc<decltype(tag)>(x, groups, weight, bias, eps, silu, out);
+    group_normalize_nhwc<decltype(tag)>(x, groups, weight, bias, shift, eps, silu, out);
   });
 }
 

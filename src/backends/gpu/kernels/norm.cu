@@ -299,16 +299,16 @@ __global__ void group_norm_block_kernel(const T* x, const T* w, const T* b, int6
   }
 }
 
-// group_norm_nhwc: x, out [batch, spatial, channels] (channels last). Block `item` = image * groups + group owns the
-// group's `spatial` strips of per_group consecutive channels (stride `channels` between strips), read as V-element
-// vectors (V divides per_group; x, out 16-byte aligned and channels % V == 0 when V > 1). The arithmetic is
-// group_norm_block_kernel's: pass 1 sums (x - s) and (x - s)^2 with s the group's first value (per thread in f32 for
-// 16-bit x, else f64; across the block in f64), pass 2 re-reads the strips (L2 hits) and writes
-// act((x - mean) * rstd * w[ch] + b[ch]) rounded once. blockDim.x a multiple of the warp size, <= 1024; dynamic
+// group_norm_nhwc: x, out [batch, spatial, channels] (channels last), shift [batch, channels] or null. Block `item`
+// = image * groups + group owns the group's `spatial` strips of per_group consecutive channels (stride `channels`
+// between strips), read as V-element vectors (V divides per_group; x, out 16-byte aligned and channels % V == 0 when
+// V > 1). With v = x + shift[image, ch] in the compute type, the arithmetic is group_norm_block_kernel's: pass 1
+// sums (v - p) and (v - p)^2 with p the group's first v (per thread in f32 for 16-bit x, else f64; across the block
+// in f64), pass 2 re-reads the strips (L2 hits) and writes act((v - mean) * rstd * w[ch] + b[ch]) rounded once. blockDim.x a multiple of the warp size, <= 1024; dynamic
 // shared memory: 32 doubles.
 template <class T, int V, bool SILU>
-__global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64_t spatial, int64_t channels,
-                                       int64_t per_group, int64_t groups, float eps, T* out) {
+__global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const T* shift, int64_t spatial,
+                                       int64_t channels, int64_t per_group, int64_t groups, float eps, T* out) {
   using C = compute_t<T>;
   using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   double* scratch = dynamic_smem<double>();
@@ -316,7 +316,8 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64
   const T* xg = x + img * spatial * channels + ch0;
   T* yg = out + img * spatial * channels + ch0;
   const int64_t vecs_per_strip = per_group / V, nvec = spatial * vecs_per_strip;
-  const Acc shift = (Acc)load(xg);
+  const T* sg = shift ? shift + img * channels + ch0 : nullptr;  // this image's shift of the group's channels
+  const Acc pivot = (Acc)load(xg) + (sg ? (Acc)load(sg) : Acc(0));
   Acc s1 = 0, s2 = 0;
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
     const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
@@ -324,7 +325,8 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64
     load_vec<T, V>(xg + s * channels + j, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const Acc d = (Acc)v[k] - shift;
+      if (sg) v[k] += load(sg + j + k);
+      const Acc d = (Acc)v[k] - pivot;
       s1 += d;
       s2 += d * d;
     }
@@ -333,7 +335,7 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64
   const double t2 = group_sum<double>((double)s2, scratch, (int)blockDim.x);
   const double count = (double)(spatial * per_group);
   const double var = fmax((t2 - t1 * t1 / count) / count, 0.0);
-  const C mean = (C)((double)shift + t1 / count);
+  const C mean = (C)((double)pivot + t1 / count);
   const C rstd = (C)(1.0 / sqrt(var + (double)eps));
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
     const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
@@ -341,6 +343,7 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, int64
     load_vec<T, V>(xg + s * channels + j, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
+      if (sg) v[k] += load(sg + j + k);
       const int64_t ch = ch0 + j + k;
       const C a = w ? rstd * load(w + ch) : rstd;
       C y = (v[k] - mean) * a + (b ? (C)load(b + ch) : C(0));
@@ -491,8 +494,8 @@ void GpuKernels::group_norm_silu(const Tensor& x, int groups, const Tensor* weig
   group_norm_impl<true>(device_, x, groups, weight, bias, eps, out);
 }
 
-void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias, float eps,
-                                 bool silu, Tensor& out) {
+void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weight, const Tensor* bias,
+                                 const Tensor* shift, float eps, bool silu, Tensor& out) {
   device_.activate();
   const int64_t batch = x.dim(0), spatial = x.dim(1), channels = x.dim(2), per_group = channels / groups;
   if (batch == 0 || spatial == 0 || per_group == 0) return;
@@ -502,16 +505,17 @@ void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weig
     T* po = static_cast<T*>(out.data());
     const T* pw = data_or_null<T>(weight);
     const T* pb = data_or_null<T>(bias);
+    const T* ps = data_or_null<T>(shift);
     const unsigned grid = (unsigned)(batch * groups);
     constexpr size_t smem = 32 * sizeof(double);
     auto launch = [&](auto v_tag) {
       constexpr int V = decltype(v_tag)::value;
       if (silu) {
         group_norm_nhwc_kernel<T, V, true><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
-            px, pw, pb, spatial, channels, per_group, (int64_t)groups, eps, po);
+            px, pw, pb, ps, spatial, channels, per_group, (int64_t)groups, eps, po);
       } else {
         group_norm_nhwc_kernel<T, V, false><<<grid, kGroupBlockThreads, smem, device_.stream()>>>(
-            px, pw, pb, spatial, channels, per_group, (int64_t)groups, eps, po);
+            px, pw, pb, ps, spatial, channels, per_group, (int64_t)groups, eps, po);
       }
       RBEE_GPU_CHECK_LAUNCH();
     };
