@@ -296,7 +296,7 @@ class CudnnDnn final : public Dnn {
   int zeros_count_ = 0;
   std::vector<void*> retired_zeros_;  // smaller zero rows that earlier legacy plans point to
   std::mutex mutex_;
-  std::map<std::array<int, 21>, std::unique_ptr<cudnn::ConvPlan>> plans_;
+  std::map<decltype(DnnConv2d{}.key()), std::unique_ptr<cudnn::ConvPlan>> plans_;
   std::map<std::array<int64_t, 19>, std::unique_ptr<cudnn::SdpaPlan>> attention_plans_;
 };
 
