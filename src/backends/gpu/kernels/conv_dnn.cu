@@ -103,7 +103,11 @@ bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* 
   const bool uncaptured = !dev.capturing();
   size_t ws_bytes = 0;
   int64_t calls = 1;  // library calls: 1, or one per image for a [n, cout] bias the library cannot broadcast
-  if (!dnn->plan(c, uncaptured, &ws_bytes)) {
+  // Channels last, a [n, cout] bias is never handed to the library as one n-row tensor: cuDNN 9 finalized that graph
+  // for NHWC on an H100 and then wrote wrong sums from the second output position on, or faulted on a misaligned
+  // address (docs/perf-notes/sd-speed.md, session 10); one call per image on [cout] rows instead.
+  const bool rows_refused = c.channels_last && c.bias_per_image;
+  if (rows_refused || !dnn->plan(c, uncaptured, &ws_bytes)) {
     if (!c.bias_per_image) return false;
     c.n = 1;
     c.bias_per_image = false;
