@@ -153,7 +153,8 @@ Tensor group_norm_nhwc(const Tensor& x, int groups, const Tensor& weight, const 
   const Shape flat{x.dim(0), spatial, channels};
   const Tensor xc = x.contiguous().view(flat);
   Tensor out = Tensor::empty(flat, x.dtype(), device);
-  if (out.numel() > 0) device.kernels().group_norm_nhwc(xc, groups, w, b, shift.defined() ? &s_storage : nullptr, eps, silu, out);
+  const Tensor* s = shift.defined() ? &s_storage : nullptr;
+  if (out.numel() > 0) device.kernels().group_norm_nhwc(xc, groups, w, b, s, eps, silu, out);
   return out.view(x.shape());
 }
 

@@ -149,7 +149,9 @@ Tensor Norm::silu(const Tensor& x, const Tensor& shift) const {
   if (groups == 0) return ops::silu((*this)(x));
   profile::Scope scope("group_norm", x);
   const Tensor s = shift.defined() ? as_dtype(shift, x.dtype()) : Tensor();
-  if (channels_last) return ops::group_norm_nhwc(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps, true, s);
+  if (channels_last) {
+    return ops::group_norm_nhwc(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps, true, s);
+  }
   if (s.defined()) {
     Shape per_channel = Shape::filled(x.rank(), 1);  // [N, C, 1, ...]
     per_channel[0] = x.dim(0);
