@@ -87,7 +87,9 @@ bool channels_last_for(const Device& device) {
   const char* env = std::getenv("RBEE_SD_CHANNELS_LAST");
   if (env && std::string_view(env) == "1") return true;
   if (env && std::string_view(env) == "0") return false;
-  return device.info().backend != "cpu";
+  for (const auto& [key, value] : device.info().extra)
+    if (key == "convolution library") return value.rfind("none", 0) != 0;
+  return false;
 }
 
 Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride, int pad) {

@@ -29,8 +29,10 @@ struct Linear {
 };
 
 // Whether the SD UNet on `device` runs its activations channels last (NHWC): RBEE_SD_CHANNELS_LAST=1 / =0 forces
-// it on / off; unset, on for GPU devices (the vendor convolution library's tensor-core kernels and 1x1 convolutions
-// as linear layers read NHWC natively) and off on the CPU, whose convolutions are written for NCHW.
+// it on / off; unset, on for devices that report a vendor convolution library (DeviceInfo extra "convolution
+// library": cuDNN, whose tensor-core kernels read NHWC natively; 1x1 convolutions become linear layers) and off
+// elsewhere: the CPU's convolutions are written for NCHW, and without the library (ROCm, the emulator) a k x k NHWC
+// convolution runs between permuted copies.
 bool channels_last_for(const Device& device);
 
 struct Conv2d {
