@@ -10,10 +10,14 @@
 //   RBEE_CONV_IMPLICIT=1 rbee_bench_conv_gpu --label implicit --no-gemm   (conv_implicit.cu on every shape it takes)
 //   RBEE_CONV_CUDNN=1 rbee_bench_conv_gpu --label cudnn --no-gemm        (cuDNN on every shape it takes, NCHW)
 //   rbee_bench_conv_gpu --label default --no-gemm                     (the shipped choice per shape)
-// (RBEE_CONV_CUDNN=0 with the first three: today's paths without cuDNN.) --image-bias gives the UNet shapes a
+// (RBEE_CONV_CUDNN=0 with the first three: today's paths without cuDNN.) --nhwc adds, per shape, the channels-last op
+// conv2d_fused_nhwc on NHWC copies of the same operands (x [N, H, W, Cin], w [Cout, KH, KW, Cin]; its own path
+// choice: cuDNN's NHWC kernels for k x k, a linear layer for 1x1) beside the NCHW one, and its own total.
+// --image-bias gives the UNet shapes a
 // [N, Cout] bias (the time embedding of the resnets' first convolutions) instead of a [Cout] one. --filter sdxl (or
 // unet, vae) times one part only.
-// Each row: "conv LABEL NAME calls ms TF/s [gemm ms TF/s conv/gemm]"; the totals weight each shape by its calls.
+// Each row: "conv LABEL NAME calls ms TF/s [nhwc ms TF/s] [gemm ms TF/s conv/gemm [nhwc/gemm]]"; the totals weight
+// each shape by its calls.
 // Timing: warm-up calls, then repeats until --min-seconds have passed (and at least 5), synchronize() and the
 // wall clock around the loop (the ops' device API has no events).
 #include <algorithm>
@@ -80,7 +84,7 @@ const std::vector<Shape2d> kShapes = {
 
 struct Options {
   std::string label = "default", filter;
-  bool gemm = true, image_bias = false;
+  bool gemm = true, image_bias = false, nhwc = false;
   double min_seconds = 0.05;
 };
 
@@ -126,11 +130,12 @@ int main(int argc, char** argv) {
     if (a == "--label" && i + 1 < argc) o.label = argv[++i];
     else if (a == "--no-gemm") o.gemm = false;
     else if (a == "--image-bias") o.image_bias = true;
+    else if (a == "--nhwc") o.nhwc = true;
     else if (a == "--filter" && i + 1 < argc) o.filter = argv[++i];
     else if (a == "--min-seconds" && i + 1 < argc) o.min_seconds = std::atof(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] [--image-bias] [--filter SUBSTRING] "
+                 "usage: rbee_bench_conv_gpu [--label NAME] [--no-gemm] [--image-bias] [--nhwc] [--filter SUBSTRING] "
                  "[--min-seconds S]\n");
       return 2;
     }
@@ -150,7 +155,7 @@ int main(int argc, char** argv) {
     const DeviceInfo info = dev.info();
     fmt::print("device: {} ({}), {} compute units; path label {}\n", info.name, info.arch, info.compute_units, o.label);
     const char* part_names[3] = {"UNet step", "VAE decode", "SDXL step"};
-    double total_conv[3] = {0, 0, 0}, total_gemm[3] = {0, 0, 0};
+    double total_conv[3] = {0, 0, 0}, total_gemm[3] = {0, 0, 0}, total_nhwc[3] = {0, 0, 0};
     bool seen[3] = {false, false, false};
     for (const Shape2d& s : kShapes) {
       const std::string name = s.name();
@@ -169,6 +174,13 @@ int main(int argc, char** argv) {
       total_conv[part] += tc * (double)s.calls;
       std::string row = fmt::format("conv {:<9} {:<34} {:>3} {:>9.4f} ms {:>7.1f} TF/s", o.label, name, s.calls,
                                     tc * 1e3, s.flops() / tc * 1e-12);
+      double tn = 0;
+      if (o.nhwc) {
+        const Tensor xn = x.permute({0, 2, 3, 1}).contiguous(), wn = w.permute({0, 2, 3, 1}).contiguous();
+        tn = time_call(dev, o.min_seconds, [&] { (void)ops::conv2d_fused_nhwc(xn, wn, bias, Tensor(), p, false); });
+        total_nhwc[part] += tn * (double)s.calls;
+        row += fmt::format("  nhwc {:>9.4f} ms {:>7.1f} TF/s", tn * 1e3, s.flops() / tn * 1e-12);
+      }
       if (o.gemm) {
         // The lowering's GEMM alone: w [Cout, K] . cols [K, N * Ho * Wo], f16 in and out.
         const Tensor a = w.reshape({s.cout, K});
@@ -177,6 +189,7 @@ int main(int argc, char** argv) {
         total_gemm[part] += tg * (double)s.calls;
         row += fmt::format("  gemm {:>9.4f} ms {:>7.1f} TF/s  conv/gemm {:>5.2f}", tg * 1e3, s.flops() / tg * 1e-12,
                            tc / tg);
+        if (o.nhwc) row += fmt::format("  nhwc/gemm {:>5.2f}", tn / tg);
       }
       fmt::print("{}\n", row);
       std::fflush(stdout);
@@ -185,6 +198,7 @@ int main(int argc, char** argv) {
       if (!seen[part]) continue;
       std::string row = fmt::format("total {:<9} {} (calls-weighted): conv {:.3f} ms", o.label, part_names[part],
                                     total_conv[part] * 1e3);
+      if (o.nhwc) row += fmt::format(", nhwc {:.3f} ms", total_nhwc[part] * 1e3);
       if (o.gemm) row += fmt::format(", gemm alone {:.3f} ms", total_gemm[part] * 1e3);
       fmt::print("{}\n", row);
     }

@@ -65,6 +65,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 Tensor group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
 // silu(group_norm(x)) in one pass, rounded once (op_table.def GroupNormSilu).
 Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps);
+// Channels last: x [N, ..., C] (an NHWC map, or [N, S, C]), groups of C/groups consecutive channels normalized over
+// all positions of an image; silu(...) when `silu` (op_table.def GroupNormNhwc). The result of group_norm(_silu) on
+// the channels-first transpose, in x's layout. shift [N, C] (or undefined): x + shift is normalized, the sum never
+// stored.
+Tensor group_norm_nhwc(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps,
+                       bool silu = false, const Tensor& shift = {});
 
 // Rotary position embedding frequencies, with the scaling schemes models declare.
 struct RopeScaling {
@@ -115,6 +121,10 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
 // or undefined, residual [N, Cout, Ho, Wo] or undefined, act silu when `silu`.
 Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
                     const Conv2dParams& p = {}, bool silu = false);
+// conv2d_fused channels last (op_table.def Conv2dFusedNhwc): x [N, H, W, Cin], w [Cout, KH, KW, Cin], bias [Cout]
+// or [N, Cout] or undefined, residual [N, Ho, Wo, Cout] or undefined -> [N, Ho, Wo, Cout]; groups 1.
+Tensor conv2d_fused_nhwc(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                         const Conv2dParams& p = {}, bool silu = false);
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p = {});
 Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dParams& p = {});
 Tensor im2col(const Tensor& x, int kernel_h, int kernel_w, const Conv2dParams& p = {});

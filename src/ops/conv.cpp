@@ -185,6 +185,45 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                         });
 }
 
+Tensor conv2d_fused_nhwc(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                         const Conv2dParams& p, bool silu) {
+  constexpr std::string_view op = "conv2d_fused_nhwc";
+  check_defined(op, "x", x);
+  check_defined(op, "w", w);
+  Device& device = common_device(op, {&x, &w, &bias, &residual});
+  RBEE_CHECK(x.rank() == 4, "{}: x must be 4-D [N, H, W, Cin], got shape {}", op, x.shape().to_string());
+  RBEE_CHECK(w.rank() == 4, "{}: w must be 4-D [Cout, KH, KW, Cin], got shape {}", op, w.shape().to_string());
+  RBEE_CHECK(x.dtype() == w.dtype(), "{}: x is {} but w is {}", op, dtype_name(x.dtype()), dtype_name(w.dtype()));
+  check_supported(op, device, OpKind::Conv2dFusedNhwc, {x.dtype(), w.dtype(), x.dtype()});
+  for (int d = 1; d < 4; ++d)
+    RBEE_CHECK(x.dim(d) >= 1, "{}: x has an empty channel or spatial dimension (shape {})", op, x.shape().to_string());
+  for (int d = 0; d < 4; ++d)
+    RBEE_CHECK(w.dim(d) >= 1, "{}: w has an empty dimension (shape {})", op, w.shape().to_string());
+  RBEE_CHECK(p.groups == 1, "{}: groups must be 1, got {}", op, p.groups);
+  RBEE_CHECK(w.dim(3) == x.dim(3), "{}: w.dim(3) is {} but x has {} input channels (w is [Cout, KH, KW, Cin])", op,
+             w.dim(3), x.dim(3));
+  const Axis ah = axis_h(p), aw = axis_w(p);
+  check_axis_params(op, ah, false);
+  check_axis_params(op, aw, false);
+  const int64_t n = x.dim(0), cout = w.dim(0);
+  const Shape out_shape{n, conv_out_len(op, ah, x.dim(1), w.dim(1)), conv_out_len(op, aw, x.dim(2), w.dim(2)), cout};
+  Tensor bc;
+  if (bias.defined()) {
+    check_dtype_of_x(op, "bias", bias, x);
+    const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
+    const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
+    RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op,
+               cout, n, cout, bias.shape().to_string());
+    bc = bias.contiguous();
+  }
+  const Tensor rc = fused_residual(op, residual, x, out_shape);
+  return run_contiguous(Tensor::empty(out_shape, x.dtype(), device), x, &w,
+                        [&](const Tensor& xc, const Tensor& wc, Tensor& out) {
+                          device.kernels().conv2d_fused_nhwc(xc, wc, bc.defined() ? &bc : nullptr,
+                                                             rc.defined() ? &rc : nullptr, p, silu, out);
+                        });
+}
+
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Conv1dParams& p) {
   constexpr std::string_view op = "conv_transpose1d";
   Device& device = check_conv_tensors(op, OpKind::ConvTranspose1d, x, w, 1, p.groups, true);

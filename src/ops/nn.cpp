@@ -126,6 +126,38 @@ Tensor group_norm_silu(const Tensor& x, int groups, const Tensor& weight, const 
   return group_norm_op("group_norm_silu", true, x, groups, weight, bias, eps);
 }
 
+Tensor group_norm_nhwc(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, bool silu,
+                       const Tensor& shift) {
+  constexpr const char* op = "group_norm_nhwc";
+  check_defined(op, "x", x);
+  Device& device = common_device(op, {&x, &weight, &bias, &shift});
+  RBEE_CHECK(x.rank() >= 2, "{}: x must be [N, ..., C], got shape {}", op, x.shape().to_string());
+  const int64_t channels = x.dim(-1);
+  RBEE_CHECK(groups >= 1, "{}: groups must be >= 1, got {}", op, groups);
+  RBEE_CHECK(channels % groups == 0, "{}: {} channels do not split into {} groups", op, channels, groups);
+  check_eps(op, eps);
+  check_supported(op, device, OpKind::GroupNormNhwc, {x.dtype(), x.dtype()});
+  Tensor w_storage, b_storage;
+  const Tensor* w = feature_param(op, "weight", weight, x, channels, w_storage);
+  const Tensor* b = feature_param(op, "bias", bias, x, channels, b_storage);
+  Tensor s_storage;
+  if (shift.defined()) {
+    RBEE_CHECK(shift.rank() == 2 && shift.dim(0) == x.dim(0) && shift.dim(1) == channels,
+               "{}: 'shift' must have shape [{}, {}], got {}", op, x.dim(0), channels, shift.shape().to_string());
+    RBEE_CHECK(shift.dtype() == x.dtype(), "{}: 'shift' is {} but x is {}", op, dtype_name(shift.dtype()),
+               dtype_name(x.dtype()));
+    s_storage = shift.contiguous();
+  }
+  int64_t spatial = 1;
+  for (int d = 1; d + 1 < x.rank(); ++d) spatial *= x.dim(d);
+  const Shape flat{x.dim(0), spatial, channels};
+  const Tensor xc = x.contiguous().view(flat);
+  Tensor out = Tensor::empty(flat, x.dtype(), device);
+  const Tensor* s = shift.defined() ? &s_storage : nullptr;
+  if (out.numel() > 0) device.kernels().group_norm_nhwc(xc, groups, w, b, s, eps, silu, out);
+  return out.view(x.shape());
+}
+
 // --------------------------------------------------------------------------------------------------- rope
 std::vector<float> rope_inv_freq(int rotary_dim, float theta_base, const RopeScaling& scaling) {
   using Kind = RopeScaling::Kind;

@@ -86,6 +86,15 @@ Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   return residual.defined() ? ops::add(residual, y) : y;
 }
 
+bool channels_last_for(const Device& device) {
+  const char* env = std::getenv("RBEE_SD_CHANNELS_LAST");
+  if (env && std::string_view(env) == "1") return true;
+  if (env && std::string_view(env) == "0") return false;
+  for (const auto& [key, value] : device.info().extra)
+    if (key == "convolution library") return value.rfind("none", 0) != 0;
+  return false;
+}
+
 Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride, int pad) {
   Conv2d c;
   c.in = in;
@@ -98,6 +107,12 @@ Conv2d Conv2d::load(const Weights& wt, const std::string& name, int64_t in, int6
   return c;
 }
 
+void Conv2d::to_channels_last() {
+  if (channels_last) return;
+  w = w.permute({0, 2, 3, 1}).contiguous();
+  channels_last = true;
+}
+
 Tensor Conv2d::operator()(const Tensor& x, const Tensor& residual, const Tensor& shift) const {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
@@ -106,7 +121,9 @@ Tensor Conv2d::operator()(const Tensor& x, const Tensor& residual, const Tensor&
   const DType dt = w.dtype();
   // A per-image shift joins the bias: [N, out] rows of bias + shift.
   const Tensor bias = shift.defined() ? ops::add(as_dtype(shift, dt).view({shift.dim(0), out}), b.view({1, out})) : b;
-  Tensor y = ops::conv2d_fused(as_dtype(x, dt), w, bias, residual.defined() ? as_dtype(residual, dt) : Tensor(), p);
+  const Tensor r = residual.defined() ? as_dtype(residual, dt) : Tensor();
+  Tensor y = channels_last ? ops::conv2d_fused_nhwc(as_dtype(x, dt), w, bias, r, p)
+                           : ops::conv2d_fused(as_dtype(x, dt), w, bias, r, p);
   FlopCounter::add(2.0 * (double)y.numel() * (double)(w.numel() / std::max<int64_t>(out, 1)));  // Cin k k per output
   return y;
 }
@@ -131,12 +148,24 @@ Tensor Norm::operator()(const Tensor& x) const {
   profile::Scope scope(groups == 0 ? "layer_norm" : "group_norm", x);
   const Tensor wx = as_dtype(w, x.dtype()), bx = as_dtype(b, x.dtype());
   if (groups == 0) return ops::layer_norm(x, wx, bx, eps);
+  if (channels_last) return ops::group_norm_nhwc(x, groups, wx, bx, eps);
   return ops::group_norm(x, groups, wx, bx, eps);
 }
 
-Tensor Norm::silu(const Tensor& x) const {
+Tensor Norm::silu(const Tensor& x, const Tensor& shift) const {
   if (groups == 0) return ops::silu((*this)(x));
   profile::Scope scope("group_norm", x);
+  const Tensor s = shift.defined() ? as_dtype(shift, x.dtype()) : Tensor();
+  if (channels_last) {
+    return ops::group_norm_nhwc(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps, true, s);
+  }
+  if (s.defined()) {
+    Shape per_channel = Shape::filled(x.rank(), 1);  // [N, C, 1, ...]
+    per_channel[0] = x.dim(0);
+    per_channel[1] = x.dim(1);
+    return ops::group_norm_silu(ops::add(x, s.view(per_channel)), groups, as_dtype(w, x.dtype()),
+                                as_dtype(b, x.dtype()), eps);
+  }
   return ops::group_norm_silu(x, groups, as_dtype(w, x.dtype()), as_dtype(b, x.dtype()), eps);
 }
 
@@ -189,11 +218,28 @@ Tensor concat(const Tensor& a, const Tensor& b, int axis) {
   return out;
 }
 
-Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right) {
-  Tensor out = ops::zeros({x.dim(0), x.dim(1), x.dim(2) + bottom, x.dim(3) + right}, x.dtype(), x.device());
-  out.narrow(2, 0, x.dim(2)).narrow(3, 0, x.dim(3)).copy_from(x);
+Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right, bool channels_last) {
+  const int ah = channels_last ? 1 : 2, aw = ah + 1;  // the row and column axes
+  Shape s = x.shape();
+  s[ah] += bottom;
+  s[aw] += right;
+  Tensor out = ops::zeros(s, x.dtype(), x.device());
+  out.narrow(ah, 0, x.dim(ah)).narrow(aw, 0, x.dim(aw)).copy_from(x);
   return out;
 }
+
+Tensor upsample_nearest_nhwc(const Tensor& x, int64_t out_h, int64_t out_w) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  if (out_h == 2 * h && out_w == 2 * w) {
+    // out[n, 2y + i, 2x + j, c] = x[n, y, x, c]: [N, H, 1, W, 1, C] broadcast over i and j.
+    return x.contiguous().view({n, h, 1, w, 1, c}).expand({n, h, 2, w, 2, c}).contiguous().view({n, out_h, out_w, c});
+  }
+  return to_nhwc(ops::upsample_nearest2d(to_nchw(x), out_h, out_w));
+}
+
+Tensor to_nhwc(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous(); }
+
+Tensor to_nchw(const Tensor& x) { return x.permute({0, 3, 1, 2}).contiguous(); }
 
 Tensor quick_gelu(const Tensor& x) { return ops::mul(x, ops::unary(UnaryOp::Sigmoid, ops::affine(x, 1.702, 0.0))); }
 

@@ -28,35 +28,56 @@ struct Linear {
   Tensor operator()(const Tensor& x, const Tensor& residual = {}) const;
 };
 
+// Whether the SD UNet on `device` runs its activations channels last (NHWC): RBEE_SD_CHANNELS_LAST=1 / =0 forces
+// it on / off; unset, on for devices that report a vendor convolution library (DeviceInfo extra "convolution
+// library": cuDNN, whose tensor-core kernels read NHWC natively; 1x1 convolutions become linear layers) and off
+// elsewhere: the CPU's convolutions are written for NCHW, and without the library (ROCm, the emulator) a k x k NHWC
+// convolution runs between permuted copies.
+bool channels_last_for(const Device& device);
+
 struct Conv2d {
-  Tensor w, b;  // w [out, in, k, k], b [out], both act_dtype
+  Tensor w, b;  // w [out, in, k, k] (channels first) or [out, k, k, in] (channels_last), b [out], both act_dtype
   int64_t in = 0, out = 0;
   int k = 1, stride = 1, pad = 0;
+  bool channels_last = false;
   static Conv2d load(const Weights& wt, const std::string& name, int64_t in, int64_t out, int k, int stride = 1,
                      int pad = -1);
-  // x [N, in, H, W] -> [N, out, Ho, Wo] in w's dtype (x is cast to it first when it differs): one conv2d_fused
-  // with the bias, plus `residual` [N, out, Ho, Wo] when defined, plus `shift` [N, out] (a per-image addition such
-  // as a time embedding) when defined, all summed before the one rounding.
+  // Permutes w to [out, k, k, in] once; from then on x, residual and the result are NHWC.
+  void to_channels_last();
+  // x [N, in, H, W] -> [N, out, Ho, Wo] (channels_last: [N, H, W, in] -> [N, Ho, Wo, out]) in w's dtype (x is cast
+  // to it first when it differs): one conv2d_fused(_nhwc) with the bias, plus `residual` (the output's shape) when
+  // defined, plus `shift` [N, out] (a per-image addition such as a time embedding) when defined, all summed before
+  // the one rounding.
   Tensor operator()(const Tensor& x, const Tensor& residual = Tensor(), const Tensor& shift = Tensor()) const;
 };
 
-struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels
+struct Norm {  // LayerNorm over the last axis, or GroupNorm over NCHW channels (NHWC when channels_last)
   Tensor w, b;  // [channels], act_dtype
   int groups = 0;  // 0: layer norm
   float eps = 1e-5f;
+  bool channels_last = false;  // group norm of [N, H, W, C] maps
   static Norm layer(const Weights& wt, const std::string& name, int64_t dim, float eps);
   static Norm group(const Weights& wt, const std::string& name, int64_t channels, int groups, float eps);
   Tensor operator()(const Tensor& x) const;
-  // silu(norm(x)); one group_norm_silu pass for group norms.
-  Tensor silu(const Tensor& x) const;
+  // silu(norm(x)); one group_norm_silu pass for group norms. shift [N, channels] (group norms): silu(norm(x + shift)),
+  // the sum formed inside group_norm_nhwc when channels_last (never stored), else by an add first.
+  Tensor silu(const Tensor& x, const Tensor& shift = Tensor()) const;
 };
 
 // Multi-head attention on [B, T, C] queries and [B, S, C'] keys/values already projected to C: heads of C / heads.
 Tensor mha(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, bool causal);
 // Concatenation along `axis` (a new tensor; copies through views).
 Tensor concat(const Tensor& a, const Tensor& b, int axis);
-// x [N, C, H, W] -> [N, C, H + bottom, W + right] with zeros appended (asymmetric padding before a conv).
-Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right);
+// x [N, C, H, W] -> [N, C, H + bottom, W + right] with zeros appended (asymmetric padding before a conv);
+// channels_last: x [N, H, W, C] -> [N, H + bottom, W + right, C].
+Tensor pad_bottom_right(const Tensor& x, int64_t bottom, int64_t right, bool channels_last = false);
+// Nearest upsampling of x [N, H, W, C] to [N, out_h, out_w, C] (source index floor(dst * in / out), as
+// upsample_nearest2d): an exact 2x is a broadcast view copied once; other sizes go through upsample_nearest2d on the
+// channels-first transpose.
+Tensor upsample_nearest_nhwc(const Tensor& x, int64_t out_h, int64_t out_w);
+// The layout changes at the edges of a channels-last model: [N, C, H, W] <-> [N, H, W, C], contiguous copies.
+Tensor to_nhwc(const Tensor& x);
+Tensor to_nchw(const Tensor& x);
 // x * sigmoid(1.702 x) (CLIP's quick_gelu)
 Tensor quick_gelu(const Tensor& x);
 // GEGLU of a feed-forward projection h [..., 2F] = [hidden | gate]: hidden * gelu(gate) (erf form), [..., F]. One

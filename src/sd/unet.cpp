@@ -295,6 +295,28 @@ struct UNet::Impl {
   std::vector<Level> down, up;
   blocks::Resnet mid_res0, mid_res1;
   blocks::SpatialTransformer mid_attn;
+  // Activations NHWC between conv_in and conv_out (nn::channels_last_for): the sample is permuted once on the way
+  // in and the prediction once on the way out.
+  bool channels_last = false;
+
+  void to_channels_last() {
+    conv_in.to_channels_last();
+    conv_out.to_channels_last();
+    norm_out.channels_last = true;
+    for (std::vector<Level>* levels : {&down, &up})
+      for (Level& L : *levels) {
+        for (blocks::Resnet& r : L.resnets) r.to_channels_last();
+        for (blocks::SpatialTransformer& t : L.attentions) t.to_channels_last();
+        if (L.has_down) L.down.to_channels_last();
+        if (L.has_up) L.up.to_channels_last();
+      }
+    if (cfg.mid_block != UNetConfig::MidBlock::None) mid_res0.to_channels_last();
+    if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) {
+      mid_attn.to_channels_last();
+      mid_res1.to_channels_last();
+    }
+    channels_last = true;
+  }
 };
 
 UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
@@ -369,6 +391,10 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
   }
   impl->norm_out = nn::Norm::group(w, "conv_norm_out", ch[0], g, eps);
   impl->conv_out = nn::Conv2d::load(w, "conv_out", ch[0], cfg.out_channels, cfg.conv_out_kernel);
+  if (nn::channels_last_for(impl->conv_in.w.device())) {
+    impl->to_channels_last();
+    log::debug("unet: activations channels last (NHWC) on {}", impl->conv_in.w.device().id());
+  }
   UNet u;
   u.impl_ = std::move(impl);
   return u;
@@ -447,7 +473,9 @@ Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tenso
   if (cfg.text_time) temb = ops::add(temb, m.add2(ops::silu(m.add1(cond.add_in))));
   const Tensor ctx = to_act(context);
 
-  Tensor x = m.conv_in(to_act(cfg.center_input_sample ? ops::affine(sample, 2.0, -1.0) : sample));
+  const Tensor input = to_act(cfg.center_input_sample ? ops::affine(sample, 2.0, -1.0) : sample);
+  Tensor x = m.conv_in(m.channels_last ? nn::to_nhwc(input) : input);
+  const int channel_axis = m.channels_last ? 3 : 1, row_axis = m.channels_last ? 1 : 2;
   std::vector<Tensor> skips{x};
   for (const Level& L : m.down) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
@@ -467,16 +495,17 @@ Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tenso
   }
   for (const Level& L : m.up) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
-      x = nn::concat(x, skips.back(), 1);
+      x = nn::concat(x, skips.back(), channel_axis);
       skips.pop_back();
       x = L.resnets[j](x, temb);
       if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
     }
     // Upsample to the size of the skip it meets next: 2x, or 2x - 1 where a stride-2 convolution rounded an
     // odd side up (diffusers' forward_upsample_size).
-    if (L.has_up) x = L.up(x, skips.back().dim(2), skips.back().dim(3));
+    if (L.has_up) x = L.up(x, skips.back().dim(row_axis), skips.back().dim(row_axis + 1));
   }
   Tensor out = m.conv_out(m.norm_out.silu(x));
+  if (m.channels_last) out = nn::to_nchw(out);
   return out.dtype() == DType::F32 ? out : ops::cast(out, DType::F32);
 }
 

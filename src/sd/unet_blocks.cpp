@@ -29,7 +29,36 @@ Resnet Resnet::load(const Weights& w, int64_t in, int64_t out, int64_t temb, int
   return r;
 }
 
+void Resnet::to_channels_last() {
+  for (nn::Conv2d* c : {&conv1, &conv2, &shortcut})
+    if (c->w.defined()) c->to_channels_last();
+  norm1.channels_last = norm2.channels_last = true;
+  channels_last = true;
+}
+
+namespace {
+
+// RBEE_SD_SHIFT_IN_NORM=0: a channels-last resnet adds its time embedding in conv1's epilogue as a [N, out] bias (the
+// channels-first wiring; the vendor library then runs one call per image) instead of inside norm2 (A/B).
+bool shift_in_norm_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RBEE_SD_SHIFT_IN_NORM");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
+
 Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
+  if (!scale_shift && output_scale == 1.0 && channels_last && has_time && shift_in_norm_enabled()) {
+    // Channels last: h = conv1(silu(norm1(x))) with its [out] bias only, so both images share one convolution call,
+    // and the time embedding joins h inside norm2 (group_norm_nhwc's shift: norm2 normalizes h + shift, the only
+    // reader of h); out = skip + conv2(silu(norm2(h + shift))).
+    const Tensor shift = time_proj(ops::silu(temb));  // [N, out]
+    const Tensor h = conv1(norm1.silu(x));
+    return conv2(norm2.silu(h, shift), has_shortcut ? shortcut(x) : x);
+  }
   if (!scale_shift && output_scale == 1.0) {
     // The usual wiring with the time embedding and the skip folded into the convolutions' epilogues:
     // h = conv1(silu(norm1(x))) + time_proj(silu(temb)); out = skip + conv2(silu(norm2(h))).
@@ -41,15 +70,16 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
   if (has_time && scale_shift) {
     Tensor t = time_proj(ops::silu(temb));  // [N, 2 * out]: scale, then shift
     const int64_t n = t.dim(0), c = t.dim(1) / 2;
-    Tensor scale = t.narrow(1, 0, c).contiguous().view({n, c, 1, 1});
-    Tensor shift = t.narrow(1, c, c).contiguous().view({n, c, 1, 1});
+    const Shape per_channel = channels_last ? Shape{n, 1, 1, c} : Shape{n, c, 1, 1};
+    Tensor scale = t.narrow(1, 0, c).contiguous().view(per_channel);
+    Tensor shift = t.narrow(1, c, c).contiguous().view(per_channel);
     h = norm2(h);
     h = ops::add(ops::mul(h, ops::affine(scale, 1.0, 1.0)), shift);
     h = conv2(ops::silu(h));
   } else {
     if (has_time) {
       Tensor t = time_proj(ops::silu(temb));  // [N, out]
-      h = ops::add(h, t.view({t.dim(0), t.dim(1), 1, 1}));
+      h = ops::add(h, channels_last ? t.view({t.dim(0), 1, 1, t.dim(1)}) : t.view({t.dim(0), t.dim(1), 1, 1}));
     }
     h = conv2(norm2.silu(h));
   }
@@ -128,7 +158,26 @@ SpatialTransformer SpatialTransformer::load(const Weights& w, int64_t c, int64_t
   return s;
 }
 
+void SpatialTransformer::to_channels_last() {
+  norm.channels_last = true;
+  if (!linear) {
+    proj_in_conv.to_channels_last();
+    proj_out_conv.to_channels_last();
+  }
+  channels_last = true;
+}
+
 Tensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) const {
+  if (channels_last) {
+    const int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3);
+    Tensor h = norm(x);
+    if (!linear) h = proj_in_conv(h);  // a 1x1 convolution of an NHWC map: one linear layer
+    h = h.view({N, H * W, C});
+    if (linear) h = proj_in_lin(h);
+    for (const TransformerBlock& b : blocks) h = b(h, context);
+    if (linear) return proj_out_lin(h, x.contiguous().view({N, H * W, C})).view({N, H, W, C});
+    return proj_out_conv(h.view({N, H, W, C}), x);
+  }
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   Tensor h = norm(x);
   if (!linear) h = proj_in_conv(h);
@@ -166,7 +215,9 @@ Downsample Downsample::load(const Weights& w, int64_t c, int padding) {
   return d;
 }
 
-Tensor Downsample::operator()(const Tensor& x) const { return conv(asymmetric ? nn::pad_bottom_right(x, 1, 1) : x); }
+Tensor Downsample::operator()(const Tensor& x) const {
+  return conv(asymmetric ? nn::pad_bottom_right(x, 1, 1, conv.channels_last) : x);
+}
 
 Upsample Upsample::load(const Weights& w, int64_t c) {
   Upsample u;
@@ -174,9 +225,13 @@ Upsample Upsample::load(const Weights& w, int64_t c) {
   return u;
 }
 
-Tensor Upsample::operator()(const Tensor& x) const { return (*this)(x, x.dim(2) * 2, x.dim(3) * 2); }
+Tensor Upsample::operator()(const Tensor& x) const {
+  const int ah = conv.channels_last ? 1 : 2;
+  return (*this)(x, x.dim(ah) * 2, x.dim(ah + 1) * 2);
+}
 
 Tensor Upsample::operator()(const Tensor& x, int64_t out_h, int64_t out_w) const {
+  if (conv.channels_last) return conv(nn::upsample_nearest_nhwc(x, out_h, out_w));
   return conv(ops::upsample_nearest2d(x, out_h, out_w));
 }
 

@@ -1,6 +1,7 @@
 // Building blocks shared by the UNet and the VAE (diffusers' ResnetBlock2D, Transformer2DModel with
 // BasicTransformerBlock, the VAE's single-head spatial attention, Downsample2D, Upsample2D).
-// Tensors are NCHW F32 activations; context is [B, S, cross_dim].
+// Tensors are NCHW activations, or NHWC after to_channels_last() (the UNet on GPUs: nn::channels_last_for);
+// context is [B, S, cross_dim].
 #pragma once
 
 #include <string>
@@ -21,7 +22,10 @@ struct Resnet {
   double output_scale = 1.0;  // (x + h) / output_scale_factor
   static Resnet load(const Weights& w, int64_t in, int64_t out, int64_t temb, int groups, float eps,
                      bool scale_shift = false, double output_scale = 1.0);
-  // x [N, in, H, W], temb [N, temb] (ignored when has_time is false) -> [N, out, H, W]
+  bool channels_last = false;
+  // Its convolutions and norms switch to NHWC (weights permuted once).
+  void to_channels_last();
+  // x [N, in, H, W], temb [N, temb] (ignored when has_time is false) -> [N, out, H, W]; NHWC when channels_last.
   Tensor operator()(const Tensor& x, const Tensor& temb) const;
 };
 
@@ -44,9 +48,12 @@ struct SpatialTransformer {
   nn::Linear proj_in_lin, proj_out_lin;
   bool linear = false;
   std::vector<TransformerBlock> blocks;
+  bool channels_last = false;
   static SpatialTransformer load(const Weights& w, int64_t channels, int64_t heads, int64_t cross_dim, int layers,
                                  int groups, bool linear_projection);
-  // x [N, C, H, W], context [N, S, cross] -> [N, C, H, W]
+  void to_channels_last();
+  // x [N, C, H, W], context [N, S, cross] -> [N, C, H, W]. Channels last, x [N, H, W, C] viewed as [N, HW, C] is
+  // the transformer blocks' layout: no transposes, and proj_out's residual rides in its epilogue in both variants.
   Tensor operator()(const Tensor& x, const Tensor& context) const;
 };
 
@@ -63,6 +70,7 @@ struct Downsample {
   nn::Conv2d conv;
   bool asymmetric = false;
   static Downsample load(const Weights& w, int64_t channels, int padding);
+  void to_channels_last() { conv.to_channels_last(); }
   Tensor operator()(const Tensor& x) const;
 };
 
@@ -70,6 +78,8 @@ struct Downsample {
 struct Upsample {
   nn::Conv2d conv;
   static Upsample load(const Weights& w, int64_t channels);
+  void to_channels_last() { conv.to_channels_last(); }
+  // x [N, C, H, W] (or [N, H, W, C] once channels last) -> twice the height and width.
   Tensor operator()(const Tensor& x) const;
   // Nearest upsampling to out_h x out_w (source index floor(dst * in / out), as torch's interpolate with `size`),
   // then the conv: the UNet's up blocks meet skips of odd sides this way.

@@ -242,10 +242,10 @@ class CudnnDnn final : public Dnn {
   }
 
   static std::string describe(const DnnConv2d& c) {
-    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh, c.kw,
-                       c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
+    return fmt::format("[{}, {}, {}, {}] -> {} k{}x{} s{} ({}{}{}{}{}align {})", c.n, c.cin, c.h, c.w, c.cout, c.kh,
+                       c.kw, c.stride_h, c.bias ? (c.bias_per_image ? "image bias, " : "bias, ") : "",
                        c.residual ? "residual, " : "", c.silu ? "silu, " : "", c.dtype == DType::BF16 ? "bf16, " : "",
-                       c.align);
+                       c.channels_last ? "nhwc, " : "", c.align);
   }
 
   // A plan for `c` by the API(s) RBEE_CONV_CUDNN_API allows, or nullptr. Outside graph captures only.
@@ -296,7 +296,7 @@ class CudnnDnn final : public Dnn {
   int zeros_count_ = 0;
   std::vector<void*> retired_zeros_;  // smaller zero rows that earlier legacy plans point to
   std::mutex mutex_;
-  std::map<std::array<int, 21>, std::unique_ptr<cudnn::ConvPlan>> plans_;
+  std::map<decltype(DnnConv2d{}.key()), std::unique_ptr<cudnn::ConvPlan>> plans_;
   std::map<std::array<int64_t, 19>, std::unique_ptr<cudnn::SdpaPlan>> attention_plans_;
 };
 

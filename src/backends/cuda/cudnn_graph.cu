@@ -65,8 +65,10 @@ class GraphPlan final : public ConvPlan {
     const int io_type = c.dtype == DType::F16 ? kDataHalf : kDataBfloat16;
     const int f32 = kDataFloat;
     const int64_t n = c.n, k = c.cout, align = c.align;
-    // Strides of a contiguous [d0, channels, rows, cols] tensor (NCHW).
+    // Strides of a contiguous tensor of logical dims [d0, channels, rows, cols]: NCHW, or NHWC (channels last:
+    // memory [d0, rows, cols, channels]; cuDNN's dims stay in NCHW order whatever the layout).
     auto strides = [&](int64_t ch, int64_t rows, int64_t cols) -> std::array<int64_t, 4> {
+      if (c.channels_last) return {ch * rows * cols, 1, cols * ch, ch};
       return {ch * rows * cols, rows * cols, cols, 1};
     };
     BackendDesc x = d_.tensor(kUidX, io_type, {n, c.cin, c.h, c.w}, strides(c.cin, c.h, c.w), align, false);

@@ -34,7 +34,7 @@ class LegacyPlan final : public ConvPlan {
   bool prepare(Handle handle, const DnnConv2d& c) {
     auto ok = [](Status s) { return s == kSuccess; };
     const int type = c.dtype == DType::F16 ? kDataHalf : kDataBfloat16;
-    const int format = kTensorNchw;
+    const int format = c.channels_last ? kTensorNhwc : kTensorNchw;  // NHWC: x / out NHWC, the filter KRSC
     return ok(api_.create_tensor(&x_)) && ok(api_.create_tensor(&y_)) && ok(api_.create_tensor(&bias_)) &&
            ok(api_.create_filter(&w_)) && ok(api_.create_conv(&conv_)) && ok(api_.create_activation(&act_)) &&
            ok(api_.set_tensor_4d(x_, format, type, c.n, c.cin, c.h, c.w)) &&

@@ -18,19 +18,22 @@ namespace rbee::gpu {
 
 // One 2-D convolution with the epilogue of conv2d_fused (op_table.def Conv2dFused):
 //   out = act(conv2d(x, w) + bias + residual), act = SiLU when silu, sums in f32, rounded once to dtype.
-// NCHW as the op's contract, all contiguous: x [n, cin, h, w], w [cout, cin, kh, kw], residual / out [n, cout, ho, wo],
-// bias [cout], or [n, cout] when bias_per_image (a row per image). groups 1. align: the largest power of two up to 16
-// dividing every pointer run() gets (in bytes).
+// NCHW as Conv2dFused's contract, all contiguous: x [n, cin, h, w], w [cout, cin, kh, kw], residual / out
+// [n, cout, ho, wo]; or, when channels_last (Conv2dFusedNhwc), x [n, h, w, cin], w [cout, kh, kw, cin], residual / out
+// [n, ho, wo, cout]. bias [cout], or [n, cout] when bias_per_image (a row per image). groups 1. align: the largest
+// power of two up to 16 dividing every pointer run() gets (in bytes).
 struct DnnConv2d {
   DType dtype = DType::F16;  // F16 or BF16 for x, w, bias, residual and out alike
   int n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, ho = 0, wo = 0;
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   bool bias = false, bias_per_image = false, residual = false, silu = false;  // which epilogue terms run() gets
+  bool channels_last = false;                                                 // NHWC / KRSC tensors
   int align = 16;
   // Every field, for maps keyed by the convolution.
-  std::array<int, 21> key() const {
+  std::array<int, 22> key() const {
     return {(int)dtype, n,     cin,   h,          w,          cout, kh,             kw,       ho,   wo,   stride_h,
-            stride_w,   pad_h, pad_w, dilation_h, dilation_w, bias, bias_per_image, residual, silu, align};
+            stride_w,   pad_h, pad_w, dilation_h, dilation_w, bias, bias_per_image, residual, silu, channels_last,
+            align};
   }
 };
 

@@ -111,6 +111,7 @@ DeviceInfo GpuDevice::info() const {
   d.memory_total = (int64_t)total_bytes;
   d.memory_free = (int64_t)free_bytes;
   d.extra.emplace_back("blas", blas_ ? blas_->name() : "none (rbee kernels)");
+  d.extra.emplace_back("convolution library", dnn_ ? dnn_->name() : "none (rbee kernels)");
   const AllocatorStats s = allocator_->stats();
   d.extra.emplace_back("rbee allocator", fmt::format("{:.1f} MiB in use, {:.1f} MiB cached",
                                                      (double)s.in_use_bytes / (1 << 20),

@@ -1,5 +1,6 @@
-// conv2d_fused through the vendor convolution library (conv_dnn.h). Shapes (NCHW as the op's contract):
-//   x [N, Cin, H, W], w [Cout, Cin, KH, KW], bias [Cout] or [N, Cout], residual / out [N, Cout, Ho, Wo].
+// conv2d_fused and conv2d_fused_nhwc through the vendor convolution library (conv_dnn.h). Shapes (the ops' contracts):
+//   NCHW: x [N, Cin, H, W], w [Cout, Cin, KH, KW], residual / out [N, Cout, Ho, Wo];
+//   NHWC: x [N, H, W, Cin], w [Cout, KH, KW, Cin], residual / out [N, Ho, Wo, Cout]; bias [Cout] or [N, Cout].
 // A [N, Cout] bias (SD's time embedding folded into the resnet's first convolution) is one library call over all
 // images where the library broadcasts it, else one call per image on image-sized views (cuDNN 9.14: always the
 // latter; docs/perf-notes/sd-speed.md, session 8).
@@ -36,7 +37,11 @@ int dnn_mode() {
 // the VAE decoder) and lose on smaller maps (1.14-2.1x at 32x32 and below: no split-K), on stride 2 and on 1x1
 // kernels (1.4-1.9x: one cuBLAS GEMM reads x in place). A [N, Cout] bias on SD's 64x64 maps measured even
 // (0.92-1.10), so per-image bias needs 4x the positions.
+// Channels last (conv2d_fused_nhwc): the library's NHWC tensor-core kernels read the layout natively (its NCHW
+// path converts), and the alternative is a permuted copy of x, w and out around the channels-first paths, so every
+// k x k kernel (k > 1) goes to the library; 1x1 kernels of stride 1 are linear layers (conv_nhwc.cu).
 bool chosen_by_default(const DnnConv2d& c) {
+  if (c.channels_last) return c.kh * c.kw > 1;
   if (c.kh * c.kw == 1 || c.stride_h != 1 || c.stride_w != 1) return false;
   const int64_t positions = (int64_t)c.ho * c.wo;
   return c.bias_per_image ? positions >= 16384 : positions * c.n >= 4096;
@@ -54,7 +59,7 @@ int alignment_of_bytes(int64_t bytes) { return alignment_of(reinterpret_cast<con
 }  // namespace
 
 bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
-                const Conv2dParams& cp, bool silu, Tensor& out) {
+                const Conv2dParams& cp, bool silu, Tensor& out, bool channels_last) {
   const int mode = dnn_mode();
   const DType dt = x.dtype();
   if (mode == 0 || (dt != DType::F16 && dt != DType::BF16) || cp.groups != 1) return false;
@@ -68,14 +73,17 @@ bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* 
   DnnConv2d c;
   c.dtype = dt;
   c.n = (int)n;
-  c.cin = (int)x.dim(1);
-  c.h = (int)x.dim(2);
-  c.w = (int)x.dim(3);
-  c.cout = (int)out.dim(1);
-  c.kh = (int)w.dim(2);
-  c.kw = (int)w.dim(3);
-  c.ho = (int)out.dim(2);
-  c.wo = (int)out.dim(3);
+  c.channels_last = channels_last;
+  // Axes of (channels, rows, columns) in x / out, and of (rows, columns) in w.
+  const int ch = channels_last ? 3 : 1, row = channels_last ? 1 : 2, col = row + 1, wrow = channels_last ? 1 : 2;
+  c.cin = (int)x.dim(ch);
+  c.h = (int)x.dim(row);
+  c.w = (int)x.dim(col);
+  c.cout = (int)out.dim(ch);
+  c.kh = (int)w.dim(wrow);
+  c.kw = (int)w.dim(wrow + 1);
+  c.ho = (int)out.dim(row);
+  c.wo = (int)out.dim(col);
   c.stride_h = cp.stride_h;
   c.stride_w = cp.stride_w;
   c.pad_h = cp.pad_h;
@@ -95,7 +103,11 @@ bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* 
   const bool uncaptured = !dev.capturing();
   size_t ws_bytes = 0;
   int64_t calls = 1;  // library calls: 1, or one per image for a [n, cout] bias the library cannot broadcast
-  if (!dnn->plan(c, uncaptured, &ws_bytes)) {
+  // Channels last, a [n, cout] bias is never handed to the library as one n-row tensor: cuDNN 9 finalized that graph
+  // for NHWC on an H100 and then wrote wrong sums from the second output position on, or faulted on a misaligned
+  // address (docs/perf-notes/sd-speed.md, session 10); one call per image on [cout] rows instead.
+  const bool rows_refused = c.channels_last && c.bias_per_image;
+  if (rows_refused || !dnn->plan(c, uncaptured, &ws_bytes)) {
     if (!c.bias_per_image) return false;
     c.n = 1;
     c.bias_per_image = false;

@@ -17,7 +17,8 @@ class GpuDevice;
 // library call per image. Returns
 // false, having written nothing, when this path does not apply, is not chosen for the shape, or the library refuses
 // it (then the caller's other paths run). Library plans are made only outside a graph capture.
+// channels_last: the tensors of conv2d_fused_nhwc (x [N, H, W, Cin], w [Cout, KH, KW, Cin], out [N, Ho, Wo, Cout]).
 bool conv2d_dnn(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
-                const Conv2dParams& p, bool silu, Tensor& out);
+                const Conv2dParams& p, bool silu, Tensor& out, bool channels_last = false);
 
 }  // namespace rbee::gpu
