@@ -11,6 +11,7 @@
 #include "rbee/ops.h"
 #include "rbee/sd/profile.h"
 #include "sd/flop_count.h"
+#include "rbee/core/env.h"
 
 namespace rbee::sd::nn {
 
@@ -87,9 +88,7 @@ Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
 }
 
 bool channels_last_for(const Device& device) {
-  const char* env = std::getenv("RBEE_SD_CHANNELS_LAST");
-  if (env && std::string_view(env) == "1") return true;
-  if (env && std::string_view(env) == "0") return false;
+  if (const std::optional<bool> forced = env::flag("RBEE_SD_CHANNELS_LAST")) return *forced;
   for (const auto& [key, value] : device.info().extra)
     if (key == "convolution library") return value.rfind("none", 0) != 0;
   return false;

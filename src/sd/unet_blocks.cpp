@@ -6,6 +6,7 @@
 
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
+#include "rbee/core/env.h"
 
 namespace rbee::sd::blocks {
 
@@ -42,8 +43,7 @@ namespace {
 // channels-first wiring; the vendor library then runs one call per image) instead of inside norm2 (A/B).
 bool shift_in_norm_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_SD_SHIFT_IN_NORM");
-    return env == nullptr || std::string_view(env) != "0";
+    return env::flag_or("RBEE_SD_SHIFT_IN_NORM", true);
   }();
   return on;
 }

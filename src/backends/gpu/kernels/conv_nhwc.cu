@@ -13,6 +13,7 @@
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/conv_dnn.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -20,8 +21,7 @@ namespace {
 
 bool linear_path_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_CONV_NHWC_LINEAR");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_CONV_NHWC_LINEAR", true);
   }();
   return on;
 }

@@ -23,6 +23,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -213,8 +214,7 @@ __global__ void apply_kernel(const T* x, const T* shift, const compute_t<T>* sta
 // (strips of C/groups channels, 64 blocks on SD's maps: 2.5x the channels-first kernel's time there, H100).
 bool group_norm_nhwc_split() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_GROUP_NORM_NHWC_SPLIT");
-    return env && std::string_view(env) == "1";
+    return env::flag_or("RBEE_GROUP_NORM_NHWC_SPLIT", false);
   }();
   return on;
 }
