@@ -30,8 +30,7 @@ namespace rbee::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-// 512 threads a block: the column layout keeps 4 rows of vectors in registers (1024 threads ran out of registers).
-constexpr int kGroupBlockThreads = 512;
+constexpr int kGroupBlockThreads = 1024;
 
 template <class T>
 const T* data_or_null(const Tensor* t) {
@@ -48,12 +47,11 @@ const T* data_or_null(const Tensor* t) {
 // column j = t % (per_group / V) and walks rows t / (per_group / V), + row_lanes, ... with kRowsInFlight loads issued
 // before their sums (the strips are 4-160 bytes: one load at a time per thread left the kernel latency-bound, 2.5x
 // the channels-first kernel's time on SD's 64x64 maps); its channels' weight, bias and shift are read once. Wider
-// strips take the flat loop over (row, vector) indices. blockDim.x = kGroupBlockThreads; dynamic
+// strips take the flat loop over (row, vector) indices. blockDim.x a multiple of the warp size, <= 1024; dynamic
 // shared memory: 32 doubles.
 template <class T, int V, bool SILU>
-__global__ void __launch_bounds__(kGroupBlockThreads)
-    group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const T* shift, int64_t spatial, int64_t channels,
-                           int64_t per_group, int64_t groups, float eps, T* out) {
+__global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const T* shift, int64_t spatial,
+                                       int64_t channels, int64_t per_group, int64_t groups, float eps, T* out) {
   using C = compute_t<T>;
   using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   constexpr int kRowsInFlight = 4;
