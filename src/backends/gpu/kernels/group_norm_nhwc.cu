@@ -2,8 +2,8 @@
 // x, out [N, S, C]; the channels-first group_norm is in norm.cu. Two paths:
 //  - one block per (image, group) (default): the group's S strips of C/groups channels summed and normalized by one
 //    block, group_norm_block_kernel's arithmetic;
-//  - split (RBEE_GROUP_NORM_NHWC_SPLIT=1; slower than the one-block path on SD 1.5 in the 2026-11-27 H100 call),
-//    three launches that read x row by row, so every warp loads whole 16-byte vectors of consecutive channels:
+//  - split (RBEE_GROUP_NORM_NHWC_SPLIT=1, not yet timed on a GPU), three launches that read x row by row, so every
+//    warp loads whole 16-byte vectors of consecutive channels:
 //    1. statistics: block (chunk, image) sums rows [chunk * rows, (chunk + 1) * rows) of the image per channel:
 //       s1 = sum of (v - p_c), s2 = sum of (v - p_c)^2 with v = x + shift[image, c] and p_c the channel's v on
 //       row 0 (v - p_c = x - x[row 0]: the shift cancels; per thread in f32 for 16-bit x, else f64), into
@@ -43,18 +43,12 @@ const T* data_or_null(const Tensor* t) {
 // V > 1). With v = x + shift[image, ch] in the compute type, the arithmetic is group_norm_block_kernel's: pass 1
 // sums (v - p) and (v - p)^2 with p the group's first v (per thread in f32 for 16-bit x, else f64; across the block
 // in f64), pass 2 re-reads the strips (L2 hits) and writes act((v - mean) * rstd * w[ch] + b[ch]) rounded once.
-// Thread layout: when a strip's vectors fit the block (per_group / V <= blockDim.x), thread t keeps one vector
-// column j = t % (per_group / V) and walks rows t / (per_group / V), + row_lanes, ... with kRowsInFlight loads issued
-// before their sums (the strips are 4-160 bytes: one load at a time per thread left the kernel latency-bound, 2.5x
-// the channels-first kernel's time on SD's 64x64 maps); its channels' weight, bias and shift are read once. Wider
-// strips take the flat loop over (row, vector) indices. blockDim.x a multiple of the warp size, <= 1024; dynamic
-// shared memory: 32 doubles.
+// blockDim.x a multiple of the warp size, <= 1024; dynamic shared memory: 32 doubles.
 template <class T, int V, bool SILU>
 __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const T* shift, int64_t spatial,
                                        int64_t channels, int64_t per_group, int64_t groups, float eps, T* out) {
   using C = compute_t<T>;
   using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
-  constexpr int kRowsInFlight = 4;
   double* scratch = dynamic_smem<double>();
   const int64_t item = blockIdx.x, img = item / groups, ch0 = (item % groups) * per_group;
   const T* xg = x + img * spatial * channels + ch0;
@@ -62,49 +56,17 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const
   const int64_t vecs_per_strip = per_group / V, nvec = spatial * vecs_per_strip;
   const T* sg = shift ? shift + img * channels + ch0 : nullptr;  // this image's shift of the group's channels
   const Acc pivot = (Acc)load(xg) + (sg ? (Acc)load(sg) : Acc(0));
-  const bool columns = vecs_per_strip <= (int64_t)blockDim.x;
-  const int vps = columns ? (int)vecs_per_strip : 1;
-  const int row_lanes = (int)blockDim.x / vps, rl = (int)threadIdx.x / vps;
-  const int j = ((int)threadIdx.x - rl * vps) * V;  // this thread's first channel within the strip (column layout)
-  const bool active = columns && rl < row_lanes;
-  C sh[V];  // the column's shift
-#pragma unroll
-  for (int k = 0; k < V; ++k) sh[k] = (active && sg) ? (C)load(sg + j + k) : C(0);
   Acc s1 = 0, s2 = 0;
-  auto add = [&](const C (&v)[V]) {
+  for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
+    C v[V];
+    load_vec<T, V>(xg + s * channels + j, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const Acc d = (Acc)(v[k] + sh[k]) - pivot;
+      if (sg) v[k] += load(sg + j + k);
+      const Acc d = (Acc)v[k] - pivot;
       s1 += d;
       s2 += d * d;
-    }
-  };
-  if (active) {
-    int64_t r = rl;
-    for (; r + (int64_t)(kRowsInFlight - 1) * row_lanes < spatial; r += (int64_t)kRowsInFlight * row_lanes) {
-      C v[kRowsInFlight][V];
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) load_vec<T, V>(xg + (r + (int64_t)u * row_lanes) * channels + j, v[u]);
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) add(v[u]);
-    }
-    for (; r < spatial; r += row_lanes) {
-      C v[V];
-      load_vec<T, V>(xg + r * channels + j, v);
-      add(v);
-    }
-  } else if (!columns) {
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const int64_t s = i / vecs_per_strip, jj = (i - s * vecs_per_strip) * V;
-      C v[V];
-      load_vec<T, V>(xg + s * channels + jj, v);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        if (sg) v[k] += load(sg + jj + k);
-        const Acc d = (Acc)v[k] - pivot;
-        s1 += d;
-        s2 += d * d;
-      }
     }
   }
   const double t1 = group_sum<double>((double)s1, scratch, (int)blockDim.x);
@@ -113,55 +75,20 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const
   const double var = fmax((t2 - t1 * t1 / count) / count, 0.0);
   const C mean = (C)((double)pivot + t1 / count);
   const C rstd = (C)(1.0 / sqrt(var + (double)eps));
-  if (columns) {
-    if (!active) return;
-    C a[V], bb[V];  // the column's scale rstd * w and bias
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      a[k] = w ? rstd * load(w + ch0 + j + k) : rstd;
-      bb[k] = b ? (C)load(b + ch0 + j + k) : C(0);
-    }
-    auto finish = [&](C (&v)[V]) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        C y = (v[k] + sh[k] - mean) * a[k] + bb[k];
-        if constexpr (SILU) y = y / (C(1) + exp(-y));
-        v[k] = y;
-      }
-    };
-    int64_t r = rl;
-    for (; r + (int64_t)(kRowsInFlight - 1) * row_lanes < spatial; r += (int64_t)kRowsInFlight * row_lanes) {
-      C v[kRowsInFlight][V];
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) load_vec<T, V>(xg + (r + (int64_t)u * row_lanes) * channels + j, v[u]);
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) {
-        finish(v[u]);
-        store_vec<T, V>(yg + (r + (int64_t)u * row_lanes) * channels + j, v[u]);
-      }
-    }
-    for (; r < spatial; r += row_lanes) {
-      C v[V];
-      load_vec<T, V>(xg + r * channels + j, v);
-      finish(v);
-      store_vec<T, V>(yg + r * channels + j, v);
-    }
-    return;
-  }
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-    const int64_t s = i / vecs_per_strip, jj = (i - s * vecs_per_strip) * V;
+    const int64_t s = i / vecs_per_strip, j = (i - s * vecs_per_strip) * V;
     C v[V];
-    load_vec<T, V>(xg + s * channels + jj, v);
+    load_vec<T, V>(xg + s * channels + j, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      if (sg) v[k] += load(sg + jj + k);
-      const int64_t ch = ch0 + jj + k;
+      if (sg) v[k] += load(sg + j + k);
+      const int64_t ch = ch0 + j + k;
       const C a = w ? rstd * load(w + ch) : rstd;
       C y = (v[k] - mean) * a + (b ? (C)load(b + ch) : C(0));
       if constexpr (SILU) y = y / (C(1) + exp(-y));
       v[k] = y;
     }
-    store_vec<T, V>(yg + s * channels + jj, v);
+    store_vec<T, V>(yg + s * channels + j, v);
   }
 }
 
