@@ -134,6 +134,17 @@ Tensor run_contiguous(Tensor out, const Tensor& x, const Tensor* w, Launch&& lau
   return out;
 }
 
+// The fused convolutions' bias: undefined, [Cout] or [N, Cout] in x's dtype; returned contiguous (undefined stays so).
+Tensor fused_bias(std::string_view op, const Tensor& bias, const Tensor& x, int64_t n, int64_t cout) {
+  if (!bias.defined()) return Tensor();
+  check_dtype_of_x(op, "bias", bias, x);
+  const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
+  const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
+  RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op, cout,
+             n, cout, bias.shape().to_string());
+  return bias.contiguous();
+}
+
 }  // namespace
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dParams& p) {
@@ -168,15 +179,7 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   check_axis_params(op, aw, false);
   const int64_t n = x.dim(0), cout = w.dim(0);
   const Shape out_shape{n, cout, conv_out_len(op, ah, x.dim(2), w.dim(2)), conv_out_len(op, aw, x.dim(3), w.dim(3))};
-  Tensor bc;
-  if (bias.defined()) {
-    check_dtype_of_x(op, "bias", bias, x);
-    const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
-    const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
-    RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op,
-               cout, n, cout, bias.shape().to_string());
-    bc = bias.contiguous();
-  }
+  const Tensor bc = fused_bias(op, bias, x, n, cout);
   const Tensor rc = fused_residual(op, residual, x, out_shape);
   return run_contiguous(Tensor::empty(out_shape, x.dtype(), device), x, &w,
                         [&](const Tensor& xc, const Tensor& wc, Tensor& out) {
@@ -207,15 +210,7 @@ Tensor conv2d_fused_nhwc(const Tensor& x, const Tensor& w, const Tensor& bias, c
   check_axis_params(op, aw, false);
   const int64_t n = x.dim(0), cout = w.dim(0);
   const Shape out_shape{n, conv_out_len(op, ah, x.dim(1), w.dim(1)), conv_out_len(op, aw, x.dim(2), w.dim(2)), cout};
-  Tensor bc;
-  if (bias.defined()) {
-    check_dtype_of_x(op, "bias", bias, x);
-    const bool per_channel = bias.rank() == 1 && bias.dim(0) == cout;
-    const bool per_image = bias.rank() == 2 && bias.dim(0) == n && bias.dim(1) == cout;
-    RBEE_CHECK(per_channel || per_image, "{}: bias must be [Cout] = [{}] or [N, Cout] = [{}, {}], got shape {}", op,
-               cout, n, cout, bias.shape().to_string());
-    bc = bias.contiguous();
-  }
+  const Tensor bc = fused_bias(op, bias, x, n, cout);
   const Tensor rc = fused_residual(op, residual, x, out_shape);
   return run_contiguous(Tensor::empty(out_shape, x.dtype(), device), x, &w,
                         [&](const Tensor& xc, const Tensor& wc, Tensor& out) {
