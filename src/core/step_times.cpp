@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "rbee/core/env.h"
+
 namespace rbee::step_times {
 
 namespace {
@@ -29,8 +31,7 @@ std::vector<Row>& rows() {
 
 bool enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_STEP_TIMES");
-    return v != nullptr && std::string_view(v) == "1";
+    return env::flag_or("RBEE_STEP_TIMES", false);
   }();
   return on;
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/llm/model_config.h"
 
@@ -16,8 +17,7 @@ std::string_view split_mode_name(SplitMode mode) { return mode == SplitMode::Ten
 
 bool Placement::splits_head() const {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_TP_SPLIT_HEAD");
-    return v == nullptr || std::string_view(v) != "0";
+    return env::flag_or("RBEE_TP_SPLIT_HEAD", true);
   }();
   return on && split == SplitMode::Tensor && ranks() > 1;
 }

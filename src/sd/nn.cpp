@@ -66,8 +66,7 @@ Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   FlopCounter::add(2.0 * (double)(x.numel() / std::max<int64_t>(in, 1)) * (double)in * (double)out);
   // RBEE_SD_LINEAR_FUSED=0: the 16-bit product as a plain matmul with separate adds (A/B comparisons).
   static const bool fused = [] {
-    const char* env = std::getenv("RBEE_SD_LINEAR_FUSED");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_SD_LINEAR_FUSED", true);
   }();
   if (x.dtype() == w.dtype() && x.dtype() != DType::F32 && !fused) {
     const Tensor xc = x.contiguous();
@@ -174,8 +173,7 @@ namespace {
 // session 9, for A/B); unset: attention writes [B, T, C] in place.
 bool out_view_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_SD_ATTN_OUT_VIEW");
-    return env == nullptr || std::string_view(env) != "0";
+    return env::flag_or("RBEE_SD_ATTN_OUT_VIEW", true);
   }();
   return on;
 }
@@ -244,8 +242,7 @@ Tensor quick_gelu(const Tensor& x) { return ops::mul(x, ops::unary(UnaryOp::Sigm
 
 Tensor geglu(const Tensor& h) {
   static const bool fused = [] {
-    const char* env = std::getenv("RBEE_SD_GEGLU_FUSED");
-    return env == nullptr || std::string_view(env) != "0";
+    return env::flag_or("RBEE_SD_GEGLU_FUSED", true);
   }();
   profile::Scope scope("geglu", h);
   if (fused) return ops::geglu(h);

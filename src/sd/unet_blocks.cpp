@@ -89,8 +89,7 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
 
 void TransformerBlock::fuse_projections() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_SD_QKV_FUSED");
-    return env == nullptr || std::string_view(env) != "0";
+    return env::flag_or("RBEE_SD_QKV_FUSED", true);
   }();
   if (!on) return;
   qkv1 = nn::Linear::fuse({&q1, &k1, &v1});

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
@@ -14,8 +15,7 @@ namespace {
 // Off on devices without graphs, by RBEE_SD_UNET_GRAPH=0, and under the per-layer profiler (it synchronizes
 // after every layer, which a capture cannot record).
 bool graphs_wanted(const Device& device) {
-  const char* env = std::getenv("RBEE_SD_UNET_GRAPH");
-  const bool off = env && std::string_view(env) == "0";
+  const bool off = !env::flag_or("RBEE_SD_UNET_GRAPH", true);
   return device.supports_graphs() && !off && !profile::enabled();
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/env.h"
 #include "rbee/core/log.h"
 #include "rbee/core/profile.h"
 #include "rbee/core/step_times.h"
@@ -35,17 +36,14 @@ bool fused_ops_by_default(std::optional<DType> weight_type) {
 // layers' matmul weights. RBEE_DECODE_FUSION=0: the unfused ops one by one and no gate/up stacking; =1: fused for
 // every weight type (both for comparisons); unset: fused_ops_by_default(type).
 bool fused_ops_for(std::optional<DType> weight_type) {
-  const char* v = std::getenv("RBEE_DECODE_FUSION");
-  if (v != nullptr && std::string_view(v) == "0") return false;
-  if (v != nullptr && std::string_view(v) == "1") return true;
+  if (const std::optional<bool> forced = env::flag("RBEE_DECODE_FUSION")) return *forced;
   return fused_ops_by_default(weight_type);
 }
 
 // StepContext::fold_residual: on unless RBEE_TP_FOLD_RESIDUAL=0 (the add after the all-reduce, for comparisons).
 bool tp_fold_residual() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_TP_FOLD_RESIDUAL");
-    return v == nullptr || std::string_view(v) != "0";
+    return env::flag_or("RBEE_TP_FOLD_RESIDUAL", true);
   }();
   return on;
 }
@@ -55,8 +53,7 @@ bool tp_fold_residual() {
 // each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
 bool tp_lean_step() {
   static const bool on = [] {
-    const char* v = std::getenv("RBEE_TP_LEAN_STEP");
-    return v == nullptr || std::string_view(v) != "0";
+    return env::flag_or("RBEE_TP_LEAN_STEP", true);
   }();
   return on;
 }
@@ -65,12 +62,7 @@ bool tp_lean_step() {
 // sleep on a condition variable, as before), else 20 ms where every rank is a GPU (a step only launches there, and
 // 20 ms covers the gap between two decode steps) and 0 where a rank is the host CPU (its cores compute).
 int64_t tp_spin_us(const std::vector<Device*>& devices) {
-  if (const char* v = std::getenv("RBEE_TP_SPIN_US"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long long us = std::strtoll(v, &end, 10);
-    RBEE_CHECK(end != v && *end == '\0' && us >= 0, "RBEE_TP_SPIN_US={}: expected microseconds >= 0", v);
-    return us;
-  }
+  if (const std::optional<int64_t> us = env::integer("RBEE_TP_SPIN_US", 0)) return *us;
   for (const Device* d : devices) {
     if (d->host_accessible()) return 0;
   }
@@ -387,8 +379,7 @@ Tensor Transformer::embed(const Rank& rank, const Tensor& ids, std::span<const i
 }
 
 void Transformer::set_decode_graphs(bool enabled) {
-  const char* env = std::getenv("RBEE_NO_GRAPH");
-  const bool env_off = env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0";
+  const bool env_off = env::flag_or("RBEE_NO_GRAPH", false);
   // Collectives that cannot be recorded (the host communicator) keep a tensor split eager. The op profile
   // (RBEE_OP_PROFILE=1) synchronizes around every op, which a graph capture refuses.
   const bool comm_ok = !comm_ || comm_->capturable();
