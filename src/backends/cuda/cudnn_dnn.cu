@@ -22,6 +22,7 @@
 #include "backends/cuda/cudnn_sdpa.h"
 #include "backends/gpu/dnn.h"
 #include "rbee/core/log.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -114,8 +115,7 @@ int api_choice() {
 // RBEE_CONV_CUDNN_TUNE=1: graph plans time their candidates (4) on the first call.
 int graph_candidates() {
   static const int n = [] {
-    const char* env = std::getenv("RBEE_CONV_CUDNN_TUNE");
-    return env && std::string_view(env) == "1" ? 4 : 1;
+    return env::flag_or("RBEE_CONV_CUDNN_TUNE", false) ? 4 : 1;
   }();
   return n;
 }

@@ -10,6 +10,7 @@
 #include "rbee/backend/plugin_abi.h"
 #include "rbee/core/tensor.h"
 #include "rbee/core/log.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -42,7 +43,7 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
         if (set_device(index_) == kSuccess) device_free(p);
       });
   // RBEE_GPU_BLAS=off runs every GEMM on rbee's own kernel (to measure or test the ROCm fallback anywhere).
-  if (const char* env = std::getenv("RBEE_GPU_BLAS"); env && std::string_view(env) == "off") {
+  if (!env::flag_or("RBEE_GPU_BLAS", true)) {
     blas_note_ = "vendor BLAS disabled by RBEE_GPU_BLAS=off; using rbee GEMM kernels";
   } else {
     blas_ = make_vendor_blas(&blas_note_);

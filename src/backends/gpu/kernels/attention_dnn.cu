@@ -14,6 +14,7 @@
 #include "backends/gpu/dnn.h"
 #include "backends/gpu/gpu_device.h"
 #include "rbee/core/log.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -25,8 +26,7 @@ namespace {
 // is held back.
 bool dnn_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_ATTN_CUDNN");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_ATTN_CUDNN", true);
   }();
   return on;
 }

@@ -26,6 +26,7 @@
 #include "backends/gpu/kernels/gemm.h"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 
 #include <cstdlib>
 #include <string_view>
@@ -42,9 +43,7 @@ constexpr int64_t kColumnBudget = 1 << 25;
 // RBEE_CONV_COLUMN_MB=N sets it to N MiB (A/B: columns small enough to stay in L2 between their write and the GEMM).
 int64_t column_bytes16() {
   static const int64_t bytes = [] {
-    const char* env = std::getenv("RBEE_CONV_COLUMN_MB");
-    const long mb = env ? std::strtol(env, nullptr, 10) : 0;
-    return mb > 0 ? int64_t{mb} << 20 : int64_t{256} << 20;
+    return env::integer_or("RBEE_CONV_COLUMN_MB", 256, 1, 1 << 20) << 20;
   }();
   return bytes;
 }
@@ -138,8 +137,7 @@ bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
 // RBEE_CONV_COLUMN_ROWS=1: one block per column row whatever its length (the launch before session 8; A/B).
 bool one_row_per_block() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_CONV_COLUMN_ROWS");
-    return env && std::string_view(env) == "1";
+    return env::flag_or("RBEE_CONV_COLUMN_ROWS", false);
   }();
   return on;
 }
@@ -462,8 +460,7 @@ namespace {
 // RBEE_CONV_SPLIT_K=0: no split-K on the im2col + Blas path (A/B).
 bool conv_split_k_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_CONV_SPLIT_K");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_CONV_SPLIT_K", true);
   }();
   return on;
 }
@@ -477,8 +474,7 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
   // precision (cuBLAS: 4-5x the implicit GEMM's speed on SD's convolutions, H100); else the implicit GEMM on the
   // matrix-tile wrappers (rocBLAS, no Blas); else f32 GEMMs. RBEE_CONV_IGEMM=1 prefers the implicit GEMM (A/B).
   static const bool igemm_first = [] {
-    const char* env = std::getenv("RBEE_CONV_IGEMM");
-    return env && std::string_view(env) == "1";
+    return env::flag_or("RBEE_CONV_IGEMM", false);
   }();
   const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
   if (half && igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;

@@ -15,6 +15,7 @@
 #include "backends/gpu/kernels/conv_dnn.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -23,10 +24,8 @@ namespace {
 // RBEE_CONV_CUDNN: 0 off, 1 every shape the library takes, else (default) the chosen shapes.
 int dnn_mode() {
   static const int mode = [] {
-    const char* env = std::getenv("RBEE_CONV_CUDNN");
-    if (env && std::string_view(env) == "0") return 0;
-    if (env && std::string_view(env) == "1") return 1;
-    return 2;
+    const std::optional<bool> forced = env::flag("RBEE_CONV_CUDNN");
+    return forced ? (*forced ? 1 : 0) : 2;
   }();
   return mode;
 }

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <string_view>
 #include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -219,8 +220,7 @@ bool conv2d_igemm(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor
   // RBEE_CONV_IGEMM=0 sends every fused convolution through im2col + GEMM + epilogue (A/B comparisons, bisecting);
   // =1 tries this path before the vendor Blas's (conv.cu).
   static const bool enabled = [] {
-    const char* env = std::getenv("RBEE_CONV_IGEMM");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_CONV_IGEMM", true);
   }();
   if (!enabled) return false;
   const DType dt = x.dtype();

@@ -26,6 +26,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/conv_implicit.h"
 #include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -315,10 +316,8 @@ void launch_implicit(GpuDevice& dev, const ImplicitParams& p) {
 // RBEE_CONV_IMPLICIT: 0 off, 1 every supported shape, else (default) the chosen shapes.
 int implicit_mode() {
   static const int mode = [] {
-    const char* env = std::getenv("RBEE_CONV_IMPLICIT");
-    if (env && std::string_view(env) == "0") return 0;
-    if (env && std::string_view(env) == "1") return 1;
-    return 2;
+    const std::optional<bool> forced = env::flag("RBEE_CONV_IMPLICIT");
+    return forced ? (*forced ? 1 : 0) : 2;
   }();
   return mode;
 }

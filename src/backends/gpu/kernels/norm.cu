@@ -16,6 +16,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/ops_common.cuh"
 #include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 
 namespace rbee::gpu {
 
@@ -302,8 +303,7 @@ __global__ void group_norm_block_kernel(const T* x, const T* w, const T* b, int6
 // RBEE_LAYER_NORM_WARP=0: every layer_norm through norm_rows_kernel (A/B).
 bool layer_norm_warp_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_LAYER_NORM_WARP");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_LAYER_NORM_WARP", true);
   }();
   return on;
 }
@@ -311,8 +311,7 @@ bool layer_norm_warp_enabled() {
 // RBEE_GROUP_NORM_ONE_LAUNCH=0: every group through the statistics + finalize + apply kernels (A/B).
 bool group_norm_one_launch_enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("RBEE_GROUP_NORM_ONE_LAUNCH");
-    return !(env && std::string_view(env) == "0");
+    return env::flag_or("RBEE_GROUP_NORM_ONE_LAUNCH", true);
   }();
   return on;
 }
