@@ -35,9 +35,7 @@ double now_s() {
 }  // namespace
 
 bool enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_OP_PROFILE", false);
-  }();
+  static const bool on = env::flag_or("RBEE_OP_PROFILE", false);
   return on;
 }
 

@@ -30,9 +30,7 @@ std::vector<Row>& rows() {
 }  // namespace
 
 bool enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_STEP_TIMES", false);
-  }();
+  static const bool on = env::flag_or("RBEE_STEP_TIMES", false);
   return on;
 }
 

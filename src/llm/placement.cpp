@@ -16,9 +16,7 @@ namespace rbee::llm {
 std::string_view split_mode_name(SplitMode mode) { return mode == SplitMode::Tensor ? "tensor" : "layer"; }
 
 bool Placement::splits_head() const {
-  static const bool on = [] {
-    return env::flag_or("RBEE_TP_SPLIT_HEAD", true);
-  }();
+  static const bool on = env::flag_or("RBEE_TP_SPLIT_HEAD", true);
   return on && split == SplitMode::Tensor && ranks() > 1;
 }
 

@@ -106,9 +106,7 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   }
   // Rows of no sequence are zero unless the caller promised there are none (the kernels write every row of every
   // sequence, and leave the others untouched: op_table.def).
-  static const bool always_fill = [] {
-    return env::flag_or("RBEE_ATTN_ZERO_FILL", false);
-  }();
+  static const bool always_fill = env::flag_or("RBEE_ATTN_ZERO_FILL", false);
   Tensor out = rows == PagedRows::kAllInSequences && !always_fill ? Tensor::empty({q.dim(0), hq, d}, DType::F32, device)
                                                                   : zeros({q.dim(0), hq, d}, DType::F32, device);
   device.kernels().paged_attention(q, k_cache, v_cache, seq_info, block_tables, params, out);

@@ -65,9 +65,7 @@ Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   profile::Scope scope("linear", x, w.shape());
   FlopCounter::add(2.0 * (double)(x.numel() / std::max<int64_t>(in, 1)) * (double)in * (double)out);
   // RBEE_SD_LINEAR_FUSED=0: the 16-bit product as a plain matmul with separate adds (A/B comparisons).
-  static const bool fused = [] {
-    return env::flag_or("RBEE_SD_LINEAR_FUSED", true);
-  }();
+  static const bool fused = env::flag_or("RBEE_SD_LINEAR_FUSED", true);
   if (x.dtype() == w.dtype() && x.dtype() != DType::F32 && !fused) {
     const Tensor xc = x.contiguous();
     Shape ys = x.shape();
@@ -172,9 +170,7 @@ namespace {
 // RBEE_SD_ATTN_OUT_VIEW=0: attention writes [B, heads, T, d] and a transpose copy makes [B, T, C] (the path before
 // session 9, for A/B); unset: attention writes [B, T, C] in place.
 bool out_view_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_SD_ATTN_OUT_VIEW", true);
-  }();
+  static const bool on = env::flag_or("RBEE_SD_ATTN_OUT_VIEW", true);
   return on;
 }
 
@@ -241,9 +237,7 @@ Tensor to_nchw(const Tensor& x) { return x.permute({0, 3, 1, 2}).contiguous(); }
 Tensor quick_gelu(const Tensor& x) { return ops::mul(x, ops::unary(UnaryOp::Sigmoid, ops::affine(x, 1.702, 0.0))); }
 
 Tensor geglu(const Tensor& h) {
-  static const bool fused = [] {
-    return env::flag_or("RBEE_SD_GEGLU_FUSED", true);
-  }();
+  static const bool fused = env::flag_or("RBEE_SD_GEGLU_FUSED", true);
   profile::Scope scope("geglu", h);
   if (fused) return ops::geglu(h);
   const int64_t f = h.dim(-1) / 2;

@@ -42,9 +42,7 @@ namespace {
 // RBEE_SD_SHIFT_IN_NORM=0: a channels-last resnet adds its time embedding in conv1's epilogue as a [N, out] bias (the
 // channels-first wiring; the vendor library then runs one call per image) instead of inside norm2 (A/B).
 bool shift_in_norm_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_SD_SHIFT_IN_NORM", true);
-  }();
+  static const bool on = env::flag_or("RBEE_SD_SHIFT_IN_NORM", true);
   return on;
 }
 
@@ -88,9 +86,7 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
 }
 
 void TransformerBlock::fuse_projections() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_SD_QKV_FUSED", true);
-  }();
+  static const bool on = env::flag_or("RBEE_SD_QKV_FUSED", true);
   if (!on) return;
   qkv1 = nn::Linear::fuse({&q1, &k1, &v1});
   kv2 = nn::Linear::fuse({&k2, &v2});

@@ -289,9 +289,7 @@ HWY_INLINE void AccumulatePVRows(D df, float* const (&a)[NR], const float* HWY_R
 // (within the op contract, the conformance cases pass); MultiDevice.TensorSplitDefaultModelUnevenHeads reports
 // the one near-tie greedy token this moves (reference vs tensor split, both on this kernel).
 inline bool BlockedAttentionFits(int64_t d) {
-  static const bool wanted = [] {
-    return env::flag_or("RBEE_CPU_BLOCKED_ATTENTION", true);
-  }();
+  static const bool wanted = env::flag_or("RBEE_CPU_BLOCKED_ATTENTION", true);
   if (!wanted) return false;
   const hn::ScalableTag<float> df;
   const int64_t n = (int64_t)hn::Lanes(df);

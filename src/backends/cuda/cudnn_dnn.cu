@@ -114,9 +114,7 @@ int api_choice() {
 
 // RBEE_CONV_CUDNN_TUNE=1: graph plans time their candidates (4) on the first call.
 int graph_candidates() {
-  static const int n = [] {
-    return env::flag_or("RBEE_CONV_CUDNN_TUNE", false) ? 4 : 1;
-  }();
+  static const int n = env::flag_or("RBEE_CONV_CUDNN_TUNE", false) ? 4 : 1;
   return n;
 }
 

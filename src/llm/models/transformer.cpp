@@ -42,9 +42,7 @@ bool fused_ops_for(std::optional<DType> weight_type) {
 
 // StepContext::fold_residual: on unless RBEE_TP_FOLD_RESIDUAL=0 (the add after the all-reduce, for comparisons).
 bool tp_fold_residual() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_TP_FOLD_RESIDUAL", true);
-  }();
+  static const bool on = env::flag_or("RBEE_TP_FOLD_RESIDUAL", true);
   return on;
 }
 
@@ -52,9 +50,7 @@ bool tp_fold_residual() {
 // without the embedding zeroes its input slot inside its decode graph (no zeros and copy launched from the host
 // each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
 bool tp_lean_step() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_TP_LEAN_STEP", true);
-  }();
+  static const bool on = env::flag_or("RBEE_TP_LEAN_STEP", true);
   return on;
 }
 

@@ -25,9 +25,7 @@ namespace {
 // SDXL UNets (self and 77-key cross, head sizes 40, 64, 80, 160; docs/perf-notes/sd-speed.md, session 9), so no shape
 // is held back.
 bool dnn_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_ATTN_CUDNN", true);
-  }();
+  static const bool on = env::flag_or("RBEE_ATTN_CUDNN", true);
   return on;
 }
 

@@ -124,9 +124,7 @@ bool visit_dense_cfg(int dp, F&& f) {
 
 // RBEE_ATTN_FAST_TILES=0: the key-tile loop with P through shared memory and Q reloaded per tile (A/B).
 bool dense_fast_tiles() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_ATTN_FAST_TILES", true);
-  }();
+  static const bool on = env::flag_or("RBEE_ATTN_FAST_TILES", true);
   return on;
 }
 

@@ -42,9 +42,7 @@ constexpr int64_t kColumnBudget = 1 << 25;
 // 960-channel 64x64 convolutions in one batched GEMM).
 // RBEE_CONV_COLUMN_MB=N sets it to N MiB (A/B: columns small enough to stay in L2 between their write and the GEMM).
 int64_t column_bytes16() {
-  static const int64_t bytes = [] {
-    return env::integer_or("RBEE_CONV_COLUMN_MB", 256, 1, 1 << 20) << 20;
-  }();
+  static const int64_t bytes = env::integer_or("RBEE_CONV_COLUMN_MB", 256, 1, 1 << 20) << 20;
   return bytes;
 }
 // Position chunks are multiples of this, so every row of the columns starts 16-byte aligned (16-bit tensor-core
@@ -136,9 +134,7 @@ bool fits_row_columns(const ConvGeometry& g, int64_t imgs, int64_t positions) {
 
 // RBEE_CONV_COLUMN_ROWS=1: one block per column row whatever its length (the launch before session 8; A/B).
 bool one_row_per_block() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_CONV_COLUMN_ROWS", false);
-  }();
+  static const bool on = env::flag_or("RBEE_CONV_COLUMN_ROWS", false);
   return on;
 }
 
@@ -459,9 +455,7 @@ void GpuKernels::conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p,
 namespace {
 // RBEE_CONV_SPLIT_K=0: no split-K on the im2col + Blas path (A/B).
 bool conv_split_k_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_CONV_SPLIT_K", true);
-  }();
+  static const bool on = env::flag_or("RBEE_CONV_SPLIT_K", true);
   return on;
 }
 }  // namespace
@@ -473,9 +467,7 @@ void GpuKernels::conv2d_fused(const Tensor& x, const Tensor& w, const Tensor* bi
   // 16-bit: im2col + the vendor Blas's tensor-core GEMM into an f32 sum + the epilogue, where the Blas takes mixed
   // precision (cuBLAS: 4-5x the implicit GEMM's speed on SD's convolutions, H100); else the implicit GEMM on the
   // matrix-tile wrappers (rocBLAS, no Blas); else f32 GEMMs. RBEE_CONV_IGEMM=1 prefers the implicit GEMM (A/B).
-  static const bool igemm_first = [] {
-    return env::flag_or("RBEE_CONV_IGEMM", false);
-  }();
+  static const bool igemm_first = env::flag_or("RBEE_CONV_IGEMM", false);
   const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
   if (half && igemm_first && conv2d_igemm(device_, x, w, bias, residual, p, silu, out)) return;
   // The vendor convolution library (conv_dnn.cu: cuDNN; RBEE_CONV_CUDNN=0 skips it) where it is chosen for the shape.

@@ -219,9 +219,7 @@ bool conv2d_igemm(GpuDevice& dev, const Tensor& x, const Tensor& w, const Tensor
                   const Conv2dParams& cp, bool silu, Tensor& out) {
   // RBEE_CONV_IGEMM=0 sends every fused convolution through im2col + GEMM + epilogue (A/B comparisons, bisecting);
   // =1 tries this path before the vendor Blas's (conv.cu).
-  static const bool enabled = [] {
-    return env::flag_or("RBEE_CONV_IGEMM", true);
-  }();
+  static const bool enabled = env::flag_or("RBEE_CONV_IGEMM", true);
   if (!enabled) return false;
   const DType dt = x.dtype();
   if (dt != DType::F16 && dt != DType::BF16) return false;

@@ -20,9 +20,7 @@ namespace rbee::gpu {
 namespace {
 
 bool linear_path_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_CONV_NHWC_LINEAR", true);
-  }();
+  static const bool on = env::flag_or("RBEE_CONV_NHWC_LINEAR", true);
   return on;
 }
 

@@ -213,9 +213,7 @@ __global__ void apply_kernel(const T* x, const T* shift, const compute_t<T>* sta
 // this file (whole-row vector loads, about one block per SM) instead of one block per (image, group)
 // (strips of C/groups channels, 64 blocks on SD's maps: 2.5x the channels-first kernel's time there, H100).
 bool group_norm_nhwc_split() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_GROUP_NORM_NHWC_SPLIT", false);
-  }();
+  static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_SPLIT", false);
   return on;
 }
 

@@ -302,17 +302,13 @@ __global__ void group_norm_block_kernel(const T* x, const T* w, const T* b, int6
 
 // RBEE_LAYER_NORM_WARP=0: every layer_norm through norm_rows_kernel (A/B).
 bool layer_norm_warp_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_LAYER_NORM_WARP", true);
-  }();
+  static const bool on = env::flag_or("RBEE_LAYER_NORM_WARP", true);
   return on;
 }
 
 // RBEE_GROUP_NORM_ONE_LAUNCH=0: every group through the statistics + finalize + apply kernels (A/B).
 bool group_norm_one_launch_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_GROUP_NORM_ONE_LAUNCH", true);
-  }();
+  static const bool on = env::flag_or("RBEE_GROUP_NORM_ONE_LAUNCH", true);
   return on;
 }
 

@@ -25,9 +25,7 @@ FlashShape flash_shape(FlashConfig config, int d) {
 // Key ranges up to this many positions take one split (RBEE_ATTN_SPLIT_MIN_CTX=N overrides; 0: split every
 // range by the occupancy rule alone, as before).
 int64_t paged_split_min_ctx() {
-  static const int64_t v = [] {
-    return env::integer_or("RBEE_ATTN_SPLIT_MIN_CTX", 256, 0);
-  }();
+  static const int64_t v = env::integer_or("RBEE_ATTN_SPLIT_MIN_CTX", 256, 0);
   return v;
 }
 

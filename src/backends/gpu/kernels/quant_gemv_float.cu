@@ -179,9 +179,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
 
 // RBEE_GEMV_PIPELINE=0: the gemv loop of before (no loads ahead, none before the dependency wait), for A/B runs.
 bool gemv_pipeline() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_GEMV_PIPELINE", true);
-  }();
+  static const bool on = env::flag_or("RBEE_GEMV_PIPELINE", true);
   return on;
 }
 
@@ -388,9 +386,7 @@ void launch_float_gemv(GpuDevice& device, DType type, const GemvArgs& a) {
 }
 
 bool fused_float_gemv_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_GEMV_FUSED", true);
-  }();
+  static const bool on = env::flag_or("RBEE_GEMV_FUSED", true);
   return on;
 }
 

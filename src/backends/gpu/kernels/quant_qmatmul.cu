@@ -45,9 +45,7 @@ namespace {
 
 // Block types: MMQ from this many rows (quant::kMmqMinRows unless RBEE_MMQ_MIN_ROWS says otherwise).
 int64_t mmq_min_rows() {
-  static const int64_t rows = [] {
-    return env::integer_or("RBEE_MMQ_MIN_ROWS", quant::kMmqMinRows, 1);
-  }();
+  static const int64_t rows = env::integer_or("RBEE_MMQ_MIN_ROWS", quant::kMmqMinRows, 1);
   return rows;
 }
 

@@ -171,9 +171,7 @@ constexpr int64_t kSplitChunk = 2048;  // elements per block (8 per thread)
 constexpr int64_t kSplitMinRow = 4 * kSplitChunk;
 // RBEE_REDUCE_SPLIT=0: one block per row always (the kernel of before; A/B measurements).
 bool split_rows_enabled() {
-  static const bool on = [] {
-    return env::flag_or("RBEE_REDUCE_SPLIT", true);
-  }();
+  static const bool on = env::flag_or("RBEE_REDUCE_SPLIT", true);
   return on;
 }
 
