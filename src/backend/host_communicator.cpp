@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 #include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
@@ -34,37 +35,21 @@ class HostCommunicator final : public Communicator, public ColumnGather {
                x.to_string());
     RBEE_CHECK(&x.device() == devices_[(size_t)rank], "all_reduce_sum: rank {} passed a tensor on {}, not {}", rank,
                x.device().id(), devices_[(size_t)rank]->id());
-    const size_t n = (size_t)x.numel();
-    std::vector<float>& mine = slots_[(size_t)rank];
-    mine.resize(n);
-    x.copy_to_host(mine.data(), n * sizeof(float));
-    arrive([&] {
-      // The last rank in: every slot is filled. Sum in rank order so every rank gets the same bits.
-      for (const auto& s : slots_) {
-        RBEE_CHECK(s.size() == n, "all_reduce_sum: ranks passed {} and {} elements", s.size(), n);
-      }
+    exchange("all_reduce_sum", rank, x, [&](size_t n) {
+      // Sum in rank order so every rank gets the same bits.
       result_.assign(slots_[0].begin(), slots_[0].end());
       for (size_t r = 1; r < slots_.size(); ++r) {
         const float* src = slots_[r].data();
         for (size_t i = 0; i < n; ++i) result_[i] += src[i];
       }
     });
-    x.device().copy_from_host(x.data(), result_.data(), n * sizeof(float));
-    // Nobody may start the next round (and overwrite result_) before every rank has copied this one out.
-    arrive([] {});
   }
 
   // Each rank's whole tensor to its slot; the last rank in takes each column from its owner's slot.
   void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override {
     check_gather_columns(*this, rank, x, bounds);
-    const size_t n = (size_t)x.numel(), rows = (size_t)x.dim(0), cols = (size_t)x.dim(1);
-    std::vector<float>& mine = slots_[(size_t)rank];
-    mine.resize(n);
-    x.copy_to_host(mine.data(), n * sizeof(float));
-    arrive([&] {
-      for (const auto& s : slots_) {
-        RBEE_CHECK(s.size() == n, "all_gather_columns: ranks passed {} and {} elements", s.size(), n);
-      }
+    const size_t rows = (size_t)x.dim(0), cols = (size_t)x.dim(1);
+    exchange("all_gather_columns", rank, x, [&](size_t n) {
       result_.resize(n);
       for (size_t p = 0; p < slots_.size(); ++p) {
         const size_t c0 = (size_t)bounds[p], width = (size_t)bounds[p + 1] - c0;
@@ -73,8 +58,6 @@ class HostCommunicator final : public Communicator, public ColumnGather {
         }
       }
     });
-    x.device().copy_from_host(x.data(), result_.data(), n * sizeof(float));
-    arrive([] {});
   }
 
   void abort(const std::string& why) override {
@@ -84,6 +67,23 @@ class HostCommunicator final : public Communicator, public ColumnGather {
   }
 
  private:
+  // One round of a collective: rank's x (f32, n values) into its slot; the last rank in checks that every rank
+  // passed n values and runs combine(n), which writes result_ from the slots; every rank copies result_ into its x.
+  template <class Combine>
+  void exchange(std::string_view op, int rank, const Tensor& x, Combine&& combine) {
+    const size_t n = (size_t)x.numel();
+    std::vector<float>& mine = slots_[(size_t)rank];
+    mine.resize(n);
+    x.copy_to_host(mine.data(), n * sizeof(float));
+    arrive([&] {
+      for (const auto& s : slots_) RBEE_CHECK(s.size() == n, "{}: ranks passed {} and {} elements", op, s.size(), n);
+      combine(n);
+    });
+    x.device().copy_from_host(x.data(), result_.data(), n * sizeof(float));
+    // Nobody may start the next round (and overwrite result_) before every rank has copied this one out.
+    arrive([] {});
+  }
+
   // Barrier: the last of size() arrivals runs `last` (under the lock) and releases the others. Throws once the
   // group is aborted.
   template <class F>
