@@ -18,12 +18,15 @@
 #include <thread>
 #include <vector>
 
+#include "common/on_ranks.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/tensor.h"
 
 namespace rbee {
 namespace {
+
+using test::on_ranks;
 
 // Sizes of consecutive all-reduces; 262144 is the one-shot chunk (GpuCommunicator::kOneShotChunk), 1 << 20 the
 // flag kernel's (kFlagChunk); 131072 floats (512 KiB) the largest message of the one-shot kernel by default
@@ -75,24 +78,6 @@ std::vector<float> random_values(int64_t n, uint64_t seed) {
   std::vector<float> v((size_t)n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// Runs fn(rank) on one thread per rank, all at once (a collective needs every rank in flight).
-template <class Fn>
-void on_ranks(int ranks, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors((size_t)ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[(size_t)r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) ASSERT_EQ(errors[(size_t)r], "") << "rank " << r;
 }
 
 // `exact`: the contract's f32 sum in rank order (one-shot kernel, host); else within f32 rounding of the

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/on_ranks.h"
 #include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
@@ -26,6 +27,8 @@
 
 namespace rbee {
 namespace {
+
+using test::on_ranks;
 
 // [rows, cols] and the first column of each rank after rank 0, as fractions of cols (rounded down).
 struct GatherCase {
@@ -68,23 +71,6 @@ std::vector<float> gathered(const GatherCase& c, const std::vector<int64_t>& b,
     }
   }
   return out;
-}
-
-template <class Fn>
-void on_ranks(int ranks, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors((size_t)ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[(size_t)r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) ASSERT_EQ(errors[(size_t)r], "") << "rank " << r;
 }
 
 // Every case, `rounds` times, each gather followed by an all-reduce of 4096 floats (a decode row) and one of
