@@ -31,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu_bench_setup.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
@@ -38,6 +39,7 @@
 namespace {
 
 using namespace rbee;
+using bench::random_f16;
 using Clock = std::chrono::steady_clock;
 
 struct Shape2d {
@@ -105,22 +107,6 @@ double time_call(Device& dev, double min_seconds, const std::function<void()>& f
   return std::chrono::duration<double>(Clock::now() - start).count() / reps;
 }
 
-// Uniform [-scale, scale) f16 values: up to 2^20 + 7 made on the host, repeated on the device for larger tensors
-// (the VAE's operands reach 3e8 elements).
-Tensor random_tensor(const rbee::Shape& shape, Device& dev, uint64_t seed, float scale = 1.f) {
-  const int64_t n = shape.numel(), chunk = std::min<int64_t>(n, (1 << 20) + 7);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v((size_t)chunk);
-  for (float& x : v) x = dist(rng);
-  Device& cpu = Registry::global().cpu();
-  const Tensor base = ops::cast(Tensor::from_vector(v, {chunk}, cpu), DType::F16).to(dev);
-  if (chunk == n) return base.reshape(shape);
-  const int64_t reps = (n + chunk - 1) / chunk;
-  const Tensor tiled = base.reshape({1, chunk}).expand({reps, chunk}).contiguous().reshape({reps * chunk});
-  return tiled.narrow(0, 0, n).contiguous().reshape(shape);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,16 +128,9 @@ int main(int argc, char** argv) {
   }
   try {
     log::init_from_env();  // RBEE_LOG_LEVEL=debug: which convolution library plan took each shape, or why none
-    Registry& registry = Registry::global();
-    const std::vector<std::string> report = registry.load_plugins();
-    Backend* b = registry.find("cuda");
-    if (!b || b->device_count() == 0) b = registry.find("rocm");
-    if (!b || b->device_count() == 0) {
-      fmt::print(stderr, "no GPU device; plug-ins:\n");
-      for (const auto& line : report) fmt::print(stderr, "  {}\n", line);
-      return 1;
-    }
-    Device& dev = b->device(0);
+    Device* gpu = bench::first_gpu_device();
+    if (!gpu) return 1;
+    Device& dev = *gpu;
     const DeviceInfo info = dev.info();
     fmt::print("device: {} ({}), {} compute units; path label {}\n", info.name, info.arch, info.compute_units, o.label);
     const char* part_names[3] = {"UNet step", "VAE decode", "SDXL step"};
@@ -161,9 +140,9 @@ int main(int argc, char** argv) {
       const std::string name = s.name();
       if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
       const int64_t ho = s.ho(), K = s.cin * s.k * s.k, np = s.n * ho * ho;
-      const Tensor x = random_tensor({s.n, s.cin, s.hw, s.hw}, dev, 1);
-      const Tensor w = random_tensor({s.cout, s.cin, s.k, s.k}, dev, 2, 0.05f);
-      const Tensor bias = o.image_bias ? random_tensor({s.n, s.cout}, dev, 3) : random_tensor({s.cout}, dev, 3);
+      const Tensor x = random_f16({s.n, s.cin, s.hw, s.hw}, dev, 1);
+      const Tensor w = random_f16({s.cout, s.cin, s.k, s.k}, dev, 2, 0.05f);
+      const Tensor bias = o.image_bias ? random_f16({s.n, s.cout}, dev, 3) : random_f16({s.cout}, dev, 3);
       Conv2dParams p;
       p.stride_h = p.stride_w = (int)s.stride;
       p.pad_h = p.pad_w = (int)(s.k / 2);
@@ -184,7 +163,7 @@ int main(int argc, char** argv) {
       if (o.gemm) {
         // The lowering's GEMM alone: w [Cout, K] . cols [K, N * Ho * Wo], f16 in and out.
         const Tensor a = w.reshape({s.cout, K});
-        const Tensor cols = random_tensor({K, np}, dev, 4);
+        const Tensor cols = random_f16({K, np}, dev, 4);
         const double tg = time_call(dev, o.min_seconds, [&] { (void)ops::matmul(a, cols); });
         total_gemm[part] += tg * (double)s.calls;
         row += fmt::format("  gemm {:>9.4f} ms {:>7.1f} TF/s  conv/gemm {:>5.2f}", tg * 1e3, s.flops() / tg * 1e-12,

@@ -27,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu_bench_setup.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
@@ -34,6 +35,7 @@
 namespace {
 
 using namespace rbee;
+using bench::random_f16;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kCallsPerGraph = 20;
@@ -135,16 +137,6 @@ double time_per_call(Device& dev, double min_seconds, const std::function<void()
   return elapsed / reps / kCallsPerGraph;
 }
 
-// Uniform [-scale, scale) f16 values on the device.
-Tensor random_tensor(const rbee::Shape& shape, Device& dev, uint64_t seed, float scale = 1.f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v((size_t)shape.numel());
-  for (float& x : v) x = dist(rng);
-  Device& cpu = Registry::global().cpu();
-  return ops::cast(Tensor::from_vector(v, shape, cpu), DType::F16).to(dev);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,27 +155,20 @@ int main(int argc, char** argv) {
   }
   try {
     log::init_from_env();
-    Registry& registry = Registry::global();
-    const std::vector<std::string> report = registry.load_plugins();
-    Backend* b = registry.find("cuda");
-    if (!b || b->device_count() == 0) b = registry.find("rocm");
-    if (!b || b->device_count() == 0) {
-      fmt::print(stderr, "no GPU device; plug-ins:\n");
-      for (const auto& line : report) fmt::print(stderr, "  {}\n", line);
-      return 1;
-    }
-    Device& dev = b->device(0);
+    Device* gpu = bench::first_gpu_device();
+    if (!gpu) return 1;
+    Device& dev = *gpu;
     const DeviceInfo info = dev.info();
     fmt::print("device: {} ({}), {} compute units; label {}\n", info.name, info.arch, info.compute_units, o.label);
 
     // The two limits, measured here.
     const int64_t big = o.gemm_size;
-    const Tensor ga = random_tensor({big, big}, dev, 11), gb = random_tensor({big, big}, dev, 12, 0.01f);
+    const Tensor ga = random_f16({big, big}, dev, 11), gb = random_f16({big, big}, dev, 12, 0.01f);
     const double t_gemm = time_per_call(dev, o.min_seconds, [&] { (void)ops::linear(ga, gb); });
     const double gemm_rate = 2.0 * (double)big * big * big / t_gemm;
     const int64_t chunk_elems = std::min<int64_t>(int64_t{1} << 20, big * big);
     const int64_t copy_elems = std::min<int64_t>(128, big * big / chunk_elems * 2) * chunk_elems;  // 256 MiB of f16
-    const Tensor chunk = random_tensor({chunk_elems}, dev, 13);
+    const Tensor chunk = random_f16({chunk_elems}, dev, 13);
     const Tensor csrc =
         chunk.reshape({1, chunk_elems}).expand({copy_elems / chunk_elems, chunk_elems}).contiguous().reshape({copy_elems});
     const Tensor cdst = Tensor::empty({copy_elems}, DType::F16, dev);
@@ -199,9 +184,9 @@ int main(int argc, char** argv) {
       const std::string name = fmt::format("{} {} [{} x {}] -> {}{}{}", s.part, s.what, s.m, s.k, s.n,
                                            s.bias ? " +bias" : "", s.residual ? " +res" : "");
       if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
-      const Tensor x = random_tensor({s.m, s.k}, dev, 1), w = random_tensor({s.n, s.k}, dev, 2, 0.05f);
-      const Tensor bias = s.bias ? random_tensor({s.n}, dev, 3) : Tensor();
-      const Tensor res = s.residual ? random_tensor({s.m, s.n}, dev, 4) : Tensor();
+      const Tensor x = random_f16({s.m, s.k}, dev, 1), w = random_f16({s.n, s.k}, dev, 2, 0.05f);
+      const Tensor bias = s.bias ? random_f16({s.n}, dev, 3) : Tensor();
+      const Tensor res = s.residual ? random_f16({s.m, s.n}, dev, 4) : Tensor();
       const double t = time_per_call(dev, o.min_seconds, [&] { (void)ops::linear(x, w, bias, res); });
       const double rate = s.flops() / t;
       total[part_of(s.part)] += t * s.calls;
@@ -214,8 +199,8 @@ int main(int argc, char** argv) {
       const bool geglu = std::strcmp(s.op, "geglu") == 0;
       const std::string name = fmt::format("{} {} [{} x {}]", s.part, s.op, s.rows, geglu ? 2 * s.width : s.width);
       if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
-      const Tensor x = random_tensor({s.rows, geglu ? 2 * s.width : s.width}, dev, 5);
-      const Tensor g = random_tensor({s.width}, dev, 6), beta = random_tensor({s.width}, dev, 7);
+      const Tensor x = random_f16({s.rows, geglu ? 2 * s.width : s.width}, dev, 5);
+      const Tensor g = random_f16({s.width}, dev, 6), beta = random_f16({s.width}, dev, 7);
       const double t = time_per_call(dev, o.min_seconds, [&] {
         (void)(geglu ? ops::geglu(x) : ops::layer_norm(x, g, beta, 1e-5f));
       });
