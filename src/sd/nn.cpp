@@ -41,7 +41,12 @@ Linear Linear::load(const Weights& wt, const std::string& name, int64_t in, int6
 }
 
 Linear Linear::fuse(std::initializer_list<const Linear*> parts) {
+  return fuse(std::span<const Linear* const>(parts.begin(), parts.size()));
+}
+
+Linear Linear::fuse(std::span<const Linear* const> parts) {
   Linear f;
+  if (parts.empty()) return f;
   const Linear& first = **parts.begin();
   const DType dt = first.w.dtype();
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) return f;

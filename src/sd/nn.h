@@ -5,6 +5,7 @@
 // of another dtype than the input are cast on the fly (the text encoder keeps F32 activations on every device).
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "rbee/core/tensor.h"
@@ -23,6 +24,7 @@ struct Linear {
   // same `in`, bias all or none): x -> [q | k | v] in one GEMM. Undefined (w undefined) when the weights are not
   // F32 / F16 / BF16 or the parts differ in dtype or bias.
   static Linear fuse(std::initializer_list<const Linear*> parts);
+  static Linear fuse(std::span<const Linear* const> parts);
   // x [..., in] -> [..., out] (+ residual [..., out] when defined). 16-bit x and w (GPUs): one fused linear op, bias
   // and residual added to the f32 sums before the single rounding; otherwise qmatmul (F32 activations) and adds.
   Tensor operator()(const Tensor& x, const Tensor& residual = {}) const;

@@ -3,12 +3,15 @@
 
 #include <cmath>
 #include <set>
+#include <span>
 
 #include "rbee/backend/device.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
+#include "rbee/core/env.h"
 #include "sd/unet_blocks.h"
+#include "sd/unet_time_projections.h"
 
 namespace rbee::sd {
 
@@ -298,6 +301,34 @@ struct UNet::Impl {
   // Activations NHWC between conv_in and conv_out (nn::channels_last_for): the sample is permuted once on the way
   // in and the prediction once on the way out.
   bool channels_last = false;
+  // Transformer blocks over all spatial transformers (the length of ContextProjections' lists).
+  size_t cross_blocks = 0;
+  // The resnets' time projections as one product (defined unless RBEE_SD_TIME_PROJ_FUSED=0 or the weights could
+  // not be concatenated): its outputs are in resnets() order.
+  FusedTimeProjections time_projs;
+
+  // The resnets in the order denoise() runs them: down levels, mid block, up levels.
+  std::vector<blocks::Resnet*> resnets() {
+    std::vector<blocks::Resnet*> out;
+    for (Level& L : down)
+      for (blocks::Resnet& r : L.resnets) out.push_back(&r);
+    if (cfg.mid_block != UNetConfig::MidBlock::None) out.push_back(&mid_res0);
+    if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) out.push_back(&mid_res1);
+    for (Level& L : up)
+      for (blocks::Resnet& r : L.resnets) out.push_back(&r);
+    return out;
+  }
+
+  // The spatial transformers in the order denoise() runs them: down levels, mid block, up levels.
+  std::vector<const blocks::SpatialTransformer*> transformers() const {
+    std::vector<const blocks::SpatialTransformer*> out;
+    for (const Level& L : down)
+      for (const blocks::SpatialTransformer& t : L.attentions) out.push_back(&t);
+    if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) out.push_back(&mid_attn);
+    for (const Level& L : up)
+      for (const blocks::SpatialTransformer& t : L.attentions) out.push_back(&t);
+    return out;
+  }
 
   void to_channels_last() {
     conv_in.to_channels_last();
@@ -391,6 +422,8 @@ UNet UNet::load(const Weights& w, const UNetConfig& cfg) {
   }
   impl->norm_out = nn::Norm::group(w, "conv_norm_out", ch[0], g, eps);
   impl->conv_out = nn::Conv2d::load(w, "conv_out", ch[0], cfg.out_channels, cfg.conv_out_kernel);
+  for (const blocks::SpatialTransformer* t : impl->transformers()) impl->cross_blocks += t->blocks.size();
+  if (env::flag_or("RBEE_SD_TIME_PROJ_FUSED", true)) impl->time_projs = FusedTimeProjections::build(impl->resnets());
   if (nn::channels_last_for(impl->conv_in.w.device())) {
     impl->to_channels_last();
     log::debug("unet: activations channels last (NHWC) on {}", impl->conv_in.w.device().id());
@@ -454,16 +487,42 @@ UNet::Conditioning UNet::condition(int64_t B, double timestep, const AddedCondit
   return c;
 }
 
+UNet::ContextProjections UNet::project_context(const Tensor& context) const {
+  const Impl& m = *impl_;
+  RBEE_CHECK(context.defined() && context.rank() == 3 && context.dim(2) == m.cfg.cross_attention_dim,
+             "unet: context must be [B, S, {}], got {}", m.cfg.cross_attention_dim,
+             context.defined() ? context.shape().to_string() : "none");
+  const DType act = m.conv_in.w.dtype();
+  const Tensor ctx = context.dtype() == act ? context : ops::cast(context, act);
+  ContextProjections kv;
+  kv.keys.reserve(m.cross_blocks);
+  kv.values.reserve(m.cross_blocks);
+  for (const blocks::SpatialTransformer* t : m.transformers()) t->project_context(ctx, kv.keys, kv.values);
+  return kv;
+}
+
 Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tensor& context) const {
+  RBEE_CHECK(sample.rank() == 4 && context.rank() == 3 && context.dim(0) == sample.dim(0),
+             "unet: context must be [{}, S, {}], got {}", sample.rank() == 4 ? sample.dim(0) : 0,
+             impl_->cfg.cross_attention_dim, context.shape().to_string());
+  return denoise(sample, cond, project_context(context));
+}
+
+Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const ContextProjections& kv) const {
   const Impl& m = *impl_;
   const UNetConfig& cfg = m.cfg;
   RBEE_CHECK(sample.rank() == 4 && sample.dim(1) == cfg.in_channels,
              "unet: sample must be [B, {}, H, W], got {}", cfg.in_channels, sample.shape().to_string());
   RBEE_CHECK(sample.dim(2) > 0 && sample.dim(3) > 0, "unet: latent size {}x{} must be positive", sample.dim(2),
              sample.dim(3));
-  RBEE_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == cfg.cross_attention_dim,
-             "unet: context must be [{}, S, {}], got {}", sample.dim(0), cfg.cross_attention_dim,
-             context.shape().to_string());
+  RBEE_CHECK(kv.keys.size() == m.cross_blocks && kv.values.size() == m.cross_blocks,
+             "unet: {} context keys and {} values for {} transformer blocks", kv.keys.size(), kv.values.size(),
+             m.cross_blocks);
+  for (size_t i = 0; i < m.cross_blocks; ++i)
+    RBEE_CHECK(kv.keys[i].rank() == 3 && kv.keys[i].dim(0) == sample.dim(0) && kv.values[i].rank() == 3 &&
+                   kv.values[i].dim(0) == sample.dim(0),
+               "unet: context projection {} must have one row per sample ({}), got {}", i, sample.dim(0),
+               kv.keys[i].shape().to_string());
   RBEE_CHECK(cond.t.defined() && cond.t.rank() == 2 && cond.t.dim(0) == sample.dim(0),
              "unet: the timestep conditioning must have one row per sample ({})", sample.dim(0));
   RBEE_CHECK(!cfg.text_time || cond.add_in.defined(), "unet: a text_time UNet needs its added conditioning");
@@ -471,7 +530,21 @@ Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tenso
   auto to_act = [&](const Tensor& v) { return v.dtype() == act ? v : ops::cast(v, act); };
   Tensor temb = m.time2(ops::silu(m.time1(cond.t)));
   if (cfg.text_time) temb = ops::add(temb, m.add2(ops::silu(m.add1(cond.add_in))));
-  const Tensor ctx = to_act(context);
+  // The resnets take their time projections, and the transformers their blocks' context keys and values, in run
+  // order.
+  const std::vector<Tensor> time_proj = m.time_projs.defined() ? m.time_projs(temb) : std::vector<Tensor>();
+  size_t next_resnet = 0;
+  auto resnet = [&](const blocks::Resnet& r, const Tensor& h) {
+    const size_t at = next_resnet++;
+    return m.time_projs.defined() ? r.with_time(h, time_proj[at]) : r(h, temb);
+  };
+  size_t next_kv = 0;
+  auto transformer = [&](const blocks::SpatialTransformer& t, const Tensor& h) {
+    const std::span<const Tensor> keys(kv.keys), values(kv.values);
+    const size_t n = t.blocks.size(), at = next_kv;
+    next_kv += n;
+    return t(h, keys.subspan(at, n), values.subspan(at, n));
+  };
 
   const Tensor input = to_act(cfg.center_input_sample ? ops::affine(sample, 2.0, -1.0) : sample);
   Tensor x = m.conv_in(m.channels_last ? nn::to_nhwc(input) : input);
@@ -479,8 +552,8 @@ Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tenso
   std::vector<Tensor> skips{x};
   for (const Level& L : m.down) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
-      x = L.resnets[j](x, temb);
-      if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
+      x = resnet(L.resnets[j], x);
+      if (!L.attentions.empty()) x = transformer(L.attentions[j], x);
       skips.push_back(x);
     }
     if (L.has_down) {
@@ -488,17 +561,17 @@ Tensor UNet::denoise(const Tensor& sample, const Conditioning& cond, const Tenso
       skips.push_back(x);
     }
   }
-  if (cfg.mid_block != UNetConfig::MidBlock::None) x = m.mid_res0(x, temb);
+  if (cfg.mid_block != UNetConfig::MidBlock::None) x = resnet(m.mid_res0, x);
   if (cfg.mid_block == UNetConfig::MidBlock::CrossAttn) {
-    x = m.mid_attn(x, ctx);
-    x = m.mid_res1(x, temb);
+    x = transformer(m.mid_attn, x);
+    x = resnet(m.mid_res1, x);
   }
   for (const Level& L : m.up) {
     for (size_t j = 0; j < L.resnets.size(); ++j) {
       x = nn::concat(x, skips.back(), channel_axis);
       skips.pop_back();
-      x = L.resnets[j](x, temb);
-      if (!L.attentions.empty()) x = L.attentions[j](x, ctx);
+      x = resnet(L.resnets[j], x);
+      if (!L.attentions.empty()) x = transformer(L.attentions[j], x);
     }
     // Upsample to the size of the skip it meets next: 2x, or 2x - 1 where a stride-2 convolution rounded an
     // odd side up (diffusers' forward_upsample_size).

@@ -48,25 +48,29 @@ bool shift_in_norm_enabled() {
 
 }  // namespace
 
-Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
+Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const { return with_time(x, time_projection(temb)); }
+
+Tensor Resnet::time_projection(const Tensor& temb) const {
+  return has_time ? time_proj(ops::silu(temb)) : Tensor();
+}
+
+Tensor Resnet::with_time(const Tensor& x, const Tensor& t) const {
   if (!scale_shift && output_scale == 1.0 && channels_last && has_time && shift_in_norm_enabled()) {
     // Channels last: h = conv1(silu(norm1(x))) with its [out] bias only, so both images share one convolution call,
-    // and the time embedding joins h inside norm2 (group_norm_nhwc's shift: norm2 normalizes h + shift, the only
-    // reader of h); out = skip + conv2(silu(norm2(h + shift))).
-    const Tensor shift = time_proj(ops::silu(temb));  // [N, out]
+    // and the time embedding t [N, out] joins h inside norm2 (group_norm_nhwc's shift: norm2 normalizes h + t, the
+    // only reader of h); out = skip + conv2(silu(norm2(h + t))).
     const Tensor h = conv1(norm1.silu(x));
-    return conv2(norm2.silu(h, shift), has_shortcut ? shortcut(x) : x);
+    return conv2(norm2.silu(h, t), has_shortcut ? shortcut(x) : x);
   }
   if (!scale_shift && output_scale == 1.0) {
     // The usual wiring with the time embedding and the skip folded into the convolutions' epilogues:
-    // h = conv1(silu(norm1(x))) + time_proj(silu(temb)); out = skip + conv2(silu(norm2(h))).
-    const Tensor shift = has_time ? time_proj(ops::silu(temb)) : Tensor();  // [N, out]
-    const Tensor h = conv1(norm1.silu(x), Tensor(), shift);
+    // h = conv1(silu(norm1(x))) + t; out = skip + conv2(silu(norm2(h))).
+    const Tensor h = conv1(norm1.silu(x), Tensor(), has_time ? t : Tensor());
     return conv2(norm2.silu(h), has_shortcut ? shortcut(x) : x);
   }
   Tensor h = conv1(norm1.silu(x));
   if (has_time && scale_shift) {
-    Tensor t = time_proj(ops::silu(temb));  // [N, 2 * out]: scale, then shift
+    // t [N, 2 * out]: scale, then shift
     const int64_t n = t.dim(0), c = t.dim(1) / 2;
     const Shape per_channel = channels_last ? Shape{n, 1, 1, c} : Shape{n, c, 1, 1};
     Tensor scale = t.narrow(1, 0, c).contiguous().view(per_channel);
@@ -75,10 +79,8 @@ Tensor Resnet::operator()(const Tensor& x, const Tensor& temb) const {
     h = ops::add(ops::mul(h, ops::affine(scale, 1.0, 1.0)), shift);
     h = conv2(ops::silu(h));
   } else {
-    if (has_time) {
-      Tensor t = time_proj(ops::silu(temb));  // [N, out]
+    if (has_time)  // t [N, out]
       h = ops::add(h, channels_last ? t.view({t.dim(0), 1, 1, t.dim(1)}) : t.view({t.dim(0), t.dim(1), 1, 1}));
-    }
     h = conv2(norm2.silu(h));
   }
   Tensor out = ops::add(has_shortcut ? shortcut(x) : x, h);
@@ -95,7 +97,16 @@ void TransformerBlock::fuse_projections() {
   if (kv2.w.defined()) k2.w = v2.w = k2.b = v2.b = Tensor();
 }
 
-Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) const {
+TransformerBlock::CrossKV TransformerBlock::project_context(const Tensor& context) const {
+  if (kv2.w.defined()) {
+    const Tensor kv = kv2(context);  // [B, S, 2C]: k and v as column slices (mha reads them strided)
+    const int64_t c = k2.out;
+    return {kv.narrow(2, 0, c), kv.narrow(2, c, c)};
+  }
+  return {k2(context), v2(context)};
+}
+
+Tensor TransformerBlock::operator()(const Tensor& x, const CrossKV& kv) const {
   // The residual adds ride in the output projections (nn::Linear's residual: one rounding on GPUs).
   Tensor h = norm1(x);
   Tensor out;
@@ -107,13 +118,7 @@ Tensor TransformerBlock::operator()(const Tensor& x, const Tensor& context) cons
     out = o1(nn::mha(q1(h), k1(h), v1(h), heads, false), x);
   }
   h = norm2(out);
-  if (kv2.w.defined()) {
-    const Tensor kv = kv2(context);  // [B, S, 2C]
-    const int64_t c = k2.out;
-    out = o2(nn::mha(q2(h), kv.narrow(2, 0, c), kv.narrow(2, c, c), heads, false), out);
-  } else {
-    out = o2(nn::mha(q2(h), k2(context), v2(context), heads, false), out);
-  }
+  out = o2(nn::mha(q2(h), kv.k, kv.v, heads, false), out);
   h = ff_in(norm3(out));  // [hidden | gate]
   return ff_out(nn::geglu(h), out);
 }
@@ -162,14 +167,26 @@ void SpatialTransformer::to_channels_last() {
   channels_last = true;
 }
 
-Tensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) const {
+void SpatialTransformer::project_context(const Tensor& context, std::vector<Tensor>& keys,
+                                         std::vector<Tensor>& values) const {
+  for (const TransformerBlock& b : blocks) {
+    TransformerBlock::CrossKV kv = b.project_context(context);
+    keys.push_back(std::move(kv.k));
+    values.push_back(std::move(kv.v));
+  }
+}
+
+Tensor SpatialTransformer::operator()(const Tensor& x, std::span<const Tensor> keys,
+                                      std::span<const Tensor> values) const {
+  RBEE_CHECK(keys.size() == blocks.size() && values.size() == blocks.size(),
+             "sd transformer: {} keys and {} values for {} blocks", keys.size(), values.size(), blocks.size());
   if (channels_last) {
     const int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3);
     Tensor h = norm(x);
     if (!linear) h = proj_in_conv(h);  // a 1x1 convolution of an NHWC map: one linear layer
     h = h.view({N, H * W, C});
     if (linear) h = proj_in_lin(h);
-    for (const TransformerBlock& b : blocks) h = b(h, context);
+    for (size_t i = 0; i < blocks.size(); ++i) h = blocks[i](h, {keys[i], values[i]});
     if (linear) return proj_out_lin(h, x.contiguous().view({N, H * W, C})).view({N, H, W, C});
     return proj_out_conv(h.view({N, H, W, C}), x);
   }
@@ -178,7 +195,7 @@ Tensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) co
   if (!linear) h = proj_in_conv(h);
   h = h.view({N, C, H * W}).transpose(1, 2).contiguous();  // [N, HW, C]
   if (linear) h = proj_in_lin(h);
-  for (const TransformerBlock& b : blocks) h = b(h, context);
+  for (size_t i = 0; i < blocks.size(); ++i) h = blocks[i](h, {keys[i], values[i]});
   if (linear) h = proj_out_lin(h);
   h = h.transpose(1, 2).contiguous().view({N, C, H, W});
   if (!linear) return proj_out_conv(h, x);  // the residual in the convolution's epilogue

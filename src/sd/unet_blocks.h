@@ -4,6 +4,7 @@
 // context is [B, S, cross_dim].
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,13 @@ struct Resnet {
   // Its convolutions and norms switch to NHWC (weights permuted once).
   void to_channels_last();
   // x [N, in, H, W], temb [N, temb] (ignored when has_time is false) -> [N, out, H, W]; NHWC when channels_last.
+  // with_time(x, time_projection(temb)).
   Tensor operator()(const Tensor& x, const Tensor& temb) const;
+  // time_proj(silu(temb)): [N, out], or [N, 2 out] (scale, then shift) for scale_shift; undefined without has_time.
+  Tensor time_projection(const Tensor& temb) const;
+  // The block with its time projection t already made (time_projection's result, or the same numbers from a
+  // product shared by several resnets: the UNet's fused time projections); t contiguous.
+  Tensor with_time(const Tensor& x, const Tensor& t) const;
 };
 
 struct TransformerBlock {
@@ -37,8 +44,14 @@ struct TransformerBlock {
   int64_t heads = 1;
   // Builds qkv1 and kv2 unless RBEE_SD_QKV_FUSED=0 (three and two GEMMs, for A/B) or the weights cannot be fused.
   void fuse_projections();
-  // x [B, T, dim], context [B, S, cross] -> [B, T, dim]
-  Tensor operator()(const Tensor& x, const Tensor& context) const;
+  // The cross-attention's keys and values for one context [B, S, cross]: k, v [B, S, dim] (column slices of kv2's
+  // [B, S, 2 dim] output when fused). They depend on the context alone (the prompt), not on x.
+  struct CrossKV {
+    Tensor k, v;
+  };
+  CrossKV project_context(const Tensor& context) const;
+  // x [B, T, dim] with the keys and values of project_context(context) -> [B, T, dim]
+  Tensor operator()(const Tensor& x, const CrossKV& kv) const;
 };
 
 // Transformer2DModel with continuous input: group norm, proj_in (1x1 conv or linear), blocks, proj_out, residual.
@@ -52,9 +65,13 @@ struct SpatialTransformer {
   static SpatialTransformer load(const Weights& w, int64_t channels, int64_t heads, int64_t cross_dim, int layers,
                                  int groups, bool linear_projection);
   void to_channels_last();
-  // x [N, C, H, W], context [N, S, cross] -> [N, C, H, W]. Channels last, x [N, H, W, C] viewed as [N, HW, C] is
-  // the transformer blocks' layout: no transposes, and proj_out's residual rides in its epilogue in both variants.
-  Tensor operator()(const Tensor& x, const Tensor& context) const;
+  // Appends each block's cross-attention keys and values for `context` [N, S, cross] (TransformerBlock::
+  // project_context), in block order.
+  void project_context(const Tensor& context, std::vector<Tensor>& keys, std::vector<Tensor>& values) const;
+  // x [N, C, H, W] with one key and one value tensor per block (project_context) -> [N, C, H, W]. Channels last,
+  // x [N, H, W, C] viewed as [N, HW, C] is the transformer blocks' layout: no transposes, and proj_out's residual
+  // rides in its epilogue in both variants.
+  Tensor operator()(const Tensor& x, std::span<const Tensor> keys, std::span<const Tensor> values) const;
 };
 
 // The VAE mid block's attention: one head over all H*W positions, with group norm and a residual.

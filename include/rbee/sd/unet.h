@@ -89,6 +89,18 @@ class UNet {
   };
   Conditioning condition(int64_t batch, double timestep, const AddedConditions& added, Device& device) const;
   Tensor denoise(const Tensor& sample, const Conditioning& cond, const Tensor& context) const;
+
+  // The cross-attention keys and values of every transformer block for one context [B, S, cross_attention_dim], in
+  // the order denoise() runs the blocks: keys[i], values[i] [B, S, C_i] in the activation dtype. They depend on the
+  // context alone (the prompt), so a caller that runs many steps over one context projects it once
+  // (sd::UNetStepGraph does, per request) and denoises with the projections:
+  // denoise(sample, cond, context) == denoise(sample, cond, project_context(context)), bit for bit (the same
+  // products of the same inputs).
+  struct ContextProjections {
+    std::vector<Tensor> keys, values;
+  };
+  ContextProjections project_context(const Tensor& context) const;
+  Tensor denoise(const Tensor& sample, const Conditioning& cond, const ContextProjections& kv) const;
   const UNetConfig& config() const;
 
   struct Impl;
