@@ -213,6 +213,11 @@ VaeAttention VaeAttention::load(const Weights& w, int64_t c, int groups, float e
 }
 
 Tensor VaeAttention::operator()(const Tensor& x) const {
+  if (channels_last) {
+    const int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3);
+    const Tensor h = norm(x).view({N, H * W, C});
+    return o(nn::mha(q(h), k(h), v(h), 1, false), x.contiguous().view({N, H * W, C})).view({N, H, W, C});
+  }
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   Tensor h = norm(x).view({N, C, H * W}).transpose(1, 2).contiguous();
   h = o(nn::mha(q(h), k(h), v(h), 1, false));

@@ -78,7 +78,11 @@ struct SpatialTransformer {
 struct VaeAttention {
   nn::Norm norm;
   nn::Linear q, k, v, o;
+  bool channels_last = false;
   static VaeAttention load(const Weights& w, int64_t channels, int groups, float eps);
+  void to_channels_last() { norm.channels_last = channels_last = true; }
+  // x [N, C, H, W] -> [N, C, H, W]. Channels last, x [N, H, W, C] viewed as [N, HW, C] is the projections' layout
+  // (no transposes) and the residual rides in the output projection's epilogue.
   Tensor operator()(const Tensor& x) const;
 };
 

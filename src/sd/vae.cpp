@@ -1,8 +1,12 @@
 // SD VAE (rbee/sd/vae.h).
 #include "rbee/sd/vae.h"
 
+#include <optional>
+
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
+#include "sd/nn.h"
 #include "sd/unet_blocks.h"
 
 namespace rbee::sd {
@@ -81,6 +85,11 @@ struct Mid {
     }
     return m;
   }
+  void to_channels_last() {
+    r0.to_channels_last();
+    r1.to_channels_last();
+    if (has_attn) attn.to_channels_last();
+  }
   Tensor operator()(const Tensor& x) const {
     Tensor h = r0(x, Tensor());
     if (has_attn) h = attn(h);
@@ -97,6 +106,21 @@ struct Vae::Impl {
   Mid dec_mid;
   std::vector<Level> dec_up;
   nn::Norm dec_norm;
+  // The decoder's activations NHWC from dec_in to dec_out (nn::channels_last_for with RBEE_SD_VAE_CHANNELS_LAST):
+  // the latent is permuted after post_quant_conv and the image back before it is returned. The encoder stays NCHW.
+  bool dec_channels_last = false;
+
+  void decoder_to_channels_last() {
+    dec_in.to_channels_last();
+    dec_mid.to_channels_last();
+    for (Level& lv : dec_up) {
+      for (blocks::Resnet& r : lv.resnets) r.to_channels_last();
+      if (lv.has_resample) lv.up.to_channels_last();
+    }
+    dec_norm.channels_last = true;
+    dec_out.to_channels_last();
+    dec_channels_last = true;
+  }
   // encoder
   nn::Conv2d quant, enc_in, enc_out;
   Mid enc_mid;
@@ -132,6 +156,14 @@ Vae Vae::load(const Weights& w, const VaeConfig& cfg, bool with_encoder) {
   }
   impl->dec_norm = nn::Norm::group(d, "conv_norm_out", ch[0], g, kEps);
   impl->dec_out = nn::Conv2d::load(d, "conv_out", ch[0], cfg.out_channels, 3);
+  // Unforced, channels last only for a 16-bit decoder: the convolution library's NHWC kernels take 16-bit data, and an
+  // F32 decoder (SDXL's force_upcast) would run every NHWC convolution between permuted copies.
+  const DType dt = impl->dec_in.w.dtype();
+  const std::optional<bool> forced = env::flag("RBEE_SD_VAE_CHANNELS_LAST");
+  if (forced ? *forced
+             : nn::channels_last_for(impl->dec_in.w.device(), "RBEE_SD_VAE_CHANNELS_LAST") &&
+                   (dt == DType::F16 || dt == DType::BF16))
+    impl->decoder_to_channels_last();
 
   if (with_encoder) {
     impl->has_encoder = true;
@@ -171,12 +203,14 @@ Tensor Vae::decode(const Tensor& z) const {
   // Activations in the conv weights' dtype (nn::act_dtype); the image comes back in F32.
   const Tensor zc = z.dtype() == m.dec_in.w.dtype() ? z : ops::cast(z, m.dec_in.w.dtype());
   Tensor x = m.cfg.use_post_quant_conv ? m.post_quant(zc) : zc;
+  if (m.dec_channels_last) x = nn::to_nhwc(x);
   x = m.dec_mid(m.dec_in(x));
   for (const Level& lv : m.dec_up) {
     for (const auto& r : lv.resnets) x = r(x, Tensor());
     if (lv.has_resample) x = lv.up(x);
   }
   x = m.dec_out(m.dec_norm.silu(x));
+  if (m.dec_channels_last) x = nn::to_nchw(x);
   return x.dtype() == DType::F32 ? x : ops::cast(x, DType::F32);
 }
 
