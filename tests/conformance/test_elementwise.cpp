@@ -335,6 +335,39 @@ TEST_P(CopyConformance, CopiesIntoAStridedDestination) {
   // And a contiguous clone reads back the same values.
   EXPECT_TRUE(all_close(to_doubles(src.clone()), values, {0, 0}));
 }
+// Copies into channel slices of a [2, 3, 5, 80] buffer of 9s (a concatenation along the last axis, as the SD
+// UNet's skip connections): [.., 0:32) and [.., 32:80) from a source in the parameter's layout, then a broadcast of
+// whole rows into [.., 32:80); rows of 16-byte multiples whose offsets are too (GPU: the 16-byte vector path for
+// dtypes of 1-8 bytes), then the same at an offset of one element (not aligned: the element path).
+TEST_P(CopyConformance, ConcatenatesAlongTheLastAxis) {
+  const auto& [backend, dtype, layout] = GetParam();
+  RBEE_REQUIRE_DEVICE(backend, device);
+  const Shape base_shape{2, 3, 5, 80};
+  for (const int64_t at : {int64_t{0}, int64_t{1}}) {
+    SCOPED_TRACE("offset " + std::to_string(at));
+    const Tensor base = make_tensor(std::vector<double>(base_shape.numel(), 9.0), base_shape, dtype, *device);
+    const Shape a_shape{2, 3, 5, 32}, b_shape{2, 3, 5, 40};
+    const auto a = random_values(a_shape.numel(), dtype, 41 + at, 0, 100);
+    const auto b = random_values(b_shape.numel(), dtype, 43 + at, 0, 100);
+    ops::copy(base.narrow(-1, at, 32), make_tensor(a, a_shape, dtype, *device, layout));
+    ops::copy(base.narrow(-1, at + 32, 40), make_tensor(b, b_shape, dtype, *device, layout));
+    // Row (i, 0, k) of `row` broadcast over j into [.., at + 40 : at + 48).
+    const Shape r_shape{2, 1, 5, 8};
+    const auto row = random_values(r_shape.numel(), dtype, 47 + at, 0, 100);
+    ops::copy(base.narrow(-1, at + 40, 8), make_tensor(row, r_shape, dtype, *device).expand({2, 3, 5, 8}));
+    const auto got = to_doubles(base);
+    std::vector<double> want(got.size(), 9.0);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 5; ++k) {
+          const int64_t r = (i * 3 + j) * 5 + k;
+          for (int64_t c = 0; c < 32; ++c) want[r * 80 + at + c] = a[r * 32 + c];
+          for (int64_t c = 0; c < 40; ++c) want[r * 80 + at + 32 + c] = b[r * 40 + c];
+          for (int64_t c = 0; c < 8; ++c) want[r * 80 + at + 40 + c] = row[(i * 5 + k) * 8 + c];
+        }
+    EXPECT_TRUE(all_close(got, want, {0, 0}));
+  }
+}
 INSTANTIATE_TEST_SUITE_P(Ops, CopyConformance,
                          ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(kPlainDTypes), ::testing::ValuesIn(kLayouts)),

@@ -9,6 +9,8 @@
 #include "backends/common/scalar_ops.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/vec.cuh"
+#include "rbee/core/env.h"
 #include "rbee/core/half.h"
 
 namespace rbee::gpu {
@@ -294,6 +296,30 @@ void GpuKernels::copy(const Tensor& src, Tensor& dst) {
     using T = decltype(tag);
     Layout sl = layout_of(src), dl = layout_of(dst);
     collapse({&sl, &dl});
+    // Contiguous last dims whose bytes, outer strides and bases are multiples of 16 (a concatenation along the last
+    // axis, a column slice, a broadcast of whole rows): the same copy over 16-byte vectors, so each index
+    // computation moves 16 / sizeof(T) elements.
+    // RBEE_COPY_VEC16=0: element by element always (A/B).
+    static const bool vec16 = env::flag_or("RBEE_COPY_VEC16", true);
+    const int v = kVec16<T>, last = sl.rank - 1;
+    if (vec16 && v > 1 && last >= 0 && sl.strides[last] == 1 && dl.strides[last] == 1) {
+      bool ok = vec16_ok({src.data(), dst.data()}, {sl.shape[last]}, v);
+      for (int d = 0; d < last; ++d) ok = ok && sl.strides[d] % v == 0 && dl.strides[d] % v == 0;
+      if (ok) {
+        Layout svec = sl, dvec = dl;
+        svec.shape[last] /= v;
+        dvec.shape[last] /= v;
+        for (int d = 0; d < last; ++d) {
+          svec.strides[d] /= v;
+          dvec.strides[d] /= v;
+        }
+        const int64_t nvec = n / v;
+        copy_kernel<Bytes16><<<grid_for(nvec, kThreads), kThreads, 0, device_.stream()>>>(
+            static_cast<const Bytes16*>(src.data()), svec, static_cast<Bytes16*>(dst.data()), dvec, nvec);
+        RBEE_GPU_CHECK_LAUNCH();
+        return;
+      }
+    }
     copy_kernel<T><<<grid_for(n, kThreads), kThreads, 0, device_.stream()>>>(static_cast<const T*>(src.data()), sl,
                                                                              static_cast<T*>(dst.data()), dl, n);
     RBEE_GPU_CHECK_LAUNCH();
