@@ -89,8 +89,8 @@ Tensor Linear::operator()(const Tensor& x, const Tensor& residual) const {
   return residual.defined() ? ops::add(residual, y) : y;
 }
 
-bool channels_last_for(const Device& device, const char* name) {
-  if (const std::optional<bool> forced = env::flag(name)) return *forced;
+bool channels_last_for(const Device& device) {
+  if (const std::optional<bool> forced = env::flag("RBEE_SD_CHANNELS_LAST")) return *forced;
   for (const auto& [key, value] : device.info().extra)
     if (key == "convolution library") return value.rfind("none", 0) != 0;
   return false;

@@ -30,13 +30,12 @@ struct Linear {
   Tensor operator()(const Tensor& x, const Tensor& residual = {}) const;
 };
 
-// Whether an SD model on `device` runs its activations channels last (NHWC): the environment switch `name`
-// (RBEE_SD_CHANNELS_LAST for the UNet, RBEE_SD_VAE_CHANNELS_LAST for the VAE decoder) =1 / =0 forces it on / off;
-// unset, on for devices that report a vendor convolution library (DeviceInfo extra "convolution library": cuDNN,
-// whose tensor-core kernels read NHWC natively; 1x1 convolutions become linear layers) and off elsewhere: the CPU's
-// convolutions are written for NCHW, and without the library (ROCm, the emulator) a k x k NHWC convolution runs
-// between permuted copies.
-bool channels_last_for(const Device& device, const char* name = "RBEE_SD_CHANNELS_LAST");
+// Whether the SD UNet on `device` runs its activations channels last (NHWC): RBEE_SD_CHANNELS_LAST=1 / =0 forces
+// it on / off; unset, on for devices that report a vendor convolution library (DeviceInfo extra "convolution
+// library": cuDNN, whose tensor-core kernels read NHWC natively; 1x1 convolutions become linear layers) and off
+// elsewhere: the CPU's convolutions are written for NCHW, and without the library (ROCm, the emulator) a k x k NHWC
+// convolution runs between permuted copies.
+bool channels_last_for(const Device& device);
 
 struct Conv2d {
   Tensor w, b;  // w [out, in, k, k] (channels first) or [out, k, k, in] (channels_last), b [out], both act_dtype

@@ -1,8 +1,6 @@
 // SD VAE (rbee/sd/vae.h).
 #include "rbee/sd/vae.h"
 
-#include <optional>
-
 #include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/ops.h"
@@ -106,7 +104,7 @@ struct Vae::Impl {
   Mid dec_mid;
   std::vector<Level> dec_up;
   nn::Norm dec_norm;
-  // The decoder's activations NHWC from dec_in to dec_out (nn::channels_last_for with RBEE_SD_VAE_CHANNELS_LAST):
+  // The decoder's activations NHWC from dec_in to dec_out (RBEE_SD_VAE_CHANNELS_LAST=1):
   // the latent is permuted after post_quant_conv and the image back before it is returned. The encoder stays NCHW.
   bool dec_channels_last = false;
 
@@ -156,14 +154,10 @@ Vae Vae::load(const Weights& w, const VaeConfig& cfg, bool with_encoder) {
   }
   impl->dec_norm = nn::Norm::group(d, "conv_norm_out", ch[0], g, kEps);
   impl->dec_out = nn::Conv2d::load(d, "conv_out", ch[0], cfg.out_channels, 3);
-  // Unforced, channels last only for a 16-bit decoder: the convolution library's NHWC kernels take 16-bit data, and an
-  // F32 decoder (SDXL's force_upcast) would run every NHWC convolution between permuted copies.
-  const DType dt = impl->dec_in.w.dtype();
-  const std::optional<bool> forced = env::flag("RBEE_SD_VAE_CHANNELS_LAST");
-  if (forced ? *forced
-             : nn::channels_last_for(impl->dec_in.w.device(), "RBEE_SD_VAE_CHANNELS_LAST") &&
-                   (dt == DType::F16 || dt == DType::BF16))
-    impl->decoder_to_channels_last();
+  // Off unless RBEE_SD_VAE_CHANNELS_LAST=1: on an H100 the NHWC decoder was slower with the one-block NHWC group norm
+  // (its 32 blocks per image on 512-1024 pixel maps) and faster with the split one (docs/ENVIRONMENT.md). Meant for
+  // 16-bit decoders on devices with a convolution library: elsewhere its NHWC convolutions run between permuted copies.
+  if (env::flag_or("RBEE_SD_VAE_CHANNELS_LAST", false)) impl->decoder_to_channels_last();
 
   if (with_encoder) {
     impl->has_encoder = true;

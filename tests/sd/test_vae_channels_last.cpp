@@ -1,7 +1,8 @@
-// The VAE decoder with channels-last activations (RBEE_SD_VAE_CHANNELS_LAST=1, the default on GPUs with cuDNN and a
-// 16-bit VAE) on the CPU against the same diffusers goldens as the channels-first decode (test_unet_vae.cpp,
-// test_sdxl.cpp), so CI covers the NHWC wiring (weights permuted at load, NHWC resnets and upsampling, the mid
-// block's attention on the [N, HW, C] view, the permutes at both ends) without a GPU; the encoder stays NCHW.
+// The VAE decoder with channels-last activations (RBEE_SD_VAE_CHANNELS_LAST=1; off by default until the NHWC group
+// norm handles large maps) on the CPU against the same diffusers goldens as the channels-first decode
+// (test_unet_vae.cpp, test_sdxl.cpp), so CI covers the NHWC wiring (weights permuted at load, NHWC resnets and
+// upsampling, the mid block's attention on the [N, HW, C] view, the permutes at both ends) without a GPU; the
+// encoder stays NCHW.
 #include <string>
 
 #include "common/scoped_env.h"

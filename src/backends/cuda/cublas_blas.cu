@@ -25,13 +25,13 @@ bool cuda_type(DType dtype, cudaDataType_t* type) {
   }
 }
 
-// RBEE_LINEAR_TUNE=1 (a switch read through rbee/core/env.h): each gemm_bias shape's first call outside a graph
-// capture times the heuristic's candidates (and split-K forms of its first two) and keeps the fastest (LtPlan);
-// unset or 0: the heuristic's first algorithm for every shape. Off by default until a GPU call has measured the
-// graph-timed choice (the first, eager-timed version: SD 1.5's linear layers -4%, SDXL's +0.6%; H100, 2026-11-27,
-// docs/perf-notes/sd-speed.md session 10).
+// RBEE_LINEAR_TUNE (a switch read through rbee/core/env.h; on unless 0): each gemm_bias shape's first call outside a
+// graph capture times the heuristic's candidates (and split-K forms of its first two) as replayed graphs and keeps
+// the fastest (LtPlan); 0: the heuristic's first algorithm for every shape. Measured on an H100 (2026-11-28,
+// docs/perf-notes/sd-speed.md session 11): SD 1.5's linear layers 1.36 -> 1.25 ms a step, its UNet step -4%, SDXL's
+// within noise; it costs up to a few seconds at the first call of each new shape (an SD pipeline's prepare at load).
 bool lt_tune_enabled() {
-  static const bool on = env::flag_or("RBEE_LINEAR_TUNE", false);
+  static const bool on = env::flag_or("RBEE_LINEAR_TUNE", true);
   return on;
 }
 
