@@ -8,6 +8,7 @@
 #include "rbee/core/error.h"
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
+#include "sd/flop_count.h"
 
 namespace rbee::sd {
 namespace {
@@ -17,6 +18,13 @@ namespace {
 bool graphs_wanted(const Device& device) {
   const bool off = !env::flag_or("RBEE_SD_UNET_GRAPH", true);
   return device.supports_graphs() && !off && !profile::enabled();
+}
+
+// UNet::project_context with its products counted by a FlopCounter of its own, not by the caller's (the UNet step's:
+// Pipeline::unet_step_flops): the projections are made once per context, they are not work of the step.
+UNet::ContextProjections project_apart(const UNet& unet, const Tensor& context) {
+  FlopCounter apart;
+  return unet.project_context(context);
 }
 
 }  // namespace
@@ -44,7 +52,7 @@ Tensor UNetStepGraph::run(const Tensor& sample, double timestep, const Tensor& c
   if (!graphs_.enabled()) {
     if (!context_kv_once_) return unet_.denoise(sample, cond, context);
     if (!same_tensor(eager_kv_source_, context)) {
-      eager_kv_ = unet_.project_context(context.to(device_));
+      eager_kv_ = project_apart(unet_, context.to(device_));
       eager_kv_source_ = context;
     }
     return unet_.denoise(sample, cond, eager_kv_);
@@ -57,7 +65,7 @@ Tensor UNetStepGraph::run(const Tensor& sample, double timestep, const Tensor& c
         in.cond.t = Tensor::empty(cond.t.shape(), cond.t.dtype(), device_);
         if (cond.add_in.defined()) in.cond.add_in = Tensor::empty(cond.add_in.shape(), cond.add_in.dtype(), device_);
         if (context_kv_once_) {
-          in.kv = unet_.project_context(context.to(device_));  // the slots: fresh tensors of this entry
+          in.kv = project_apart(unet_, context.to(device_));  // the slots: fresh tensors of this entry
           in.kv_source = context;
         } else {
           in.context = Tensor::empty(context.shape(), context.dtype(), device_);
@@ -72,7 +80,7 @@ Tensor UNetStepGraph::run(const Tensor& sample, double timestep, const Tensor& c
         if (!context_kv_once_) {
           ops::copy(in.context, context.to(device_));
         } else if (!same_tensor(in.kv_source, context)) {  // a new context: project it into the slots, eagerly
-          const UNet::ContextProjections fresh = unet_.project_context(context.to(device_));
+          const UNet::ContextProjections fresh = project_apart(unet_, context.to(device_));
           for (size_t i = 0; i < fresh.keys.size(); ++i) {
             ops::copy(in.kv.keys[i], fresh.keys[i]);
             ops::copy(in.kv.values[i], fresh.values[i]);

@@ -14,7 +14,8 @@
 // copies into the slots) only when run() is handed another context tensor. "Another" is by identity (the same
 // storage, offset, shape and strides), which is sound because the entry holds that tensor: its memory cannot be
 // reused while held. Contract: a caller never writes into a context tensor it has passed to run() (sd::Pipeline
-// makes one per request). The eager path (no graphs) keeps one such projection the same way.
+// makes one per request). The eager path (no graphs) keeps one such projection the same way. A FlopCounter of the
+// caller's does not see these products (they are per context, not step work).
 // RBEE_SD_CONTEXT_KV_ONCE=0 (read when the UNetStepGraph is made): the projections inside every step, as before.
 //
 // Entries hold the step's intermediates in the graph's memory pool for as long as they live (kMaxEntries shapes,

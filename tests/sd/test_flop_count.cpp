@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "common/scoped_env.h"
 #include "rbee/sd/pipeline.h"
 #include "sd/flop_count.h"
 #include "sd_test_util.h"
@@ -17,6 +18,7 @@ namespace {
 // 2 flops per multiply-add.
 struct HandCount {
   int64_t B;  // UNet rows (both guidance halves)
+  bool context_kv_in_step;  // the cross-attention's k, v projections of the context counted in the step
   double total = 0;
   void conv(int64_t cin, int64_t cout, int64_t k, int64_t h, int64_t w) { total += 2.0 * B * h * w * cout * cin * k * k; }
   void linear(int64_t rows, int64_t in, int64_t out) { total += 2.0 * rows * in * out; }
@@ -34,7 +36,7 @@ struct HandCount {
     attention(t, t, c);               // self
     linear(B * t, c, c);              // to_out
     linear(B * t, c, c);              // cross q
-    linear(B * tokens, cross, 2 * c);  // cross k, v from the context
+    if (context_kv_in_step) linear(B * tokens, cross, 2 * c);  // cross k, v from the context
     attention(t, tokens, c);          // cross
     linear(B * t, c, c);              // to_out
     linear(B * t, c, 8 * c);          // ff in: GEGLU's hidden and gate
@@ -45,11 +47,13 @@ struct HandCount {
 
 // tests/data/tiny_sd/sd15/unet/config.json: block_out_channels [16, 32, 32], layers_per_block 2, down blocks
 // CrossAttn, CrossAttn, Down, up blocks Up, CrossAttn, CrossAttn, cross_attention_dim 32, 4 channels in and out.
-double tiny_sd15_unet_flops(int64_t B, int64_t h, int64_t w) {
+// context_kv_in_step: RBEE_SD_CONTEXT_KV_ONCE=0 (the context's keys and values projected in every step); by default
+// they are projected once per context, outside the step, and not counted in it.
+double tiny_sd15_unet_flops(int64_t B, int64_t h, int64_t w, bool context_kv_in_step = false) {
   const std::vector<int64_t> ch = {16, 32, 32};
   const std::vector<bool> down_attn = {true, true, false}, up_attn = {false, true, true};
   const int64_t layers = 2, cross = 32, tokens = 77, temb = 4 * ch[0];
-  HandCount n{B};
+  HandCount n{B, context_kv_in_step};
   n.linear(B, ch[0], temb);  // time_embedding.linear_1
   n.linear(B, temb, temb);   // linear_2
   n.conv(4, ch[0], 3, h, w);  // conv_in
@@ -106,6 +110,20 @@ TEST(SdFlopCount, TinyUnetStepMatchesTheHandCount) {
   r.guidance_scale = 1.0;  // no guidance: one UNet row
   (void)p.generate_latents(r);
   EXPECT_DOUBLE_EQ(p.unet_step_flops(), tiny_sd15_unet_flops(1, 32 / f, 32 / f));
+  // Several steps and a second prompt (projected anew, outside the step): still the step's own count.
+  r.steps = 3;
+  r.prompt = "a red cube";
+  (void)p.generate_latents(r);
+  EXPECT_DOUBLE_EQ(p.unet_step_flops(), tiny_sd15_unet_flops(1, 32 / f, 32 / f));
+}
+
+TEST(SdFlopCount, ContextProjectionsInTheStepWhenSwitchedOff) {
+  const Pipeline p = Pipeline::load(test::tiny_sd("sd15"));
+  const int64_t f = p.latent_scale();
+  rbee::test::ScopedEnv env("RBEE_SD_CONTEXT_KV_ONCE", "0");  // read at the pipeline's first request
+  p.prepare(64, 48);
+  EXPECT_DOUBLE_EQ(p.unet_step_flops(), tiny_sd15_unet_flops(2, 48 / f, 64 / f, true));
+  EXPECT_GT(tiny_sd15_unet_flops(2, 48 / f, 64 / f, true), tiny_sd15_unet_flops(2, 48 / f, 64 / f));
 }
 
 TEST(SdFlopCount, CountsOnlyInsideALiveCounter) {
