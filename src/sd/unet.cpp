@@ -6,10 +6,10 @@
 #include <span>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/env.h"
 #include "rbee/core/error.h"
 #include "rbee/core/log.h"
 #include "rbee/ops.h"
-#include "rbee/core/env.h"
 #include "sd/unet_blocks.h"
 #include "sd/unet_time_projections.h"
 
