@@ -27,6 +27,14 @@
 # CONFIGS: entries separated by ';', each "name:ENV=V ENV=V" (env switches for that run; "name:" for none).
 # CONFORMANCE_ENVS (same form, default "default:"): the conformance stage runs once per entry, under its switches;
 # MEMCHECK_ENV: switches for the memcheck stage (e.g. RBEE_CONV_IMPLICIT=1).
+# peers_bg (not in the default list; instead of diffusers / sdxl_diffusers): both compiled diffusers peers (SD 1.5 and
+# SDXL, --modes compiled) start at the script's beginning and compile in the background while rbee's stages run; each
+# stops after its compiling first image at a gate (sd_bench_diffusers.py --gate-file). At the end, once rbee is done
+# and both peers wait at their gates, the gates open one at a time, so each peer's warm-up and timed runs have the
+# GPU alone. rbee's own timed runs overlap the peers' compiles (CPU work, and at most their first images' GPU work):
+# if anything that slows rbee, not the peer. Saves the compile time (~100 + ~150 s) of a device call. peers_start and
+# peers_finish split the stage over two invocations on one machine (e.g. rbee's benches in the first, checks and the
+# peers' timed runs in the second).
 set -u
 C=${C:?C=carry folder}
 out=${OUT:-/tmp/out}
@@ -55,6 +63,21 @@ fi
 export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
 note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 tok=tests/data/tiny_sd/sd15/tokenizer
+gates=/tmp/rbee-peer-gates
+if has peers_bg || has peers_start; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$C"/whl/*.whl &&
+    export PYTHONPATH=/tmp/site
+  cp "$C/sd_bench_diffusers.py" tools/bench/sd_bench_diffusers.py  # the measured worktree's version
+  rm -rf "$gates" && mkdir -p "$gates"
+  for which in diffusers sdxl_diffusers; do
+    args="--steps 20 --width 512 --height 512 --runs ${DIFFUSERS_RUNS:-3}"
+    [ $which = sdxl_diffusers ] && args="--sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs ${DIFFUSERS_RUNS:-3}"
+    PYTHONUNBUFFERED=1 timeout "${LIMIT:-400}" python3 tools/bench/sd_bench_diffusers.py $args --modes compiled \
+      --compile-warmup 1 --gate-file "$gates/$which" > "$out/bench_$which.txt" 2>&1 &
+    echo $! > "$gates/$which.pid"
+  done
+  note "peers_bg: both compiled diffusers peers started (they wait at their gates after compiling)"
+fi
 if has conformance; then
   IFS=';' read -r -a cenvs <<< "${CONFORMANCE_ENVS:-default:}"
   for ce in "${cenvs[@]}"; do
@@ -175,6 +198,18 @@ if has diffusers || has sdxl_diffusers; then
       --compile-warmup 1 > "$out/bench_$which.txt" 2>&1
     note "$which exit $?"
     grep -vi "warn" "$out/bench_$which.txt" | tail -12 | sed "s/^/$which: /" | tee -a "$out/summary.txt"
+  done
+fi
+if has peers_bg || has peers_finish; then
+  for which in diffusers sdxl_diffusers; do  # wait until both have compiled, so no compile runs beside a timed run
+    while [ ! -f "$gates/$which.ready" ] && kill -0 "$(cat "$gates/$which.pid")" 2>/dev/null; do sleep 0.5; done
+  done
+  note "peers_bg: both peers compiled (or gave up)"
+  for which in diffusers sdxl_diffusers; do
+    touch "$gates/$which"
+    while [ ! -f "$gates/$which.done" ] && kill -0 "$(cat "$gates/$which.pid")" 2>/dev/null; do sleep 0.5; done
+    note "peers_bg: $which finished"
+    grep -vi "warn" "$out/bench_$which.txt" | tail -8 | sed "s/^/$which: /" | tee -a "$out/summary.txt"
   done
 fi
 note "done"

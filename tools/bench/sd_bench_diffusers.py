@@ -17,6 +17,11 @@ the further --compile-warmup calls that let the CUDA graphs settle). Several mod
 first.
   ./build/cuda/rbee_sd_bench --random-sdxl --backend cuda --f16 --steps 20 --width 1024 --height 1024 --guidance 5
 
+--gate-file PATH (for a call that compiles several peers side by side, tools/bench/sd_ab_call.sh's stage peers_bg):
+after the compiling call (the first image, which also records the CUDA graphs) the script writes PATH.ready and waits
+until PATH exists before its untimed warm-up calls and timed runs; at the end it writes PATH.done. The caller opens
+one gate at a time, so no timed run shares the GPU with another process's work.
+
 Needs torch (CUDA build on a GPU box) and diffusers, transformers (tools/requirements-goldens.txt).
 """
 import argparse
@@ -106,6 +111,8 @@ def main():
                     help="comma-separated: eager, compiled (channels-last + torch.compile(mode='reduce-overhead', "
                          "fullgraph=True) on UNet and VAE decoder)")
     ap.add_argument("--compile-warmup", type=int, default=2, help="calls after the compiling one, not timed")
+    ap.add_argument("--gate-file", default="", help="after the first call: write PATH.ready, wait for PATH, "
+                    "write PATH.done at the end (see the module text)")
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
     torch.manual_seed(0)
@@ -126,6 +133,8 @@ def main():
             raise SystemExit(f"unknown mode {mode!r} (eager, compiled)")
         times = []
         for i in range(warmup + a.runs):
+            if i == 1 and a.gate_file and not os.path.exists(a.gate_file + ".ready"):
+                wait_for_gate(a.gate_file)  # once, in the first mode (meant for --modes compiled)
             if a.device == "cuda":
                 torch.cuda.synchronize()
             t = time.perf_counter()
@@ -142,6 +151,17 @@ def main():
         if times:
             print(f"result: {mode}, {a.width}x{a.height}, {a.steps} steps, euler, guidance {a.guidance}, {a.dtype}: "
                   f"mean {sum(times) / len(times):.3f} s/image, best {min(times):.3f} s/image", flush=True)
+    if a.gate_file:
+        open(a.gate_file + ".done", "w").close()
+
+
+def wait_for_gate(path):
+    """Says the first call is over (PATH.ready) and waits until the caller creates PATH."""
+    open(path + ".ready", "w").close()
+    t = time.perf_counter()
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    print(f"gate {path} opened after {time.perf_counter() - t:.1f} s of waiting", flush=True)
 
 
 if __name__ == "__main__":
