@@ -1,16 +1,18 @@
 // GPU group_norm_nhwc (op_table.def GroupNormNhwc): group norm (+ SiLU, + a [N, C] shift) over channels-last maps
 // x, out [N, S, C]; the channels-first group_norm is in norm.cu. Two paths:
-//  - row chunks (default): two launches that read x as whole rows of 16-byte vectors of consecutive channels, with
-//    about RBEE_GROUP_NORM_NHWC_BLOCKS blocks a multiprocessor in each (SD's maps have only 64 (image, group) pairs):
+//  - row chunks (default): kernels that read x as whole rows of 16-byte vectors of consecutive channels, with about
+//    RBEE_GROUP_NORM_NHWC_BLOCKS blocks a multiprocessor each (SD's maps have only 64 (image, group) pairs):
 //    1. statistics: block (chunk, image) sums its chunk of rows per channel, around each group's pivot p_g (the
 //       group's first v on row 0 of the image, v = x + shift[image, c]): s1 = sum of (v - p_g), s2 = sum of
 //       (v - p_g)^2 per thread in f32 for 16-bit x (a thread sees a few hundred rows at most on SD's maps), else
 //       f64; then in f64 in a fixed order over the block's threads and the group's channels, into
 //       partial[image][chunk][group];
-//    2. apply: block (chunk, image) first adds its image's partials in chunk order (f64; every block the same
-//       sums, so every block the same statistics): mean = p_g + s1 / n, var = (s2 - s1^2 / n) / n (shifted data:
-//       exact in exact arithmetic; with p_g a value of the group, rounding grows only with (p_g - mean)^2 / var),
-//       then writes act((v - mean) * rstd * w[c] + b[c]) over its chunk of rows, rounded once.
+//    2. finalize: one warp per (image, group) adds the group's partials in a fixed order (f64): mean = p_g + s1 / n,
+//       var = (s2 - s1^2 / n) / n (shifted data: exact in exact arithmetic; with p_g a value of the group, rounding
+//       grows only with (p_g - mean)^2 / var). RBEE_GROUP_NORM_NHWC_FINALIZE=0 leaves this to every apply block
+//       (the same sums in the same order: one launch less, chunks x groups partial reads per block);
+//    3. apply: block (chunk, image) writes act((v - mean) * rstd * w[c] + b[c]) over its chunk of rows, rounded
+//       once.
 //    No counters, no atomics: the result does not depend on the blocks' order, and a graph replays it as it is.
 //  - one block per (image, group) (RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1, the default before the row chunks; also the
 //    fallback for channel counts whose per-row-lane sums exceed the statistics kernel's shared memory): the
@@ -191,42 +193,80 @@ __global__ void stats_kernel(const T* x, const T* shift, int64_t spatial, int ch
   }
 }
 
-// Apply. grid (apply_chunks, batch); w, b [channels] or null; out like x. Dynamic shared memory: groups x 2
-// compute_t<T> (each group's mean and rstd). Every thread reaches the barrier and makes the same shuffles.
+// Sums of group g's chunk partials pi[k * groups + g], k < chunks, in a fixed order: `sub` consecutive threads (a
+// power of two dividing the warp; `part` = this thread's index among them) add every sub-th chunk, then a butterfly
+// adds their totals, which every one of them gets. Every thread of the warp makes the same shuffles (a g past the
+// last group reads nothing and adds zeros).
+__device__ inline Sums<double> group_totals(const Sums<double>* pi, int64_t chunks, int groups, int g, int part,
+                                            int sub) {
+  double t1 = 0, t2 = 0;
+  if (g < groups) {
+    for (int64_t k = part; k < chunks; k += sub) {
+      t1 += pi[k * groups + g].s1;
+      t2 += pi[k * groups + g].s2;
+    }
+  }
+  for (int m = sub / 2; m > 0; m >>= 1) {
+    t1 += shfl_xor(t1, m);
+    t2 += shfl_xor(t2, m);
+  }
+  return {t1, t2};
+}
+
+// Mean and rstd of group g of image xi (shift si or null) from its totals t over n values (file comment).
+template <class T>
+__device__ inline void group_mean_rstd(const T* xi, const T* si, int g, int per_group, const Sums<double>& t, double n,
+                                       float eps, compute_t<T>* out2) {
+  using C = compute_t<T>;
+  const double pivot = (double)(AccOf<T>)shifted(xi, si, g * per_group);
+  const double var = fmax((t.s2 - t.s1 * t.s1 / n) / n, 0.0);
+  out2[0] = (C)(pivot + t.s1 / n);
+  out2[1] = (C)(1.0 / sqrt(var + (double)eps));
+}
+
+// Finalize (RBEE_GROUP_NORM_NHWC_FINALIZE=1): one warp per (image, group), item = blockIdx.x * warps + warp;
+// stats[2 * item], stats[2 * item + 1] = the group's mean and rstd.
+template <class T>
+__global__ void finalize_kernel(const T* x, const T* shift, const Sums<double>* partial, int64_t spatial,
+                                int channels, int per_group, int groups, int64_t batch, int64_t stat_chunks,
+                                float eps, compute_t<T>* stats) {
+  constexpr int W = RBEE_DEVICE_WARP_SIZE;
+  const int64_t item = (int64_t)blockIdx.x * (blockDim.x / W) + threadIdx.x / W;
+  const bool active = item < batch * groups;
+  const int64_t img = active ? item / groups : 0;
+  const int g = active ? (int)(item % groups) : groups;  // past the last group: zeros
+  const Sums<double> t =
+      group_totals(partial + img * stat_chunks * groups, stat_chunks, groups, g, (int)threadIdx.x % W, W);
+  if (active && threadIdx.x % W == 0) {
+    group_mean_rstd<T>(x + img * spatial * channels, shift ? shift + img * channels : nullptr, g, per_group, t,
+                       (double)spatial * (double)per_group, eps, stats + 2 * item);
+  }
+}
+
+// Apply. grid (apply_chunks, batch); w, b [channels] or null; out like x. Each group's mean and rstd from `final`
+// [batch][groups][2] (the finalize kernel's), or, when null, combined here from `partial`. Dynamic shared memory:
+// groups x 2 compute_t<T>. Every thread reaches the barrier and makes the same shuffles.
 template <class T, int V, bool SILU>
 __global__ void apply_kernel(const T* x, const T* w, const T* b, const T* shift, const Sums<double>* partial,
-                             int64_t spatial, int channels, int per_group, int groups, int64_t stat_chunks,
-                             int64_t rows_per_chunk, int lanes, int row_lanes, int sub, float eps, T* out) {
+                             const compute_t<T>* final, int64_t spatial, int channels, int per_group, int groups,
+                             int64_t stat_chunks, int64_t rows_per_chunk, int lanes, int row_lanes, int sub,
+                             float eps, T* out) {
   using C = compute_t<T>;
-  using Acc = AccOf<T>;
   C* stat = dynamic_smem<C>();  // [groups][2]: mean, rstd
   const int tid = (int)threadIdx.x;
   const int64_t img = blockIdx.y, chunk = blockIdx.x;
   const T* xi = x + img * spatial * channels;
   const T* si = shift ? shift + img * channels : nullptr;
-  {
+  if (final) {
+    for (int i = tid; i < 2 * groups; i += (int)blockDim.x) stat[i] = final[img * groups * 2 + i];
+  } else {
     const int per_pass = (int)blockDim.x / sub, gl = tid / sub, part = tid % sub;
     const Sums<double>* pi = partial + img * stat_chunks * groups;
     for (int gb = 0; gb < groups; gb += per_pass) {
       const int g = gb + gl;
-      double t1 = 0, t2 = 0;
-      if (g < groups) {
-        for (int64_t k = part; k < stat_chunks; k += sub) {
-          t1 += pi[k * groups + g].s1;
-          t2 += pi[k * groups + g].s2;
-        }
-      }
-      for (int m = sub / 2; m > 0; m >>= 1) {
-        t1 += shfl_xor(t1, m);
-        t2 += shfl_xor(t2, m);
-      }
-      if (part == 0 && g < groups) {
-        const double n = (double)spatial * (double)per_group;
-        const double pivot = (double)(Acc)shifted(xi, si, g * per_group);
-        const double var = fmax((t2 - t1 * t1 / n) / n, 0.0);
-        stat[2 * g] = (C)(pivot + t1 / n);
-        stat[2 * g + 1] = (C)(1.0 / sqrt(var + (double)eps));
-      }
+      const Sums<double> t = group_totals(pi, stat_chunks, groups, g, part, sub);
+      if (part == 0 && g < groups)
+        group_mean_rstd<T>(xi, si, g, per_group, t, (double)spatial * (double)per_group, eps, stat + 2 * g);
     }
   }
   __syncthreads();
@@ -286,6 +326,14 @@ int blocks_per_sm() {
   return n;
 }
 
+// RBEE_GROUP_NORM_NHWC_FINALIZE (default on): a third, small kernel turns the chunk partials into each group's mean
+// and rstd once; 0: every apply block combines its image's partials itself (one launch less, chunks x groups
+// partial reads per block).
+bool finalize_kernel_on() {
+  static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_FINALIZE", true);
+  return on;
+}
+
 // The launch shape for x [batch, spatial, channels] in V-vectors on a device with `sms` multiprocessors and warps
 // of `warp` threads, or nullopt when the statistics' per-row-lane sums do not fit kMaxSmem.
 template <class T, int V>
@@ -327,15 +375,27 @@ bool launch(GpuDevice& dev, const T* x, const T* w, const T* b, const T* shift, 
   stats_kernel<T, V><<<dim3((unsigned)p.stat_chunks, (unsigned)batch), p.threads, p.stat_smem, dev.stream()>>>(
       x, shift, spatial, (int)channels, per_group, (int)groups, p.stat_rows, p.lanes, p.row_lanes, p.sub, pp);
   RBEE_GPU_CHECK_LAUNCH();
+  using C = compute_t<T>;
+  Tensor final_stats;
+  C* pf = nullptr;
+  if (finalize_kernel_on()) {
+    final_stats = Tensor::empty({batch * groups * 2}, std::is_same_v<C, double> ? DType::F64 : DType::F32, dev);
+    pf = static_cast<C*>(final_stats.data());
+    constexpr int kFinalizeThreads = 256;
+    const int64_t per_block = kFinalizeThreads / dev.props().warp_size;
+    finalize_kernel<T><<<(unsigned)ceil_div(batch * groups, per_block), kFinalizeThreads, 0, dev.stream()>>>(
+        x, shift, pp, spatial, (int)channels, per_group, (int)groups, batch, p.stat_chunks, eps, pf);
+    RBEE_GPU_CHECK_LAUNCH();
+  }
   const dim3 grid((unsigned)p.apply_chunks, (unsigned)batch);
   if (silu) {
     apply_kernel<T, V, true><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
-        x, w, b, shift, pp, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows, p.lanes,
-        p.row_lanes, p.sub, eps, out);
+        x, w, b, shift, pp, pf, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows,
+        p.lanes, p.row_lanes, p.sub, eps, out);
   } else {
     apply_kernel<T, V, false><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
-        x, w, b, shift, pp, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows, p.lanes,
-        p.row_lanes, p.sub, eps, out);
+        x, w, b, shift, pp, pf, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows,
+        p.lanes, p.row_lanes, p.sub, eps, out);
   }
   RBEE_GPU_CHECK_LAUNCH();
   return true;
