@@ -85,8 +85,8 @@ TEST_P(LayerNormConformance, MatchesDoubleReference) {
   const auto& [backend, dtype, layout] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
   // Beside kRowShapes, SD's transformer widths (320 and 1280 features: one GPU warp per row), a row narrower than
-  // a warp's vectors, and row counts that give the GPU's warp-per-row kernel 1, 4 and 8 rows a block on an H100
-  // (SD 1.5's 16x16 and 32x32 levels, and a count that leaves the last block part full).
+  // a warp's vectors, SD 1.5's 16x16 and 32x32 levels' rows, and a row count that leaves the GPU's last block of 8
+  // rows part full.
   std::vector<Shape> shapes = kRowShapes;
   for (const Shape& s : {Shape{256, 320}, Shape{40, 1280}, Shape{7, 64}, Shape{512, 1280}, Shape{2048, 640},
                          Shape{2075, 320}})

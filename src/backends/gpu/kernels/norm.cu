@@ -7,7 +7,6 @@
 // in f64 with the group's first value as the shift s (numerically safe as the mean of shifted data), merged in a
 // fixed order, then one elementwise pass. Groups of at most kGroupBlockMaxChunk values (all of SD's UNet) take one
 // launch instead: one block per (image, group) sums its group and normalizes it (group_norm_block_kernel).
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -307,19 +306,6 @@ bool layer_norm_warp_enabled() {
   return on;
 }
 
-// Rows (one warp each) a block of norm_rows_warp_kernel takes: a power of two up to `most` (kThreads / warp) that
-// leaves at least kLayerNormBlocksPerSm blocks a multiprocessor, so 512 .. 2048 rows (SD's 16x16 and 32x32 levels)
-// spread over every multiprocessor instead of 64 .. 256 blocks of 8 rows. RBEE_LAYER_NORM_BLOCK_ROWS=N fixes it
-// (8: the launch before this choice, A/B).
-constexpr int64_t kLayerNormBlocksPerSm = 2;
-int layer_norm_rows_per_block(int64_t rows, int sms, int most) {
-  static const int64_t fixed = env::integer_or("RBEE_LAYER_NORM_BLOCK_ROWS", 0, 0, 64);
-  if (fixed > 0) return (int)std::min<int64_t>(fixed, most);
-  int r = 1;
-  while (r * 2 <= most && rows / (r * 2) >= kLayerNormBlocksPerSm * std::max(1, sms)) r *= 2;
-  return r;
-}
-
 // RBEE_GROUP_NORM_ONE_LAUNCH=0: every group through the statistics + finalize + apply kernels (A/B).
 bool group_norm_one_launch_enabled() {
   static const bool on = env::flag_or("RBEE_GROUP_NORM_ONE_LAUNCH", true);
@@ -348,12 +334,11 @@ void GpuKernels::layer_norm(const Tensor& x, const Tensor* weight, const Tensor*
     const T* pb = data_or_null<T>(bias);
     const int64_t nv = n / V;
     if (layer_norm_warp_enabled() && vec16_ok({px, po, pw, pb}, {n}, V) && nv <= 8 * warp) {
-      const int rows_per_block = layer_norm_rows_per_block(rows, device_.props().multiprocessors, kThreads / warp);
+      const int rows_per_block = kThreads / warp;
       const unsigned grid = blocks_for(rows, rows_per_block);
       auto launch = [&](auto vpl_tag) {
         constexpr int VPL = decltype(vpl_tag)::value;
-        norm_rows_warp_kernel<T, V, VPL><<<grid, rows_per_block * warp, 0, device_.stream()>>>(px, pw, pb, rows,
-                                                                                             (int)n, eps, po);
+        norm_rows_warp_kernel<T, V, VPL><<<grid, kThreads, 0, device_.stream()>>>(px, pw, pb, rows, (int)n, eps, po);
       };
       if (nv <= warp) launch(std::integral_constant<int, 1>{});
       else if (nv <= 2 * warp) launch(std::integral_constant<int, 2>{});
