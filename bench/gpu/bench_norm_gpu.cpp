@@ -13,7 +13,7 @@
 //
 // The kernels are whatever the process's environment selects, so one run per setting, e.g.:
 //   rbee_bench_norm_gpu --label rows                                         (defaults)
-//   RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1 RBEE_LAYER_NORM_BLOCK_ROWS=8 rbee_bench_norm_gpu --label old
+//   RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1 rbee_bench_norm_gpu --label old
 // Timing: bench::time_per_call (graphs of 20 calls replayed, gpu_bench_setup.h). The same operands every call.
 #include <algorithm>
 #include <cstdlib>

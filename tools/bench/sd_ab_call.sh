@@ -18,7 +18,7 @@
 # GEGLUs against the GEMM rate and copy bandwidth measured in the same run, once per entry of LIN_PATHS, default
 # "heuristic:;tuned:RBEE_LINEAR_TUNE=1 RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). normbench (bench/rbee_bench_norm_gpu: the
 # UNets' group norms, channels last and first, and layer norms against the copy bandwidth and same-size copies, once
-# per entry of NORM_PATHS, default "old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1 RBEE_LAYER_NORM_BLOCK_ROWS=8;default:"; the
+# per entry of NORM_PATHS, default "old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1;default:"; the
 # channels-first rows only beside the first entry; NORMBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
 # the last entry of CONFIGS, one warm-up image: the first image making its own plans, against the bench stage's
 # prepared load).
@@ -111,7 +111,7 @@ if has linbench; then
   note "linbench done"
 fi
 if has normbench; then
-  IFS=';' read -r -a npaths <<< "${NORM_PATHS:-old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1 RBEE_LAYER_NORM_BLOCK_ROWS=8;default:}"
+  IFS=';' read -r -a npaths <<< "${NORM_PATHS:-old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1;default:}"
   nchw=""
   for np in "${npaths[@]}"; do
     env ${np#*:} "$P/bench/rbee_bench_norm_gpu" --label "${np%%:*}" $nchw ${NORMBENCH_ARGS:-} \

@@ -1,7 +1,8 @@
 // GPU group_norm_nhwc (op_table.def GroupNormNhwc): group norm (+ SiLU, + a [N, C] shift) over channels-last maps
 // x, out [N, S, C]; the channels-first group_norm is in norm.cu. Two paths:
-//  - row chunks (default): kernels that read x as whole rows of 16-byte vectors of consecutive channels, with about
-//    RBEE_GROUP_NORM_NHWC_BLOCKS blocks a multiprocessor each (SD's maps have only 64 (image, group) pairs):
+//  - row chunks (maps of more than kOneBlockMaxSpatial positions): three kernels that read x as whole rows of
+//    16-byte vectors of consecutive channels, the first and last with about RBEE_GROUP_NORM_NHWC_BLOCKS blocks a
+//    multiprocessor (SD's maps have only 64 (image, group) pairs):
 //    1. statistics: block (chunk, image) sums its chunk of rows per channel, around each group's pivot p_g (the
 //       group's first v on row 0 of the image, v = x + shift[image, c]): s1 = sum of (v - p_g), s2 = sum of
 //       (v - p_g)^2 per thread in f32 for 16-bit x (a thread sees a few hundred rows at most on SD's maps), else
@@ -9,15 +10,15 @@
 //       partial[image][chunk][group];
 //    2. finalize: one warp per (image, group) adds the group's partials in a fixed order (f64): mean = p_g + s1 / n,
 //       var = (s2 - s1^2 / n) / n (shifted data: exact in exact arithmetic; with p_g a value of the group, rounding
-//       grows only with (p_g - mean)^2 / var). RBEE_GROUP_NORM_NHWC_FINALIZE=0 leaves this to every apply block
-//       (the same sums in the same order: one launch less, chunks x groups partial reads per block);
+//       grows only with (p_g - mean)^2 / var);
 //    3. apply: block (chunk, image) writes act((v - mean) * rstd * w[c] + b[c]) over its chunk of rows, rounded
 //       once.
 //    No counters, no atomics: the result does not depend on the blocks' order, and a graph replays it as it is.
-//  - one block per (image, group) (RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1, the default before the row chunks; also the
-//    fallback for channel counts whose per-row-lane sums exceed the statistics kernel's shared memory): the
-//    group's S strips of C/groups channels summed and normalized by one block, group_norm_block_kernel's
-//    arithmetic.
+//  - one block per (image, group) (maps of up to kOneBlockMaxSpatial positions; every map with
+//    RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1; channel counts whose per-row-lane sums exceed the statistics kernel's shared
+//    memory): the group's S strips of C/groups channels summed and normalized by one block,
+//    group_norm_block_kernel's arithmetic. One launch: on SD's 8x8 and 16x16 maps the row chunks' three launches
+//    cost more than they save (H100, docs/perf-notes/sd-speed.md, session 11).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -224,7 +225,7 @@ __device__ inline void group_mean_rstd(const T* xi, const T* si, int g, int per_
   out2[1] = (C)(1.0 / sqrt(var + (double)eps));
 }
 
-// Finalize (RBEE_GROUP_NORM_NHWC_FINALIZE=1): one warp per (image, group), item = blockIdx.x * warps + warp;
+// Finalize: one warp per (image, group), item = blockIdx.x * warps + warp;
 // stats[2 * item], stats[2 * item + 1] = the group's mean and rstd.
 template <class T>
 __global__ void finalize_kernel(const T* x, const T* shift, const Sums<double>* partial, int64_t spatial,
@@ -243,32 +244,19 @@ __global__ void finalize_kernel(const T* x, const T* shift, const Sums<double>* 
   }
 }
 
-// Apply. grid (apply_chunks, batch); w, b [channels] or null; out like x. Each group's mean and rstd from `final`
-// [batch][groups][2] (the finalize kernel's), or, when null, combined here from `partial`. Dynamic shared memory:
-// groups x 2 compute_t<T>. Every thread reaches the barrier and makes the same shuffles.
+// Apply. grid (apply_chunks, batch); w, b [channels] or null; out like x; final [batch][groups][2] each group's mean
+// and rstd (the finalize kernel's). Dynamic shared memory: groups x 2 compute_t<T>.
 template <class T, int V, bool SILU>
-__global__ void apply_kernel(const T* x, const T* w, const T* b, const T* shift, const Sums<double>* partial,
-                             const compute_t<T>* final, int64_t spatial, int channels, int per_group, int groups,
-                             int64_t stat_chunks, int64_t rows_per_chunk, int lanes, int row_lanes, int sub,
-                             float eps, T* out) {
+__global__ void apply_kernel(const T* x, const T* w, const T* b, const T* shift, const compute_t<T>* final,
+                             int64_t spatial, int channels, int per_group, int groups, int64_t rows_per_chunk,
+                             int lanes, int row_lanes, T* out) {
   using C = compute_t<T>;
   C* stat = dynamic_smem<C>();  // [groups][2]: mean, rstd
   const int tid = (int)threadIdx.x;
   const int64_t img = blockIdx.y, chunk = blockIdx.x;
   const T* xi = x + img * spatial * channels;
   const T* si = shift ? shift + img * channels : nullptr;
-  if (final) {
-    for (int i = tid; i < 2 * groups; i += (int)blockDim.x) stat[i] = final[img * groups * 2 + i];
-  } else {
-    const int per_pass = (int)blockDim.x / sub, gl = tid / sub, part = tid % sub;
-    const Sums<double>* pi = partial + img * stat_chunks * groups;
-    for (int gb = 0; gb < groups; gb += per_pass) {
-      const int g = gb + gl;
-      const Sums<double> t = group_totals(pi, stat_chunks, groups, g, part, sub);
-      if (part == 0 && g < groups)
-        group_mean_rstd<T>(xi, si, g, per_group, t, (double)spatial * (double)per_group, eps, stat + 2 * g);
-    }
-  }
+  for (int i = tid; i < 2 * groups; i += (int)blockDim.x) stat[i] = final[img * groups * 2 + i];
   __syncthreads();
   const int lane = tid % lanes, rl = tid / lanes;
   if (rl >= row_lanes) return;
@@ -320,18 +308,14 @@ __global__ void apply_kernel(const T* x, const T* w, const T* b, const T* shift,
   }
 }
 
+// Maps of at most this many positions (S = H * W) take the one-block kernel: on the H100 it beat the row chunks on
+// each of SD 1.5's 8x8 and 16x16 shapes but one (equal), and lost on every 32x32 and larger one.
+constexpr int64_t kOneBlockMaxSpatial = 256;
+
 // Blocks per multiprocessor each kernel aims at (RBEE_GROUP_NORM_NHWC_BLOCKS, 1 .. 16; default 2).
 int blocks_per_sm() {
   static const int n = (int)env::integer_or("RBEE_GROUP_NORM_NHWC_BLOCKS", 2, 1, 16);
   return n;
-}
-
-// RBEE_GROUP_NORM_NHWC_FINALIZE (default on): a third, small kernel turns the chunk partials into each group's mean
-// and rstd once; 0: every apply block combines its image's partials itself (one launch less, chunks x groups
-// partial reads per block).
-bool finalize_kernel_on() {
-  static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_FINALIZE", true);
-  return on;
 }
 
 // The launch shape for x [batch, spatial, channels] in V-vectors on a device with `sms` multiprocessors and warps
@@ -376,26 +360,21 @@ bool launch(GpuDevice& dev, const T* x, const T* w, const T* b, const T* shift, 
       x, shift, spatial, (int)channels, per_group, (int)groups, p.stat_rows, p.lanes, p.row_lanes, p.sub, pp);
   RBEE_GPU_CHECK_LAUNCH();
   using C = compute_t<T>;
-  Tensor final_stats;
-  C* pf = nullptr;
-  if (finalize_kernel_on()) {
-    final_stats = Tensor::empty({batch * groups * 2}, std::is_same_v<C, double> ? DType::F64 : DType::F32, dev);
-    pf = static_cast<C*>(final_stats.data());
-    constexpr int kFinalizeThreads = 256;
-    const int64_t per_block = kFinalizeThreads / dev.props().warp_size;
-    finalize_kernel<T><<<(unsigned)ceil_div(batch * groups, per_block), kFinalizeThreads, 0, dev.stream()>>>(
-        x, shift, pp, spatial, (int)channels, per_group, (int)groups, batch, p.stat_chunks, eps, pf);
-    RBEE_GPU_CHECK_LAUNCH();
-  }
+  const Tensor final_stats =
+      Tensor::empty({batch * groups * 2}, std::is_same_v<C, double> ? DType::F64 : DType::F32, dev);
+  C* pf = static_cast<C*>(final_stats.data());
+  constexpr int kFinalizeThreads = 256;
+  const int64_t per_block = kFinalizeThreads / dev.props().warp_size;
+  finalize_kernel<T><<<(unsigned)ceil_div(batch * groups, per_block), kFinalizeThreads, 0, dev.stream()>>>(
+      x, shift, pp, spatial, (int)channels, per_group, (int)groups, batch, p.stat_chunks, eps, pf);
+  RBEE_GPU_CHECK_LAUNCH();
   const dim3 grid((unsigned)p.apply_chunks, (unsigned)batch);
   if (silu) {
     apply_kernel<T, V, true><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
-        x, w, b, shift, pp, pf, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows,
-        p.lanes, p.row_lanes, p.sub, eps, out);
+        x, w, b, shift, pf, spatial, (int)channels, per_group, (int)groups, p.apply_rows, p.lanes, p.row_lanes, out);
   } else {
     apply_kernel<T, V, false><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
-        x, w, b, shift, pp, pf, spatial, (int)channels, per_group, (int)groups, p.stat_chunks, p.apply_rows,
-        p.lanes, p.row_lanes, p.sub, eps, out);
+        x, w, b, shift, pf, spatial, (int)channels, per_group, (int)groups, p.apply_rows, p.lanes, p.row_lanes, out);
   }
   RBEE_GPU_CHECK_LAUNCH();
   return true;
@@ -404,8 +383,8 @@ bool launch(GpuDevice& dev, const T* x, const T* w, const T* b, const T* shift, 
 }  // namespace gn_rows
 
 // RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1: every group_norm_nhwc through group_norm_nhwc_kernel (one block per (image,
-// group): 64 blocks on SD's maps; 2.5x the channels-first kernel's time on SD 1.5's 64x64 maps, H100) instead of
-// the row-chunk kernels (A/B).
+// group): 64 blocks on SD's maps, 2.6x the row chunks' time on SD 1.5's 64x64 maps, H100) instead of the row-chunk
+// kernels (A/B).
 bool group_norm_nhwc_one_block() {
   static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_ONE_BLOCK", false);
   return on;
@@ -420,7 +399,7 @@ void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weig
   if (batch == 0 || spatial == 0 || per_group == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (!group_norm_nhwc_one_block()) {
+    if (!group_norm_nhwc_one_block() && spatial > gn_rows::kOneBlockMaxSpatial) {
       const T* px = static_cast<const T*>(x.data());
       T* po = static_cast<T*>(out.data());
       const T* pw = data_or_null<T>(weight);
