@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
     else if (a == "--min-seconds" && i + 1 < argc) o.min_seconds = std::atof(argv[++i]);
     else if (a == "--no-nchw") o.nchw = false;
     else {
-      fmt::print(stderr, "usage: rbee_bench_norm_gpu [--label NAME] [--filter SUBSTRING] [--min-seconds S] [--no-nchw]\n");
+      fmt::print(stderr,
+                 "usage: rbee_bench_norm_gpu [--label NAME] [--filter SUBSTRING] [--min-seconds S] [--no-nchw]\n");
       return 2;
     }
   }
@@ -129,8 +130,10 @@ int main(int argc, char** argv) {
     // The copy bandwidth, as bench_linear_gpu measures it (256 MiB of f16, read + write).
     const int64_t chunk_elems = int64_t{1} << 20, copy_elems = 128 * chunk_elems;
     const Tensor chunk = random_f16({chunk_elems}, dev, 13);
-    const Tensor csrc =
-        chunk.reshape({1, chunk_elems}).expand({copy_elems / chunk_elems, chunk_elems}).contiguous().reshape({copy_elems});
+    const Tensor csrc = chunk.reshape({1, chunk_elems})
+                            .expand({copy_elems / chunk_elems, chunk_elems})
+                            .contiguous()
+                            .reshape({copy_elems});
     const Tensor cdst = Tensor::empty({copy_elems}, DType::F16, dev);
     const double t_copy = time_per_call(dev, o.min_seconds, [&] { ops::copy(cdst, csrc); });
     const double copy_bw = 2.0 * 2.0 * (double)copy_elems / t_copy;

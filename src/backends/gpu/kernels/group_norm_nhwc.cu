@@ -101,7 +101,8 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const
 
 namespace gn_rows {
 
-// Threads a block of either kernel (at most; the launch rounds lanes x row lanes up to whole warps).
+// Threads a block of the statistics and apply kernels (at most; the launch rounds lanes x row lanes up to whole
+// warps).
 constexpr int kMaxThreads = 256;
 
 template <class Acc>
@@ -112,9 +113,10 @@ struct Sums {
 template <class T>
 using AccOf = std::conditional_t<sizeof(T) == 2, float, double>;
 
-// The launch shape both kernels share. A block's threads are lanes x row_lanes (+ idle threads up to a whole
-// warp): lane l owns vector columns l, l + lanes, ... (V channels each) of the row, row lane r the rows r0 + r,
-// r0 + r + row_lanes, ... of the block's chunk. `sub` threads (a power of two dividing the warp) add up one group.
+// The launch shape the statistics and apply kernels share. A block's threads are lanes x row_lanes (+ idle threads
+// up to a whole warp): lane l owns vector columns l, l + lanes, ... (V channels each) of the row, row lane r the rows
+// r0 + r, r0 + r + row_lanes, ... of the block's chunk. `sub` threads (a power of two dividing the warp) add up one
+// group in the statistics block.
 struct Plan {
   int lanes, row_lanes, threads, sub;
   int64_t stat_rows, stat_chunks;    // statistics: rows per chunk, chunks per image (grid.x)
