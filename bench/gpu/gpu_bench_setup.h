@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/error.h"
 #include "rbee/ops.h"
 
 namespace rbee::bench {
@@ -54,7 +55,7 @@ constexpr int kCallsPerGraph = 20;
 // Seconds per call of fn on dev: one eager call (tuning, plans, allocations), then kCallsPerGraph calls recorded as
 // one device graph and replayed until min_seconds have passed (at least 5 replays), wall clock around the replays
 // after a synchronize: device time per call without the host's launch costs, as the UNet's replayed steps run.
-// Devices without graphs: eager calls.
+// Devices without graphs, or whose capture fails to start: eager calls.
 inline double time_per_call(Device& dev, double min_seconds, const std::function<void()>& fn) {
   using Clock = std::chrono::steady_clock;
   fn();
@@ -63,10 +64,17 @@ inline double time_per_call(Device& dev, double min_seconds, const std::function
     for (int i = 0; i < kCallsPerGraph; ++i) fn();
   };
   Device::GraphId graph = -1;
-  if (dev.supports_graphs()) {
+  bool capture = dev.supports_graphs();
+  if (capture) {
     step();  // the caching allocator's blocks for the capture
     dev.synchronize();
-    dev.begin_graph_capture();
+    try {
+      dev.begin_graph_capture();
+    } catch (const Error&) {
+      capture = false;  // a device that cannot capture after all (tools/gpu_emu): eager calls
+    }
+  }
+  if (capture) {
     try {
       step();
     } catch (...) {
