@@ -12,15 +12,11 @@
 //   rbee_bench_linear_gpu --label heuristic                        (cuBLASLt heuristic's first algorithm, the default)
 //   RBEE_LINEAR_TUNE=1 rbee_bench_linear_gpu --label tuned         (each shape's fastest candidate by timing)
 // RBEE_LOG_LEVEL=debug prints each shape's tuning (candidate chosen, its time and the heuristic's first's).
-// Timing: one eager call per shape (its tuning and allocations), then kCallsPerGraph calls recorded as one device
-// graph and replayed until --min-seconds have passed (at least 5 replays), wall clock around the replays after a
-// synchronize: device time per call without the host's launch costs, as the UNet's replayed steps run. The same
-// operands every call (they stay in L2 where they fit, as in the UNet). Devices without graphs: eager calls.
+// Timing: bench::time_per_call (gpu_bench_setup.h: graphs of 20 calls replayed for --min-seconds). The same operands
+// every call (they stay in L2 where they fit, as in the UNet).
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,9 +32,7 @@ namespace {
 
 using namespace rbee;
 using bench::random_f16;
-using Clock = std::chrono::steady_clock;
-
-constexpr int kCallsPerGraph = 20;
+using bench::time_per_call;
 
 struct LinearShape {
   const char* part;  // "sd15" or "sdxl"
@@ -100,42 +94,6 @@ struct Options {
   double min_seconds = 0.05;
   int64_t gemm_size = 8192;  // the limit GEMM's M = N = K (smaller for tools/gpu_emu)
 };
-
-// Seconds per call of fn on the device (see the file comment).
-double time_per_call(Device& dev, double min_seconds, const std::function<void()>& fn) {
-  fn();  // first call: tuning, plans, allocations
-  dev.synchronize();
-  std::function<void()> step = [&] {
-    for (int i = 0; i < kCallsPerGraph; ++i) fn();
-  };
-  Device::GraphId graph = -1;
-  if (dev.supports_graphs()) {
-    step();  // the caching allocator's blocks for the capture
-    dev.synchronize();
-    dev.begin_graph_capture();
-    try {
-      step();
-    } catch (...) {
-      (void)dev.end_graph_capture();
-      throw;
-    }
-    graph = dev.end_graph_capture();
-  }
-  auto run = [&] { graph >= 0 ? dev.replay_graph(graph) : step(); };
-  run();
-  dev.synchronize();
-  int reps = 0;
-  const auto start = Clock::now();
-  double elapsed = 0;
-  while (reps < 5 || elapsed < min_seconds) {
-    run();
-    ++reps;
-    dev.synchronize();
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  if (graph >= 0) dev.release_graph(graph);
-  return elapsed / reps / kCallsPerGraph;
-}
 
 }  // namespace
 

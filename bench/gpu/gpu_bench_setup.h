@@ -1,9 +1,11 @@
-// Set-up shared by the per-shape GPU benchmarks (bench_conv_gpu.cpp, bench_linear_gpu.cpp): the device they time
-// and their random f16 operands.
+// Set-up shared by the per-shape GPU benchmarks (bench_conv_gpu.cpp, bench_linear_gpu.cpp, bench_norm_gpu.cpp): the
+// device they time, their random f16 operands, and device time per call as a replayed graph.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "rbee/backend/device.h"
+#include "rbee/core/error.h"
 #include "rbee/ops.h"
 
 namespace rbee::bench {
@@ -44,6 +47,56 @@ inline Tensor random_f16(const Shape& shape, Device& dev, uint64_t seed, float s
   const int64_t reps = (n + chunk - 1) / chunk;
   const Tensor tiled = base.reshape({1, chunk}).expand({reps, chunk}).contiguous().reshape({reps * chunk});
   return tiled.narrow(0, 0, n).contiguous().reshape(shape);
+}
+
+// Calls of fn recorded in one graph by time_per_call.
+constexpr int kCallsPerGraph = 20;
+
+// Seconds per call of fn on dev: one eager call (tuning, plans, allocations), then kCallsPerGraph calls recorded as
+// one device graph and replayed until min_seconds have passed (at least 5 replays), wall clock around the replays
+// after a synchronize: device time per call without the host's launch costs, as the UNet's replayed steps run.
+// Devices without graphs, or whose capture fails to start: eager calls.
+inline double time_per_call(Device& dev, double min_seconds, const std::function<void()>& fn) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  dev.synchronize();
+  std::function<void()> step = [&] {
+    for (int i = 0; i < kCallsPerGraph; ++i) fn();
+  };
+  Device::GraphId graph = -1;
+  bool capture = dev.supports_graphs();
+  if (capture) {
+    step();  // the caching allocator's blocks for the capture
+    dev.synchronize();
+    try {
+      dev.begin_graph_capture();
+    } catch (const Error&) {
+      capture = false;  // a device that cannot capture after all (tools/gpu_emu): eager calls
+    }
+  }
+  if (capture) {
+    try {
+      step();
+    } catch (...) {
+      (void)dev.end_graph_capture();
+      throw;
+    }
+    graph = dev.end_graph_capture();
+  }
+  auto run = [&] { graph >= 0 ? dev.replay_graph(graph) : step(); };
+  run();
+  dev.synchronize();
+  int reps = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (reps < 5 || elapsed < min_seconds) {
+    run();
+    ++reps;
+    dev.synchronize();
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  if (graph >= 0) dev.release_graph(graph);
+  return elapsed / reps / kCallsPerGraph;
 }
 
 }  // namespace rbee::bench

@@ -84,10 +84,13 @@ class LayerNormConformance : public ::testing::TestWithParam<DTypeLayoutParam> {
 TEST_P(LayerNormConformance, MatchesDoubleReference) {
   const auto& [backend, dtype, layout] = GetParam();
   RBEE_REQUIRE_DEVICE(backend, device);
-  // Beside kRowShapes, SD's transformer widths (320 and 1280 features: one GPU warp per row) and a row narrower than
-  // a warp's vectors.
+  // Beside kRowShapes, SD's transformer widths (320 and 1280 features: one GPU warp per row), a row narrower than
+  // a warp's vectors, SD 1.5's 16x16 and 32x32 levels' rows, and a row count that leaves the GPU's last block of 8
+  // rows part full.
   std::vector<Shape> shapes = kRowShapes;
-  for (const Shape& s : {Shape{256, 320}, Shape{40, 1280}, Shape{7, 64}}) shapes.push_back(s);
+  for (const Shape& s : {Shape{256, 320}, Shape{40, 1280}, Shape{7, 64}, Shape{512, 1280}, Shape{2048, 640},
+                         Shape{2075, 320}})
+    shapes.push_back(s);
   for (const Shape& shape : shapes) {
     const int64_t n = shape[shape.rank() - 1];
     // An offset mean so that forgetting to subtract it shows.

@@ -16,7 +16,10 @@
 # convbench (bench/rbee_bench_conv_gpu per SD conv shape, once per entry of CONV_PATHS; the Blas GEMM of the same
 # sizes beside the first entry). linbench (bench/rbee_bench_linear_gpu: the UNets' linear shapes, layer norms and
 # GEGLUs against the GEMM rate and copy bandwidth measured in the same run, once per entry of LIN_PATHS, default
-# "heuristic:;tuned:RBEE_LINEAR_TUNE=1 RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
+# "heuristic:;tuned:RBEE_LINEAR_TUNE=1 RBEE_LOG_LEVEL=debug"; LINBENCH_ARGS). normbench (bench/rbee_bench_norm_gpu: the
+# UNets' group norms, channels last and first, and layer norms against the copy bandwidth and same-size copies, once
+# per entry of NORM_PATHS, default "old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1;default:"; the
+# channels-first rows only beside the first entry; NORMBENCH_ARGS). first (rbee_sd_bench with --no-prepare,
 # the last entry of CONFIGS, one warm-up image: the first image making its own plans, against the bench stage's
 # prepared load).
 # SDXL stages (not in the default list): sdxl (rbee_sd_bench --random-sdxl 1024x1024 20 steps f16 guidance 5, UNet
@@ -129,6 +132,17 @@ if has linbench; then
     grep -E "^limit|^total|^error" "$out/linbench_${lp%%:*}.txt" | tee -a "$out/summary.txt"
   done
   note "linbench done"
+fi
+if has normbench; then
+  IFS=';' read -r -a npaths <<< "${NORM_PATHS:-old:RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1;default:}"
+  nchw=""
+  for np in "${npaths[@]}"; do
+    env ${np#*:} "$P/bench/rbee_bench_norm_gpu" --label "${np%%:*}" $nchw ${NORMBENCH_ARGS:-} \
+      > "$out/normbench_${np%%:*}.txt" 2>&1
+    grep -E "^limit|^total|^error" "$out/normbench_${np%%:*}.txt" | tee -a "$out/summary.txt"
+    nchw=--no-nchw
+  done
+  note "normbench done"
 fi
 bench() {  # bench NAME "ENV..." ARGS...
   local name=$1 envs=$2

@@ -1,20 +1,28 @@
 // GPU group_norm_nhwc (op_table.def GroupNormNhwc): group norm (+ SiLU, + a [N, C] shift) over channels-last maps
 // x, out [N, S, C]; the channels-first group_norm is in norm.cu. Two paths:
-//  - one block per (image, group) (default): the group's S strips of C/groups channels summed and normalized by one
-//    block, group_norm_block_kernel's arithmetic;
-//  - split (RBEE_GROUP_NORM_NHWC_SPLIT=1, not yet timed on a GPU), three launches that read x row by row, so every
-//    warp loads whole 16-byte vectors of consecutive channels:
-//    1. statistics: block (chunk, image) sums rows [chunk * rows, (chunk + 1) * rows) of the image per channel:
-//       s1 = sum of (v - p_c), s2 = sum of (v - p_c)^2 with v = x + shift[image, c] and p_c the channel's v on
-//       row 0 (v - p_c = x - x[row 0]: the shift cancels; per thread in f32 for 16-bit x, else f64), into
-//       partial[image][chunk][c];
-//    2. finalize: one block per image turns each channel's chunks (added in chunk order, in f64) into its mean and
-//       sum of squared deviations, then each group's into (mean, rstd): mean = the channels' mean, M2 = sum of their
-//       M2 + S * sum of (m_c - mean)^2 (the exact merge of equal-count parts);
-//    3. apply: act((v - mean) * rstd * w[c] + b[c]) per element, rounded once.
+//  - row chunks (maps of more than kOneBlockMaxSpatial positions): three kernels that read x as whole rows of
+//    16-byte vectors of consecutive channels, the first and last with about RBEE_GROUP_NORM_NHWC_BLOCKS blocks a
+//    multiprocessor (SD's maps have only 64 (image, group) pairs):
+//    1. statistics: block (chunk, image) sums its chunk of rows per channel, around each group's pivot p_g (the
+//       group's first v on row 0 of the image, v = x + shift[image, c]): s1 = sum of (v - p_g), s2 = sum of
+//       (v - p_g)^2 per thread in f32 for 16-bit x (a thread sees a few hundred rows at most on SD's maps), else
+//       f64; then in f64 in a fixed order over the block's threads and the group's channels, into
+//       partial[image][chunk][group];
+//    2. finalize: one warp per (image, group) adds the group's partials in a fixed order (f64): mean = p_g + s1 / n,
+//       var = (s2 - s1^2 / n) / n (shifted data: exact in exact arithmetic; with p_g a value of the group, rounding
+//       grows only with (p_g - mean)^2 / var);
+//    3. apply: block (chunk, image) writes act((v - mean) * rstd * w[c] + b[c]) over its chunk of rows, rounded
+//       once.
+//    No counters, no atomics: the result does not depend on the blocks' order, and a graph replays it as it is.
+//  - one block per (image, group) (maps of up to kOneBlockMaxSpatial positions; every map with
+//    RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1; channel counts whose per-row-lane sums exceed the statistics kernel's shared
+//    memory): the group's S strips of C/groups channels summed and normalized by one block,
+//    group_norm_block_kernel's arithmetic. One launch: on SD's 8x8 and 16x16 maps the row chunks' three launches
+//    cost more than they save (H100, docs/perf-notes/sd-speed.md, session 11).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -29,7 +37,6 @@ namespace rbee::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kGroupBlockThreads = 1024;
 
 template <class T>
@@ -92,7 +99,11 @@ __global__ void group_norm_nhwc_kernel(const T* x, const T* w, const T* b, const
   }
 }
 
-namespace gn_nhwc {
+namespace gn_rows {
+
+// Threads a block of the statistics and apply kernels (at most; the launch rounds lanes x row lanes up to whole
+// warps).
+constexpr int kMaxThreads = 256;
 
 template <class Acc>
 struct Sums {
@@ -102,155 +113,283 @@ struct Sums {
 template <class T>
 using AccOf = std::conditional_t<sizeof(T) == 2, float, double>;
 
-// grid (chunks, batch); blockDim.x threads as lanes x row_lanes: lane l takes vector columns l, l + lanes, ... (V
-// channels each), row lane r rows r, r + row_lanes, ... of the chunk. Dynamic shared memory: blockDim.x * V Sums.
+// The launch shape the statistics and apply kernels share. A block's threads are lanes x row_lanes (+ idle threads
+// up to a whole warp): lane l owns vector columns l, l + lanes, ... (V channels each) of the row, row lane r the rows
+// r0 + r, r0 + r + row_lanes, ... of the block's chunk. `sub` threads (a power of two dividing the warp) add up one
+// group in the statistics block.
+struct Plan {
+  int lanes, row_lanes, threads, sub;
+  int64_t stat_rows, stat_chunks;    // statistics: rows per chunk, chunks per image (grid.x)
+  int64_t apply_rows, apply_chunks;  // apply: the same for the apply kernel
+  size_t stat_smem, apply_smem;      // dynamic shared memory of each kernel
+};
+
+// v = x + shift of channel c in the compute type (the value the statistics and the output see).
+template <class T>
+__device__ inline compute_t<T> shifted(const T* xi, const T* si, int c) {
+  using C = compute_t<T>;
+  return (C)load(xi + c) + (si ? (C)load(si + c) : C(0));
+}
+
+// Statistics. grid (stat_chunks, batch). x [batch, spatial, channels], shift [batch, channels] or null; partial
+// [batch][stat_chunks][groups] gets the chunk's f64 sums of (v - p_g) and (v - p_g)^2 per group. Dynamic shared
+// memory: row_lanes x channels Sums<AccOf<T>>. Every thread reaches both barriers and makes the same shuffles.
 template <class T, int V>
-__global__ void stats_kernel(const T* x, int64_t spatial, int64_t channels, int64_t rows_per_chunk,
-                             int lanes, Sums<AccOf<T>>* partial) {
+__global__ void stats_kernel(const T* x, const T* shift, int64_t spatial, int channels, int per_group, int groups,
+                             int64_t rows_per_chunk, int lanes, int row_lanes, int sub, Sums<double>* partial) {
   using C = compute_t<T>;
   using Acc = AccOf<T>;
-  Sums<Acc>* red = dynamic_smem<Sums<Acc>>();
-  const int64_t img = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  Sums<Acc>* red = dynamic_smem<Sums<Acc>>();  // [row_lanes][channels]
+  const int tid = (int)threadIdx.x, lane = tid % lanes, rl = tid / lanes;
+  const int64_t img = blockIdx.y, chunk = blockIdx.x;
   const int64_t r0 = chunk * rows_per_chunk, r1 = r0 + rows_per_chunk < spatial ? r0 + rows_per_chunk : spatial;
-  const int row_lanes = (int)blockDim.x / lanes, lane = (int)threadIdx.x % lanes, rl = (int)threadIdx.x / lanes;
-  const int64_t vcols = channels / V;
+  const int vcols = channels / V;
   const T* xi = x + img * spatial * channels;
-  for (int64_t base = 0; base < vcols; base += lanes) {  // every thread runs every pass (barriers below)
-    const int64_t vc = base + lane;
-    const bool active = rl < row_lanes && vc < vcols;
-    Acc s1[V], s2[V];
-    C piv[V];
+  const T* si = shift ? shift + img * channels : nullptr;
+  if (rl < row_lanes) {
+    const int64_t step = (int64_t)row_lanes * channels;
+    for (int vc = lane; vc < vcols; vc += lanes) {
+      Acc pivot[V], s1[V], s2[V];
+      C sh[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) s1[k] = s2[k] = Acc(0);
-    if (active) {
-      load_vec<T, V>(xi + vc * V, piv);  // row 0
-      for (int64_t r = r0 + rl; r < r1; r += row_lanes) {
+      for (int k = 0; k < V; ++k) {
+        const int c = vc * V + k;
+        pivot[k] = (Acc)shifted(xi, si, c / per_group * per_group);
+        sh[k] = si ? (C)load(si + c) : C(0);
+        s1[k] = s2[k] = Acc(0);
+      }
+      const T* p = xi + (r0 + rl) * channels + vc * V;
+#pragma unroll 4
+      for (int64_t r = r0 + rl; r < r1; r += row_lanes, p += step) {
         C v[V];
-        load_vec<T, V>(xi + r * channels + vc * V, v);
+        load_vec<T, V>(p, v);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const Acc d = (Acc)v[k] - (Acc)piv[k];  // (x + shift) - (x0 + shift): the shift cancels
+          const Acc d = (Acc)(v[k] + sh[k]) - pivot[k];
           s1[k] += d;
           s2[k] += d * d;
         }
       }
-    }
-    __syncthreads();  // the previous pass's readers of red are done
 #pragma unroll
-    for (int k = 0; k < V; ++k) red[threadIdx.x * V + k] = {s1[k], s2[k]};
-    __syncthreads();
-    if (rl == 0 && vc < vcols) {
-      for (int k = 0; k < V; ++k) {
-        Sums<Acc> t = red[lane * V + k];
-        for (int q = 1; q < row_lanes; ++q) {
-          const Sums<Acc> u = red[(q * lanes + lane) * V + k];
-          t.s1 += u.s1;
-          t.s2 += u.s2;
-        }
-        partial[(img * chunks + chunk) * channels + vc * V + k] = t;
-      }
+      for (int k = 0; k < V; ++k) red[rl * channels + vc * V + k] = {s1[k], s2[k]};
     }
-  }
-}
-
-// One block per image. chan [batch][channels] scratch (f64 mean and M2 per channel); stats [batch][groups] (mean,
-// rstd) in the compute type.
-template <class T>
-__global__ void finalize_kernel(const T* x, const T* shift, const Sums<AccOf<T>>* partial, int64_t spatial,
-                                int64_t channels, int64_t chunks, int64_t groups, float eps,
-                                Sums<double>* chan, compute_t<T>* stats) {
-  const int64_t img = blockIdx.x, per_group = channels / groups;
-  const double n = (double)spatial;
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
-    double s1 = 0, s2 = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      s1 += (double)partial[(img * chunks + k) * channels + c].s1;
-      s2 += (double)partial[(img * chunks + k) * channels + c].s2;
-    }
-    const double pivot = (double)load(x + img * spatial * channels + c) +
-                         (shift ? (double)load(shift + img * channels + c) : 0.0);
-    chan[img * channels + c] = {pivot + s1 / n, fmax(s2 - s1 * s1 / n, 0.0)};
   }
   __syncthreads();
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-    const Sums<double>* cg = chan + img * channels + g * per_group;
-    double mean = 0;
-    for (int64_t j = 0; j < per_group; ++j) mean += cg[j].s1;
-    mean /= (double)per_group;
-    double m2 = 0;
-    for (int64_t j = 0; j < per_group; ++j) m2 += cg[j].s2 + n * (cg[j].s1 - mean) * (cg[j].s1 - mean);
-    const double var = m2 / (n * (double)per_group);
-    stats[2 * (img * groups + g)] = (compute_t<T>)mean;
-    stats[2 * (img * groups + g) + 1] = (compute_t<T>)(1.0 / sqrt(var + (double)eps));
+  // Group g: its per_group channels x row_lanes sums, item i = (row lane i / per_group, channel i % per_group);
+  // sub threads take every sub-th item, then a butterfly adds their totals (the same order in every block).
+  const int per_pass = (int)blockDim.x / sub, gl = tid / sub, part = tid % sub, items = per_group * row_lanes;
+  for (int gb = 0; gb < groups; gb += per_pass) {
+    const int g = gb + gl;
+    double t1 = 0, t2 = 0;
+    if (g < groups) {
+      for (int i = part; i < items; i += sub) {
+        const Sums<Acc> u = red[(i / per_group) * channels + g * per_group + i % per_group];
+        t1 += (double)u.s1;
+        t2 += (double)u.s2;
+      }
+    }
+    for (int m = sub / 2; m > 0; m >>= 1) {
+      t1 += shfl_xor(t1, m);
+      t2 += shfl_xor(t2, m);
+    }
+    if (part == 0 && g < groups) partial[(img * gridDim.x + chunk) * groups + g] = {t1, t2};
   }
 }
 
-// out = act((x + shift - mean) * rstd * w + b) over [batch, spatial, channels] in V-vectors (V divides channels).
-template <class T, int V, bool SILU>
-__global__ void apply_kernel(const T* x, const T* shift, const compute_t<T>* stats, const T* w, const T* b,
-                             int64_t batch, int64_t spatial, int64_t channels, int64_t per_group, T* out) {
+// Sums of group g's chunk partials pi[k * groups + g], k < chunks, in a fixed order: `sub` consecutive threads (a
+// power of two dividing the warp; `part` = this thread's index among them) add every sub-th chunk, then a butterfly
+// adds their totals, which every one of them gets. Every thread of the warp makes the same shuffles (a g past the
+// last group reads nothing and adds zeros).
+__device__ inline Sums<double> group_totals(const Sums<double>* pi, int64_t chunks, int groups, int g, int part,
+                                            int sub) {
+  double t1 = 0, t2 = 0;
+  if (g < groups) {
+    for (int64_t k = part; k < chunks; k += sub) {
+      t1 += pi[k * groups + g].s1;
+      t2 += pi[k * groups + g].s2;
+    }
+  }
+  for (int m = sub / 2; m > 0; m >>= 1) {
+    t1 += shfl_xor(t1, m);
+    t2 += shfl_xor(t2, m);
+  }
+  return {t1, t2};
+}
+
+// Mean and rstd of group g of image xi (shift si or null) from its totals t over n values (file comment).
+template <class T>
+__device__ inline void group_mean_rstd(const T* xi, const T* si, int g, int per_group, const Sums<double>& t, double n,
+                                       float eps, compute_t<T>* out2) {
   using C = compute_t<T>;
-  const int64_t groups = channels / per_group, total = batch * spatial * channels / V, vcols = channels / V;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t c0 = i % vcols * V, img = i / (vcols * spatial);
-    C v[V];
-    load_vec<T, V>(x + i * V, v);
+  const double pivot = (double)(AccOf<T>)shifted(xi, si, g * per_group);
+  const double var = fmax((t.s2 - t.s1 * t.s1 / n) / n, 0.0);
+  out2[0] = (C)(pivot + t.s1 / n);
+  out2[1] = (C)(1.0 / sqrt(var + (double)eps));
+}
+
+// Finalize: one warp per (image, group), item = blockIdx.x * warps + warp;
+// stats[2 * item], stats[2 * item + 1] = the group's mean and rstd.
+template <class T>
+__global__ void finalize_kernel(const T* x, const T* shift, const Sums<double>* partial, int64_t spatial,
+                                int channels, int per_group, int groups, int64_t batch, int64_t stat_chunks,
+                                float eps, compute_t<T>* stats) {
+  constexpr int W = RBEE_DEVICE_WARP_SIZE;
+  const int64_t item = (int64_t)blockIdx.x * (blockDim.x / W) + threadIdx.x / W;
+  const bool active = item < batch * groups;
+  const int64_t img = active ? item / groups : 0;
+  const int g = active ? (int)(item % groups) : groups;  // past the last group: zeros
+  const Sums<double> t =
+      group_totals(partial + img * stat_chunks * groups, stat_chunks, groups, g, (int)threadIdx.x % W, W);
+  if (active && threadIdx.x % W == 0) {
+    group_mean_rstd<T>(x + img * spatial * channels, shift ? shift + img * channels : nullptr, g, per_group, t,
+                       (double)spatial * (double)per_group, eps, stats + 2 * item);
+  }
+}
+
+// Apply. grid (apply_chunks, batch); w, b [channels] or null; out like x; final [batch][groups][2] each group's mean
+// and rstd (the finalize kernel's). Dynamic shared memory: groups x 2 compute_t<T>.
+template <class T, int V, bool SILU>
+__global__ void apply_kernel(const T* x, const T* w, const T* b, const T* shift, const compute_t<T>* final,
+                             int64_t spatial, int channels, int per_group, int groups, int64_t rows_per_chunk,
+                             int lanes, int row_lanes, T* out) {
+  using C = compute_t<T>;
+  C* stat = dynamic_smem<C>();  // [groups][2]: mean, rstd
+  const int tid = (int)threadIdx.x;
+  const int64_t img = blockIdx.y, chunk = blockIdx.x;
+  const T* xi = x + img * spatial * channels;
+  const T* si = shift ? shift + img * channels : nullptr;
+  for (int i = tid; i < 2 * groups; i += (int)blockDim.x) stat[i] = final[img * groups * 2 + i];
+  __syncthreads();
+  const int lane = tid % lanes, rl = tid / lanes;
+  if (rl >= row_lanes) return;
+  const int64_t r0 = chunk * rows_per_chunk, r1 = r0 + rows_per_chunk < spatial ? r0 + rows_per_chunk : spatial;
+  const int vcols = channels / V;
+  const int64_t step = (int64_t)row_lanes * channels;
+  T* yi = out + img * spatial * channels;
+  for (int vc = lane; vc < vcols; vc += lanes) {
+    // y = (x - (mean - shift)) * (rstd * w) + b per channel: the shift folded into the mean.
+    C m[V], a[V], bb[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const int64_t c = c0 + k, g = img * groups + c / per_group;
-      C y = v[k] + (shift ? (C)load(shift + img * channels + c) : C(0));
-      y = (y - stats[2 * g]) * stats[2 * g + 1] * (w ? (C)load(w + c) : C(1)) + (b ? (C)load(b + c) : C(0));
-      if constexpr (SILU) y = y / (C(1) + exp(-y));
-      v[k] = y;
+      const int c = vc * V + k, g = c / per_group;
+      m[k] = stat[2 * g] - (si ? (C)load(si + c) : C(0));
+      a[k] = w ? stat[2 * g + 1] * (C)load(w + c) : stat[2 * g + 1];
+      bb[k] = b ? (C)load(b + c) : C(0);
     }
-    store_vec<T, V>(out + i * V, v);
+    const int64_t first = (r0 + rl) * channels + vc * V;
+    const T* p = xi + first;
+    T* q = yi + first;
+    int64_t r = r0 + rl;
+    // Four rows' loads in flight before their stores (x and out may not be assumed apart).
+    for (; r + 3 * row_lanes < r1; r += 4 * row_lanes, p += 4 * step, q += 4 * step) {
+      C v[4][V];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load_vec<T, V>(p + u * step, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          C y = (v[u][k] - m[k]) * a[k] + bb[k];
+          if constexpr (SILU) y = y / (C(1) + exp(-y));
+          v[u][k] = y;
+        }
+        store_vec<T, V>(q + u * step, v[u]);
+      }
+    }
+    for (; r < r1; r += row_lanes, p += step, q += step) {
+      C v[V];
+      load_vec<T, V>(p, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        C y = (v[k] - m[k]) * a[k] + bb[k];
+        if constexpr (SILU) y = y / (C(1) + exp(-y));
+        v[k] = y;
+      }
+      store_vec<T, V>(q, v);
+    }
   }
 }
 
-}  // namespace gn_nhwc
+// Maps of at most this many positions (S = H * W) take the one-block kernel: on the H100 it beat the row chunks on
+// each of SD 1.5's 8x8 and 16x16 shapes but one (equal), and lost on every 32x32 and larger one.
+constexpr int64_t kOneBlockMaxSpatial = 256;
 
-// RBEE_GROUP_NORM_NHWC_SPLIT=1: group_norm_nhwc through the statistics / finalize / apply kernels of
-// this file (whole-row vector loads, about one block per SM) instead of one block per (image, group)
-// (strips of C/groups channels, 64 blocks on SD's maps: 2.5x the channels-first kernel's time there, H100).
-bool group_norm_nhwc_split() {
-  static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_SPLIT", false);
-  return on;
+// Blocks per multiprocessor each kernel aims at (RBEE_GROUP_NORM_NHWC_BLOCKS, 1 .. 16; default 2).
+int blocks_per_sm() {
+  static const int n = (int)env::integer_or("RBEE_GROUP_NORM_NHWC_BLOCKS", 2, 1, 16);
+  return n;
 }
 
-// The split path for x, out [batch, spatial, channels] with V-element vectors (V divides channels, pointers aligned).
+// The launch shape for x [batch, spatial, channels] in V-vectors on a device with `sms` multiprocessors and warps
+// of `warp` threads, or nullopt when the statistics' per-row-lane sums do not fit kMaxSmem.
 template <class T, int V>
-void group_norm_nhwc_split_launch(GpuDevice& dev, const T* x, const T* w, const T* b, const T* shift, int64_t batch,
-                                  int64_t spatial, int64_t channels, int64_t groups, float eps, bool silu, T* out) {
+std::optional<Plan> plan_for(int64_t batch, int64_t spatial, int channels, int groups, int sms, int warp) {
+  constexpr size_t kMaxSmem = 48 << 10;
+  using Acc = AccOf<T>;
   using C = compute_t<T>;
-  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
-  constexpr int kStatsThreads = 256;
-  const int64_t sms = std::max(1, dev.props().multiprocessors);
-  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(spatial, sms / std::max<int64_t>(1, batch)));
-  const int64_t rows = ceil_div(spatial, want), chunks = ceil_div(spatial, rows), vcols = channels / V;
-  const int lanes = (int)std::min<int64_t>(vcols, kStatsThreads);
-  const int64_t partial_bytes = batch * chunks * channels * (int64_t)sizeof(gn_nhwc::Sums<Acc>);
-  const Tensor partial = Tensor::empty({partial_bytes}, DType::U8, dev);
-  const Tensor chan = Tensor::empty({batch * channels * 2}, DType::F64, dev);
-  const Tensor stats = Tensor::empty({batch * groups * 2}, std::is_same_v<C, double> ? DType::F64 : DType::F32, dev);
-  auto* pp = static_cast<gn_nhwc::Sums<Acc>*>(partial.data());
-  auto* pc = static_cast<gn_nhwc::Sums<double>*>(chan.data());
-  auto* ps = static_cast<C*>(stats.data());
-  gn_nhwc::stats_kernel<T, V><<<dim3((unsigned)chunks, (unsigned)batch), kStatsThreads,
-                                 kStatsThreads * V * sizeof(gn_nhwc::Sums<Acc>), dev.stream()>>>(
-      x, spatial, channels, rows, lanes, pp);
+  Plan p{};
+  const int vcols = channels / V;
+  p.lanes = std::min(vcols, kMaxThreads);
+  p.row_lanes = std::max(1, kMaxThreads / p.lanes);
+  p.threads = (int)ceil_div((int64_t)p.lanes * p.row_lanes, warp) * warp;
+  int sub = 1;
+  while (sub * 2 <= warp && sub * 2 * groups <= p.threads) sub *= 2;
+  p.sub = sub;
+  // Chunks per image: about blocks_per_sm() blocks a multiprocessor over the batch, whole rows, at most one a row.
+  const int64_t want = std::clamp<int64_t>(ceil_div((int64_t)blocks_per_sm() * sms, batch), 1, spatial);
+  p.stat_rows = p.apply_rows = ceil_div(spatial, want);
+  p.stat_chunks = p.apply_chunks = ceil_div(spatial, p.stat_rows);
+  p.stat_smem = (size_t)p.row_lanes * (size_t)channels * sizeof(Sums<Acc>);
+  p.apply_smem = (size_t)groups * 2 * sizeof(C);
+  if (p.stat_smem > kMaxSmem || p.apply_smem > kMaxSmem) return std::nullopt;
+  return p;
+}
+
+// The row-chunk path (file comment) for V-element vectors: V divides channels; x, out, shift, w and b 16-byte
+// aligned when V > 1. Returns false (nothing launched) when plan_for declines the shape.
+template <class T, int V>
+bool launch(GpuDevice& dev, const T* x, const T* w, const T* b, const T* shift, int64_t batch, int64_t spatial,
+            int64_t channels, int64_t groups, float eps, bool silu, T* out) {
+  const std::optional<Plan> plan =
+      plan_for<T, V>(batch, spatial, (int)channels, (int)groups, std::max(1, dev.props().multiprocessors),
+                     dev.props().warp_size);
+  if (!plan) return false;
+  const Plan& p = *plan;
+  const Tensor partial = Tensor::empty({batch * p.stat_chunks * groups * 2}, DType::F64, dev);
+  auto* pp = static_cast<Sums<double>*>(partial.data());
+  const int per_group = (int)(channels / groups);
+  stats_kernel<T, V><<<dim3((unsigned)p.stat_chunks, (unsigned)batch), p.threads, p.stat_smem, dev.stream()>>>(
+      x, shift, spatial, (int)channels, per_group, (int)groups, p.stat_rows, p.lanes, p.row_lanes, p.sub, pp);
   RBEE_GPU_CHECK_LAUNCH();
-  gn_nhwc::finalize_kernel<T><<<(unsigned)batch, 256, 0, dev.stream()>>>(x, shift, pp, spatial, channels, chunks,
-                                                                          groups, eps, pc, ps);
+  using C = compute_t<T>;
+  const Tensor final_stats =
+      Tensor::empty({batch * groups * 2}, std::is_same_v<C, double> ? DType::F64 : DType::F32, dev);
+  C* pf = static_cast<C*>(final_stats.data());
+  constexpr int kFinalizeThreads = 256;
+  const int64_t per_block = kFinalizeThreads / dev.props().warp_size;
+  finalize_kernel<T><<<(unsigned)ceil_div(batch * groups, per_block), kFinalizeThreads, 0, dev.stream()>>>(
+      x, shift, pp, spatial, (int)channels, per_group, (int)groups, batch, p.stat_chunks, eps, pf);
   RBEE_GPU_CHECK_LAUNCH();
-  const int64_t total = batch * spatial * channels / V;
+  const dim3 grid((unsigned)p.apply_chunks, (unsigned)batch);
   if (silu) {
-    gn_nhwc::apply_kernel<T, V, true><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(
-        x, shift, ps, w, b, batch, spatial, channels, channels / groups, out);
+    apply_kernel<T, V, true><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
+        x, w, b, shift, pf, spatial, (int)channels, per_group, (int)groups, p.apply_rows, p.lanes, p.row_lanes, out);
   } else {
-    gn_nhwc::apply_kernel<T, V, false><<<grid_for(total, kThreads), kThreads, 0, dev.stream()>>>(
-        x, shift, ps, w, b, batch, spatial, channels, channels / groups, out);
+    apply_kernel<T, V, false><<<grid, p.threads, p.apply_smem, dev.stream()>>>(
+        x, w, b, shift, pf, spatial, (int)channels, per_group, (int)groups, p.apply_rows, p.lanes, p.row_lanes, out);
   }
   RBEE_GPU_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace gn_rows
+
+// RBEE_GROUP_NORM_NHWC_ONE_BLOCK=1: every group_norm_nhwc through group_norm_nhwc_kernel (one block per (image,
+// group): 64 blocks on SD's maps, 2.6x the row chunks' time on SD 1.5's 64x64 maps, H100) instead of the row-chunk
+// kernels (A/B).
+bool group_norm_nhwc_one_block() {
+  static const bool on = env::flag_or("RBEE_GROUP_NORM_NHWC_ONE_BLOCK", false);
+  return on;
 }
 
 }  // namespace
@@ -261,22 +400,20 @@ void GpuKernels::group_norm_nhwc(const Tensor& x, int groups, const Tensor* weig
   const int64_t batch = x.dim(0), spatial = x.dim(1), channels = x.dim(2), per_group = channels / groups;
   if (batch == 0 || spatial == 0 || per_group == 0) return;
   visit_float_storage(x.dtype(), [&](auto tag) {
-    if (group_norm_nhwc_split()) {
-      using T = decltype(tag);
+    using T = decltype(tag);
+    if (!group_norm_nhwc_one_block() && spatial > gn_rows::kOneBlockMaxSpatial) {
       const T* px = static_cast<const T*>(x.data());
       T* po = static_cast<T*>(out.data());
       const T* pw = data_or_null<T>(weight);
       const T* pb = data_or_null<T>(bias);
       const T* ps = data_or_null<T>(shift);
       constexpr int V16 = kVec16<T>;
-      if (vec16_ok({px, po}, {channels}, V16)) {
-        group_norm_nhwc_split_launch<T, V16>(device_, px, pw, pb, ps, batch, spatial, channels, groups, eps, silu, po);
-      } else {
-        group_norm_nhwc_split_launch<T, 1>(device_, px, pw, pb, ps, batch, spatial, channels, groups, eps, silu, po);
-      }
-      return;
+      const bool done =
+          vec16_ok({px, po}, {channels}, V16)
+              ? gn_rows::launch<T, V16>(device_, px, pw, pb, ps, batch, spatial, channels, groups, eps, silu, po)
+              : gn_rows::launch<T, 1>(device_, px, pw, pb, ps, batch, spatial, channels, groups, eps, silu, po);
+      if (done) return;
     }
-    using T = decltype(tag);
     const T* px = static_cast<const T*>(x.data());
     T* po = static_cast<T*>(out.data());
     const T* pw = data_or_null<T>(weight);
