@@ -55,6 +55,8 @@ checks)
   tar -C "$work" -xJf "$carry/pack.tar.xz" || exit 1
   prebuilt=0
   [ -d "$work/llama-pieces" ] && prebuilt=1
+  # Neither pieces nor a source (a call that measures rbee alone, or whose table call carries the pieces): no build.
+  [ "$prebuilt" = 1 ] || [ -f "$carry/llama.tgz" ] || { prebuilt=1; echo "(no llama.cpp in this call)" > "$work/llama-build.log"; }
   [ "$prebuilt" = 1 ] || tar -C "$work" -xzf "$carry/llama.tgz" || exit 1
   if [ -f "$carry/plugin.so.xz" ]; then
     xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so"

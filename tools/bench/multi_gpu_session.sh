@@ -280,7 +280,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
     RBEE_OP_PROFILE=1 timeout 180 "$rbee" bench -m "$m7" $mode --batch 64 -p 128 -n 16 -r 1 --no-limits > "$out/profile.tmp" 2>&1 ||
       status=1
     grep -E "^profile:|^  kind " "$out/profile.tmp" | tee -a "$out/summary.txt"
-    grep -E "^  [a-z+_,]+ +F32 \[64," "$out/profile.tmp" | head -16 | tee -a "$out/summary.txt"
+    grep -E "^  [a-z+_,]+ +[Ff]32 \[64," "$out/profile.tmp" | head -16 | tee -a "$out/summary.txt"
     cat "$out/profile.tmp" >> "$out/profile.log"
   done
   rm -f "$out/profile.tmp"
