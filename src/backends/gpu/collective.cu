@@ -62,10 +62,12 @@ const Api* open_api(std::string* why) {
 
 namespace {
 
-// The hint's prefetch (L2Hint), by the whole grid.
+// The hint's prefetch (L2Hint), by the whole grid, the requests spread over every block (issued by the first
+// blocks alone, the first-rows layout of 24 MiB at each 1 MiB all-reduce made 7B F16 64-stream decoding over two
+// H100s 20% slower instead of faster: docs/perf-notes/multi-device.md, seventh session).
 __device__ __forceinline__ void issue_prefetch(const L2Hint& h) {
-  if (h.rows > 0) prefetch_l2_row_heads(h.p, h.rows, h.row_bytes, h.bytes / h.rows);
-  else prefetch_l2_span(h.p, h.bytes);
+  if (h.rows > 0) prefetch_l2_row_heads(h.p, h.rows, h.row_bytes, h.bytes / h.rows, grid_thread_interleaved());
+  else prefetch_l2_span(h.p, h.bytes, grid_thread_interleaved());
 }
 
 // One rank's arguments of a one-shot round (the same launch shape on every rank).
@@ -574,6 +576,8 @@ void GpuCommunicator::reduce(int rank, const Tensor& x, const ReduceExtras& extr
     if (prefetch_row_heads_ && extras.next_read.rank() == 2 && extras.next_read.is_contiguous()) {
       hint.rows = extras.next_read.dim(0);
       hint.row_bytes = (int64_t)extras.next_read.nbytes() / std::max<int64_t>(hint.rows, 1);
+      // Row heads under kMinRowHead bytes (a message of a few decode rows) are not worth a request each.
+      if (hint.rows == 0 || hint.bytes / hint.rows < kMinRowHead) hint = L2Hint{};
     }
   }
   // The path (collective.h): the library where asked for (also while recording: NCCL and RCCL record into

@@ -77,10 +77,12 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   static constexpr int64_t kFlagMaxBytes = 4 << 20;
   // ReduceExtras::next_read: bytes asked for in L2 per byte of the message (the link carries ~0.1 TB/s of a 1 MiB
   // decode message while the HBM could read ~3 TB/s), at most RBEE_ALLREDUCE_PREFETCH_MB (default kPrefetchCapMiB,
-  // half of an H100's L2; 0: no prefetch): the leading bytes of the tensor, or with RBEE_ALLREDUCE_PREFETCH=heads
-  // (a 2-D tensor) the same number of bytes as the first bytes of every row.
+  // half of an H100's L2; 0: no prefetch), taken as the first bytes of every row of a 2-D tensor (each reader of
+  // a row gets a head start; at least kMinRowHead bytes a row, else nothing), or with RBEE_ALLREDUCE_PREFETCH=rows
+  // as the tensor's leading bytes.
   static constexpr int64_t kPrefetchPerByte = 24;
   static constexpr int64_t kPrefetchCapMiB = 24;
+  static constexpr int64_t kMinRowHead = 512;  // bytes per row below which the row-heads layout asks for nothing
   // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
   enum class Path { Auto, OneShot, Flag, Library };
 
@@ -129,7 +131,7 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
   int64_t prefetch_cap_ = kPrefetchCapMiB << 20;  // RBEE_ALLREDUCE_PREFETCH_MB, in bytes
-  bool prefetch_row_heads_ = false;  // RBEE_ALLREDUCE_PREFETCH=heads: each row's first bytes (else the first rows)
+  bool prefetch_row_heads_ = true;  // RBEE_ALLREDUCE_PREFETCH=rows: false (the first rows, not each row's head)
   std::string aborted_;
 };
 

@@ -40,7 +40,9 @@ struct QOut {
 };
 
 // The threads of the grid ask for the next launch's weights in L2 (l2_prefetch.cuh).
-__device__ __forceinline__ void prefetch_weights(const Prefetch& pf) { prefetch_l2_span(pf.p, pf.bytes); }
+__device__ __forceinline__ void prefetch_weights(const Prefetch& pf) {
+  prefetch_l2_span(pf.p, pf.bytes, grid_thread_blocked());
+}
 
 // The start of every activation pass: the L2 prefetch of the next launch's weights (they never depend on earlier
 // launches), then let the next launch start early and wait for the producer of x (launch_decode_kernel); then
