@@ -258,11 +258,10 @@ case "${AB:-0}" in
                          "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                          "RBEE_BLAS_HALF_ACTS=0|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   # After the first call of that session: the prefetch's requests spread over every block and its default layout
-  # the row heads (RBEE_ALLREDUCE_PREFETCH=rows: the first rows).
+  # the row heads (RBEE_ALLREDUCE_PREFETCH=rows, the first rows, was measured in the first call).
   tp7b-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                           "RBEE_ALLREDUCE_PREFETCH_MB=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                           "$tp7_before|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
-                          "RBEE_ALLREDUCE_PREFETCH=rows|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                           "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                           "RBEE_BLAS_HALF_ACTS=0|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   tp7-each) ab_specs=("RBEE_TP_RESIDUAL_IN_REDUCE=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
