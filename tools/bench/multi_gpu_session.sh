@@ -252,6 +252,8 @@ case "${AB:-0}" in
   tp7) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
                  "$tp7_before|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
                  "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  tp7-tg) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+                    "default|--backend cuda|-p 0 -n 128 -r 2 --no-limits|tg128") ;;
   tp7-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                          "$tp7_before|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                          "RBEE_ALLREDUCE_PREFETCH_MB=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
