@@ -44,6 +44,9 @@ export RBEE_SOURCE_DIR=$repo
 t0=$(date +%s)
 stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s" | tee -a "$out/calls.txt"; }
 session=("$carry/multi_gpu_session.sh" "$pack" "$work/llama.cpp" "$models")
+# PROFILE=1 is this script's step: the session script's own runs must not each repeat the op profiles.
+profile=${PROFILE:-0}
+export PROFILE=0
 # Prebuilt llama.cpp pieces carried by this call (see above).
 if ls "$carry"/llama-bin.tar.xz.* > /dev/null 2>&1; then
   mkdir -p "$work/llama-pieces" && cp "$carry"/llama-bin.tar.xz.* "$work/llama-pieces/"
@@ -110,7 +113,7 @@ checks)
     OUT=$out ROWS=7b AB=$ab AB_ROUNDS=$rounds STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
       SKIP_COLLECTIVE=1 "${session[@]}"
   done
-  if [ "${PROFILE:-0}" = 1 ]; then
+  if [ "$profile" = 1 ]; then
     stamp "op profiles"
     OUT=$out ROWS=7b PROFILE=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 SKIP_COLLECTIVE=1 "${session[@]}"
   fi
