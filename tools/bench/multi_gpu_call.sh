@@ -23,7 +23,8 @@
 # travel in either call's carry (pack + plug-in + all pieces exceed one call's 64 MiB); each call moves those it
 # carries to $work/llama-pieces, and the table call unpacks them into /tmp/llama-build once all LLAMA_PIECES (default
 # 3) are there; no llama.cpp build starts where a piece travels. CTX70 defaults to 65536 positions on 80 GB cards and
-# 262144 on larger ones (H200: the context at which the 70B model does not fit one card); SKIP_70B=1: neither call writes or runs it.
+# 262144 on larger ones (H200: the context at which the 70B model does not fit one card); SKIP_70B=1: neither call
+# writes or runs it.
 # CHECKS_STOP (default 300
 # s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp7-batched tp7:1 tp7-each:1",
 # multi_gpu_session.sh's AB specs, each SPEC:ROUNDS rounds or AB_ROUNDS, default 2).

@@ -83,8 +83,9 @@ struct OneShotArgs {
 };
 
 // Push-then-poll all-reduce of one chunk. First, the L2 prefetch of what the rank reads next (a.prefetch: the HBM
-// idles while this kernel waits on the link); rank 0's addend is added to its values as they are pushed. Block b owns elements i with (i mod stride) / blockDim == b, the same
-// on every rank and for every n, so a block's round counter, parity and inbox slots are its own.
+// idles while this kernel waits on the link); rank 0's addend is added to its values as they are pushed. Block b
+// owns elements i with (i mod stride) / blockDim == b, the same on every rank and for every n, so a block's round
+// counter, parity and inbox slots are its own.
 //  1. Every element the block owns goes, as one 8-byte word (value bits | round << 32), into slot `rank` of
 //     every peer's inbox (stores through peer access; no fence or flag: value and round travel in one word,
 //     which a reader sees whole).

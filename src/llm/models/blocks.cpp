@@ -102,8 +102,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
 
 Tensor reduce_partial(const StepContext& step, const Tensor& partial, const ReduceExtras& extras) {
   if (!step.comm) return partial;
-  if (extras.addend.defined() || extras.next_read.defined()) all_reduce_sum_with(*step.comm, step.rank, partial, extras);
-  else step.comm->all_reduce_sum(step.rank, partial);
+  if (extras.addend.defined() || extras.next_read.defined()) {
+    all_reduce_sum_with(*step.comm, step.rank, partial, extras);
+  } else {
+    step.comm->all_reduce_sum(step.rank, partial);
+  }
   return partial;
 }
 
@@ -129,7 +132,8 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
       gu = linear(h, w.ffn_up);
     }
     profile::Scope scope("swiglu+down", gu, w.ffn_down.shape());
-    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down), ReduceExtras{Tensor(), next_layer_first_read(step)});
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down),
+                          ReduceExtras{Tensor(), next_layer_first_read(step)});
   }
   profile::Scope scope("mlp", h, w.ffn_down.shape());
   Tensor gate, up;

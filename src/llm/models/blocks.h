@@ -11,7 +11,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 // RMS norm over the last axis with weight w (already 1 + w for Gemma).
 Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w);
 // Under a tensor split, sums a row-parallel projection's partial result over the ranks (in place), with the
-// extras (rank 0's addend, what the rank reads next: Communicator::all_reduce_sum_with); else partial.
+// extras (rank 0's addend, what the rank reads next: all_reduce_sum_with in rbee/backend/reduce_with.h); else
+// partial.
 Tensor reduce_partial(const StepContext& step, const Tensor& partial, const ReduceExtras& extras = {});
 // The first projection weight of the next layer's attention (stacked q/k/v or q), or undefined after the last
 // layer: the all-reduce that ends a layer names it as what the rank reads next.
