@@ -7,7 +7,8 @@
 // the other kernel) in between. The GPU cases run for each path RBEE_ALLREDUCE can force (auto, oneshot, flag:
 // backends/gpu/collective.h). Every rank must hold the same bits afterwards; those bits must equal the f32 sum in
 // rank order where a peer-to-peer kernel or the host adds (the contract), and be within f32 rounding of the double
-// sum where a collective library adds.
+// sum where a collective library adds. all_reduce_sum_with (rank 0's addend added to its partial first) runs the same
+// sizes once per communicator and path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "common/on_ranks.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
+#include "rbee/backend/reduce_with.h"
 #include "rbee/core/tensor.h"
 
 namespace rbee {
@@ -107,21 +109,37 @@ void check_sum(const std::vector<std::vector<float>>& in, const std::vector<std:
 }
 
 // kSizes one after another, `rounds` times, eagerly. `library_above`: messages above this many bytes may go
-// through a collective library (not summed in rank order); -1: never.
-void check_eager(Communicator& comm, int rounds, int64_t library_above) {
+// through a collective library (not summed in rank order); -1: never. `plus`: all_reduce_sum_with, rank 0 passing
+// an addend of random values (the other ranks none) and every rank a next_read hint: the expected sum is
+// (x_0 + addend) + x_1 + ..., rank 0's partial and the addend added in f32 first.
+void check_eager(Communicator& comm, int rounds, int64_t library_above, bool plus = false) {
   const int ranks = comm.size();
   for (int round = 0; round < rounds; ++round) {
     for (size_t k = 0; k < kSizes.size(); ++k) {
       const int64_t n = kSizes[k];
       std::vector<std::vector<float>> in((size_t)ranks), out((size_t)ranks);
       for (int r = 0; r < ranks; ++r) in[(size_t)r] = random_values(n, 1000 * round + 10 * k + r);
+      const std::vector<float> addend = plus ? random_values(n, 5000 + 1000 * round + k) : std::vector<float>();
       on_ranks(ranks, [&](int r) {
         Tensor x = Tensor::from_vector(in[(size_t)r], {n}, comm.device(r));
-        comm.all_reduce_sum(r, x);
+        if (plus) {
+          const Tensor add = r == 0 ? Tensor::from_vector(addend, {n}, comm.device(r)) : Tensor();
+          // A hint of what the rank reads next (an odd size: the prefetch takes its aligned interior): no effect on
+          // the result.
+          const Tensor next = Tensor::from_vector(random_values(n + 3, 9000 + r), {n + 3}, comm.device(r));
+          all_reduce_sum_with(comm, r, x, ReduceExtras{add, next});
+        } else {
+          comm.all_reduce_sum(r, x);
+        }
         out[(size_t)r] = x.to_vector<float>();
       });
+      if (plus) {
+        for (int64_t i = 0; i < n; ++i) in[0][(size_t)i] += addend[(size_t)i];
+      }
       const bool exact = library_above < 0 || n * (int64_t)sizeof(float) <= library_above;
-      check_sum(in, out, exact, comm.name() + " round " + std::to_string(round) + ", " + std::to_string(n) + " floats");
+      check_sum(in, out, exact,
+                comm.name() + (plus ? " plus" : "") + " round " + std::to_string(round) + ", " + std::to_string(n) +
+                    " floats");
     }
   }
 }
@@ -133,7 +151,22 @@ TEST(Collective, HostCommunicatorSumsInRankOrder) {
     for (int r = 0; r < ranks; ++r) devices.push_back(&registry.select("cpu", r + 1));
     auto comm = make_host_communicator(devices);
     check_eager(*comm, 2, -1);
+    check_eager(*comm, 1, -1, true);
   }
+}
+
+// The addend's contract: rank 0 alone, f32 of x's shape on the rank's device; anything else is refused before any
+// rank waits (the checks come first, so a single thread can call it).
+TEST(Collective, AddendIsCheckedBeforeTheSum) {
+  Registry& registry = Registry::global();
+  auto comm = make_host_communicator({&registry.select("cpu", 1), &registry.select("cpu", 2)});
+  const Tensor x1 = Tensor::from_vector(std::vector<float>(8, 1.f), {8}, comm->device(1));
+  const Tensor add1 = Tensor::from_vector(std::vector<float>(8, 1.f), {8}, comm->device(1));
+  EXPECT_THROW(all_reduce_sum_with(*comm, 1, x1, ReduceExtras{add1, Tensor()}), Error);  // rank 1 passed one
+  const Tensor x0 = Tensor::from_vector(std::vector<float>(8, 1.f), {8}, comm->device(0));
+  const Tensor short0 = Tensor::from_vector(std::vector<float>(4, 1.f), {4}, comm->device(0));
+  EXPECT_THROW(all_reduce_sum_with(*comm, 0, x0, ReduceExtras{short0, Tensor()}), Error);  // wrong shape
+  EXPECT_THROW(all_reduce_sum_with(*comm, 0, x0, ReduceExtras{add1, Tensor()}), Error);    // on another device
 }
 
 Backend* gpu_backend(int min_devices) {
@@ -163,6 +196,7 @@ TEST(Collective, GpuCommunicatorEager) {
       ASSERT_TRUE(comm) << why;
       SCOPED_TRACE(comm->name() + " over " + std::to_string(ranks) + " devices, RBEE_ALLREDUCE=" + path + ": " + why);
       check_eager(*comm, 3, rank_order_limit(comm->name(), path));
+      check_eager(*comm, 1, rank_order_limit(comm->name(), path), true);
     }
   }
 }
@@ -260,6 +294,9 @@ TEST(Collective, FlagKnobsOutOfRangeAreRefused) {
   std::string why;
   EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
   ::unsetenv("RBEE_ALLREDUCE_LOADS");
+  ::setenv("RBEE_ALLREDUCE_PREFETCH", "columns", 1);
+  EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
+  ::unsetenv("RBEE_ALLREDUCE_PREFETCH");
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 #         and the writing of the Llama-2-70B-shape Q8_0 model with CTX70 (65536) positions, each in its own process
 #         session at low priority; writes the 7B F16 model; then multi_gpu_session.sh: the GPU tests (TEST_FILTER),
 #         rbee compare --split tensor against one GPU, the all-reduce latency (COLLECTIVE_PATHS), the A/B rounds
-#         AB_SPECS (default "tp5 tp5-batched") with RBEE_STEP_TIMES=1 on every side, and PROFILE=1's op tables.
+#         AB_SPECS with RBEE_STEP_TIMES=1 on every side, and PROFILE=1's op tables; first the GPU conformance cases
+#         CONF_FILTER (default '*Fused*cuda*': the row passes before the vendor GEMM; 'none' skips them).
 # table:  waits for llama.cpp's build, then REPS (2) alternating rows of rbee and llama.cpp on the same files (7B
 #         tg128 / pp512, 64 streams; one GPU, tensor and layer split), then the 70B model that one 80 GB card
 #         cannot hold at CTX70 positions: the one-GPU plan (refused) and `rbee bench` --split tensor (LONGCTX_MODES).
@@ -22,9 +23,11 @@
 # travel in either call's carry (pack + plug-in + all pieces exceed one call's 64 MiB); each call moves those it
 # carries to $work/llama-pieces, and the table call unpacks them into /tmp/llama-build once all LLAMA_PIECES (default
 # 3) are there; no llama.cpp build starts where a piece travels. CTX70 defaults to 65536 positions on 80 GB cards and
-# 262144 on larger ones (H200: the context at which the 70B model does not fit one card). CHECKS_STOP (default 300
-# s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp6-batched tp6 tp6-each",
-# multi_gpu_session.sh's AB specs, AB_ROUNDS rounds each, default 2).
+# 262144 on larger ones (H200: the context at which the 70B model does not fit one card); SKIP_70B=1: neither call
+# writes or runs it.
+# CHECKS_STOP (default 300
+# s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp7-batched tp7:1 tp7-each:1",
+# multi_gpu_session.sh's AB specs, each SPEC:ROUNDS rounds or AB_ROUNDS, default 2).
 set -uo pipefail
 phase=${1:?usage: multi_gpu_call.sh checks|table CARRY}
 carry=$(cd "${2:?usage: multi_gpu_call.sh checks|table CARRY}" && pwd)
@@ -42,6 +45,9 @@ export RBEE_SOURCE_DIR=$repo
 t0=$(date +%s)
 stamp() { echo "--- $1 at +$(( $(date +%s) - t0 )) s" | tee -a "$out/calls.txt"; }
 session=("$carry/multi_gpu_session.sh" "$pack" "$work/llama.cpp" "$models")
+# PROFILE=1 is this script's step: the session script's own runs must not each repeat the op profiles.
+profile=${PROFILE:-0}
+export PROFILE=0
 # Prebuilt llama.cpp pieces carried by this call (see above).
 if ls "$carry"/llama-bin.tar.xz.* > /dev/null 2>&1; then
   mkdir -p "$work/llama-pieces" && cp "$carry"/llama-bin.tar.xz.* "$work/llama-pieces/"
@@ -53,6 +59,8 @@ checks)
   tar -C "$work" -xJf "$carry/pack.tar.xz" || exit 1
   prebuilt=0
   [ -d "$work/llama-pieces" ] && prebuilt=1
+  # Neither pieces nor a source (a call that measures rbee alone, or whose table call carries the pieces): no build.
+  [ "$prebuilt" = 1 ] || [ -f "$carry/llama.tgz" ] || { prebuilt=1; echo "(no llama.cpp in this call)" > "$work/llama-build.log"; }
   [ "$prebuilt" = 1 ] || tar -C "$work" -xzf "$carry/llama.tgz" || exit 1
   if [ -f "$carry/plugin.so.xz" ]; then
     xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so"
@@ -69,7 +77,9 @@ checks)
     echo exit \$? > $work/llama.done" > "$work/llama-build.log" 2>&1 < /dev/null &
   export LD_LIBRARY_PATH="$pack:$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RBEE_BACKEND_PATH=$pack
   # 68 GiB: only onto a disk with room for it and the 7B file (the fifth session filled a 128 GiB disk).
-  if [ ! -f "$m70l" ] && [ "$(df -P -BG "$models" | awk 'NR == 2 { sub("G", "", $4); print $4 }')" -ge 90 ]; then
+  if [ "${SKIP_70B:-0}" = 1 ]; then
+    echo "not written: SKIP_70B=1" > "$work/m70.done"
+  elif [ ! -f "$m70l" ] && [ "$(df -P -BG "$models" | awk 'NR == 2 { sub("G", "", $4); print $4 }')" -ge 90 ]; then
     setsid nice -n 10 bash -c "'$pack/rbee' random-model --preset llama2-70b --type q8_0 --ctx-length $ctx70 \
       -o '$m70l.part' > /dev/null && mv '$m70l.part' '$m70l'; rc=\$?; [ \$rc = 0 ] || rm -f '$m70l.part'; \
       echo exit \$rc > $work/m70.done" \
@@ -81,6 +91,13 @@ checks)
   fi
   "$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null || exit 1
   stamp "7B F16 written; tests, compare, all-reduce latency"
+  # GPU conformance of the kernels a change touched (CONF_FILTER; 'none' skips it), against the CPU backend.
+  if [ "${CONF_FILTER:-*Fused*cuda*}" != none ]; then
+    stamp "GPU conformance ${CONF_FILTER:-*Fused*cuda*}"
+    RBEE_LOG_LEVEL=warn timeout "${CONF_TIMEOUT:-120}" "$pack/tests/rbee_conformance" --gtest_brief=1 \
+      --gtest_filter="${CONF_FILTER:-*Fused*cuda*}" > "$out/conformance.log" 2>&1
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/conformance.log" | tee -a "$out/summary.txt"
+  fi
   OUT=$out ROWS=7b SKIP_BENCH=1 SKIP_PLAN=1 COMPARE_MODES=${COMPARE_MODES:-tensor layer} \
     TEST_FILTER=${TEST_FILTER:-'Collective.*:CollectiveGather.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*'} \
     COLLECTIVE_PATHS=${COLLECTIVE_PATHS:-auto} "${session[@]}"
@@ -88,17 +105,21 @@ checks)
   waited=0
   while [ ! -e "$work/m70.done" ] && [ "$waited" -lt "${M70_WAIT:-90}" ]; do sleep 2; waited=$((waited + 2)); done
   stamp "70B write: $(cat $work/m70.done 2>/dev/null || echo "still writing after ${waited} s")"
-  for ab in ${AB_SPECS:-tp6-batched tp6 tp6-each}; do
+  for ab in ${AB_SPECS:-tp7-batched tp7:1 tp7-each:1}; do
     if [ $(( $(date +%s) - t0 )) -gt "${CHECKS_STOP:-300}" ]; then stamp "A/B $ab skipped (CHECKS_STOP)"; continue; fi
-    stamp "A/B $ab"
-    OUT=$out ROWS=7b AB=$ab AB_ROUNDS=${AB_ROUNDS:-2} STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
+    rounds=${ab#*:}  # SPEC:ROUNDS, or SPEC alone (AB_ROUNDS)
+    [ "$rounds" = "$ab" ] && rounds=${AB_ROUNDS:-2}
+    ab=${ab%%:*}
+    stamp "A/B $ab ($rounds rounds)"
+    OUT=$out ROWS=7b AB=$ab AB_ROUNDS=$rounds STEP_TIMES=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 \
       SKIP_COLLECTIVE=1 "${session[@]}"
   done
-  if [ "${PROFILE:-0}" = 1 ]; then
+  if [ "$profile" = 1 ]; then
     stamp "op profiles"
     OUT=$out ROWS=7b PROFILE=1 SKIP_TESTS=1 SKIP_COMPARE=1 SKIP_PLAN=1 SKIP_BENCH=1 SKIP_COLLECTIVE=1 "${session[@]}"
   fi
   cp "$out/unit.log" "$work/unit.log" 2>/dev/null  # for the table call: $OUT is emptied between calls
+  cp "$out/conformance.log" "$work/conformance.log" 2>/dev/null
   stamp "checks done; llama.cpp: $(cat $work/llama.done 2>/dev/null || tail -c 200 $work/llama-build.log | tr '\n' ' ')"
   ;;
 table)
@@ -132,6 +153,15 @@ table)
   if grep -q "FAILED.*MultiDevice\." "$work/unit.log" 2>/dev/null; then
     export RBEE_TP_LEAN_STEP=0 RBEE_TP_GATHER=sum
     echo "table: MultiDevice tests failed in the checks call: the sixth session's changes off" | tee -a "$out/summary.txt"
+  fi
+  if grep -q "FAILED" "$work/conformance.log" 2>/dev/null; then
+    export RBEE_BLAS_HALF_ACTS=0
+    echo "table: GPU conformance failed in the checks call: f32 row passes and rounding (RBEE_BLAS_HALF_ACTS=0)" |
+      tee -a "$out/summary.txt"
+  fi
+  if grep -q "FAILED.*Collective\.\|FAILED.*MultiDevice\." "$work/unit.log" 2>/dev/null; then
+    export RBEE_TP_RESIDUAL_IN_REDUCE=0 RBEE_ALLREDUCE_PREFETCH_MB=0
+    echo "table: Collective / MultiDevice tests failed: the seventh session's all-reduce extras off" | tee -a "$out/summary.txt"
   fi
   if grep -q "FAILED.*RankThreads\." "$work/unit.log" 2>/dev/null; then
     export RBEE_TP_SPIN_US=0

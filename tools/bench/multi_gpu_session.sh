@@ -28,7 +28,8 @@
 # Knobs: TEST_FILTER (gtest filter of step 2), COMPARE_MODES="tensor layer offload" (step 2's rbee compare runs),
 # PLAN_CHECK70=0 (LONGCTX without the two-GPU plan --check), SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
 # AB=tp6 / tp6-batched / tp6-each (the sixth session's switches: both off against the default and one GPU, then each
-# alone at 64 streams), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+# alone at 64 streams), AB=tp7 / tp7-batched / tp7-each (the seventh session's: all three off against the default and one
+# GPU with and without 16-bit row passes, then each alone at 64 streams), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, ONLY_RBEE=1 (the bench without llama.cpp), LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -210,6 +211,7 @@ ab_run() {  # ENVS|DEVICE ARGS|BENCH ARGS|WHAT TO KEEP
   env $envs timeout 120 "$rbee" bench -m "$m7" $mode $args 2>&1 | grep -E "$keep" | tee -a "$out/summary.txt" || status=1
 }
 tp="--devices $devices --split tensor"
+tp7_before="RBEE_BLAS_HALF_ACTS=0 RBEE_TP_RESIDUAL_IN_REDUCE=0 RBEE_ALLREDUCE_PREFETCH_MB=0"
 case "${AB:-0}" in
   1) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
                "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
@@ -243,6 +245,32 @@ case "${AB:-0}" in
   tp6-each) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                       "RBEE_TP_GATHER=sum|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                       "RBEE_TP_LEAN_STEP=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  # The seventh session's switches: the norm / SwiGLU row passes writing the vendor GEMM's 16-bit input
+  # (RBEE_BLAS_HALF_ACTS=0: f32 rows and a rounding pass, as before), rank 0's MLP residual added by the all-reduce's
+  # push (RBEE_TP_RESIDUAL_IN_REDUCE=0: by the projection, as before) and the all-reduce's L2 prefetch of the next
+  # weights (RBEE_ALLREDUCE_PREFETCH_MB=0: none, as before). "before" = all three off = the sixth session's step.
+  tp7) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+                 "$tp7_before|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+                 "default|--backend cuda|-p 0 -n 128 -r 2|tg128|limits measured") ;;
+  tp7-tg) ab_specs=("default|$tp|-p 0 -n 128 -r 2|tg128|limits measured"
+                    "default|--backend cuda|-p 0 -n 128 -r 2 --no-limits|tg128") ;;
+  tp7-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "$tp7_before|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "RBEE_ALLREDUCE_PREFETCH_MB=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                         "RBEE_BLAS_HALF_ACTS=0|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  # After the first call of that session: the prefetch's requests spread over every block and its default layout
+  # the row heads (RBEE_ALLREDUCE_PREFETCH=rows, the first rows, was measured in the first call).
+  tp7b-batched) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                          "RBEE_ALLREDUCE_PREFETCH_MB=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                          "$tp7_before|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                          "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                          "RBEE_BLAS_HALF_ACTS=0|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  tp7-each) ab_specs=("RBEE_TP_RESIDUAL_IN_REDUCE=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "RBEE_BLAS_HALF_ACTS=0|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "RBEE_ALLREDUCE_PREFETCH_MB=40|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "RBEE_ALLREDUCE_PREFETCH=heads|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                      "default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
@@ -261,7 +289,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
     RBEE_OP_PROFILE=1 timeout 180 "$rbee" bench -m "$m7" $mode --batch 64 -p 128 -n 16 -r 1 --no-limits > "$out/profile.tmp" 2>&1 ||
       status=1
     grep -E "^profile:|^  kind " "$out/profile.tmp" | tee -a "$out/summary.txt"
-    grep -E "^  [a-z+_,]+ +F32 \[64," "$out/profile.tmp" | head -16 | tee -a "$out/summary.txt"
+    grep -E "^  [a-z+_,]+ +[Ff]32 \[64," "$out/profile.tmp" | head -16 | tee -a "$out/summary.txt"
     cat "$out/profile.tmp" >> "$out/profile.log"
   done
   rm -f "$out/profile.tmp"

@@ -2,15 +2,19 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
 
 #include "backends/gpu/gpu_device.h"
+#include "backends/gpu/kernels/l2_prefetch.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/peer_load.h"
+#include "rbee/core/env.h"
 #include "rbee/core/log.h"
 #include "rbee/core/tensor.h"
+#include "rbee/ops.h"
 
 namespace rbee::gpu {
 
@@ -58,9 +62,19 @@ const Api* open_api(std::string* why) {
 
 namespace {
 
+// The hint's prefetch (L2Hint), by the whole grid, the requests spread over every block (issued by the first
+// blocks alone, the first-rows layout of 24 MiB at each 1 MiB all-reduce made 7B F16 64-stream decoding over two
+// H100s 20% slower instead of faster: docs/perf-notes/multi-device.md, seventh session).
+__device__ __forceinline__ void issue_prefetch(const L2Hint& h) {
+  if (h.rows > 0) prefetch_l2_row_heads(h.p, h.rows, h.row_bytes, h.bytes / h.rows, grid_thread_interleaved());
+  else prefetch_l2_span(h.p, h.bytes, grid_thread_interleaved());
+}
+
 // One rank's arguments of a one-shot round (the same launch shape on every rank).
 struct OneShotArgs {
   float* x;                                           // this rank's data, n elements, summed in place
+  const float* addend;                                // rank 0's ReduceExtras::addend (n elements), or null
+  L2Hint prefetch;                                    // asked for in L2 first (ReduceExtras::next_read)
   int64_t n;
   uint64_t* inbox[GpuCommunicator::kMaxRanks];        // every rank's inbox: [2 parities][ranks][chunk] words
   uint32_t* rounds;                                   // [blocks]: this rank's last finished round per block
@@ -68,8 +82,10 @@ struct OneShotArgs {
   int rank, ranks;
 };
 
-// Push-then-poll all-reduce of one chunk. Block b owns elements i with (i mod stride) / blockDim == b, the same
-// on every rank and for every n, so a block's round counter, parity and inbox slots are its own.
+// Push-then-poll all-reduce of one chunk. First, the L2 prefetch of what the rank reads next (a.prefetch: the HBM
+// idles while this kernel waits on the link); rank 0's addend is added to its values as they are pushed. Block b
+// owns elements i with (i mod stride) / blockDim == b, the same on every rank and for every n, so a block's round
+// counter, parity and inbox slots are its own.
 //  1. Every element the block owns goes, as one 8-byte word (value bits | round << 32), into slot `rank` of
 //     every peer's inbox (stores through peer access; no fence or flag: value and round travel in one word,
 //     which a reader sees whole).
@@ -86,6 +102,7 @@ struct OneShotArgs {
 // The inbox reuse argument above still holds: a rank's round k + 1 kernel pushes only after its wait, which comes
 // after every earlier launch on its stream completed (each decode kernel waits for the one before it).
 __global__ void one_shot_all_reduce(OneShotArgs a) {
+  issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
   grid_dependency_wait();
   const int b = (int)blockIdx.x;
@@ -96,7 +113,12 @@ __global__ void one_shot_all_reduce(OneShotArgs a) {
   const int64_t first = (int64_t)b * blockDim.x + threadIdx.x;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
   for (int64_t i = first; i < a.n; i += stride) {
-    const uint64_t word = tag | (uint64_t)__float_as_uint(a.x[i]);
+    float own = a.x[i];
+    if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
+      own += a.addend[i];
+      a.x[i] = own;
+    }
+    const uint64_t word = tag | (uint64_t)__float_as_uint(own);
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) continue;
       *((volatile uint64_t*)a.inbox[p] + parity + (int64_t)a.rank * a.chunk + i) = word;
@@ -128,6 +150,8 @@ __global__ void one_shot_all_reduce(OneShotArgs a) {
 // One rank's arguments of a flag round (the same launch shape on every rank).
 struct FlagArgs {
   float* x;                                           // this rank's data, n elements, summed in place
+  const float* addend;                                // rank 0's ReduceExtras::addend (n elements), or null
+  L2Hint prefetch;                                    // asked for in L2 first (ReduceExtras::next_read)
   int64_t n;
   float* inbox[GpuCommunicator::kMaxRanks];           // every rank's inbox: [2 parities][ranks][chunk] floats
   uint32_t* flags[GpuCommunicator::kMaxRanks];        // every rank's flags: [ranks][kMaxFlagBlocks], the sender's round
@@ -157,7 +181,8 @@ struct Unit {
 };
 
 // The values-only all-reduce of one chunk, for large messages (many decode rows): 4 bytes per value cross the link
-// instead of the one-shot kernel's 8, and one flag per block and peer says a block's values arrived.
+// instead of the one-shot kernel's 8, and one flag per block and peer says a block's values arrived. The prefetch
+// and the addend as in one_shot_all_reduce.
 // Block b owns the units (V consecutive floats) u with (u mod stride) / blockDim == b, on every rank.
 //  1. Every unit the block owns goes into slot `rank` of every peer's inbox at this round's parity (plain stores
 //     through peer access).
@@ -178,6 +203,7 @@ struct Unit {
 // (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
 template <int V>
 __global__ void flag_all_reduce(FlagArgs a) {
+  issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
   grid_dependency_wait();
   const int b = (int)blockIdx.x;
@@ -188,11 +214,16 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + t;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
-  const Unit<V>* x = reinterpret_cast<const Unit<V>*>(a.x);
+  Unit<V>* x = reinterpret_cast<Unit<V>*>(a.x);
   const bool gather = a.cols > 0;
   for (int64_t u = first; u < units; u += stride) {
     if (gather && column_owner(a, u * V) != a.rank) continue;
-    const Unit<V> v = x[u];
+    Unit<V> v = x[u];
+    if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
+      const Unit<V> r = reinterpret_cast<const Unit<V>*>(a.addend)[u];
+      for (int j = 0; j < V; ++j) v.v[j] += r.v[j];
+      x[u] = v;
+    }
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) continue;
       reinterpret_cast<Unit<V>*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
@@ -224,7 +255,7 @@ __global__ void flag_all_reduce(FlagArgs a) {
   }
   __syncthreads();
   const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
-  Unit<V>* xo = reinterpret_cast<Unit<V>*>(a.x);
+  Unit<V>* xo = x;
   for (int64_t u = first; u < units; u += stride) {
     if (gather) {
       const int p = column_owner(a, u * V);
@@ -319,6 +350,13 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     RBEE_CHECK_CODE(s == "wide" || s == "scalar", ErrorCode::InvalidArgument,
                     "RBEE_ALLREDUCE_LOADS={}: expected wide or scalar", s);
     wide_loads_ = s == "wide";
+  }
+  prefetch_cap_ = env::integer_or("RBEE_ALLREDUCE_PREFETCH_MB", kPrefetchCapMiB, 0, 1024) << 20;
+  if (const char* v = std::getenv("RBEE_ALLREDUCE_PREFETCH")) {
+    const std::string_view s = v;
+    RBEE_CHECK_CODE(s == "rows" || s == "heads", ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_PREFETCH={}: expected rows or heads", s);
+    prefetch_row_heads_ = s == "heads";
   }
   if (const char* v = std::getenv("RBEE_TP_GATHER")) {
     const std::string_view s = v;
@@ -430,7 +468,7 @@ void GpuCommunicator::abort(const std::string& why) {
   }
 }
 
-void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
+void GpuCommunicator::one_shot(int rank, float* x, int64_t n, const float* addend, L2Hint hint) {
   GpuDevice& dev = *devices_[(size_t)rank];
   OneShotArgs a{};
   a.rounds = rounds_[(size_t)rank];
@@ -440,6 +478,8 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
   for (int p = 0; p < size(); ++p) a.inbox[p] = inbox_[(size_t)p];
   for (int64_t off = 0; off < n; off += kOneShotChunk) {
     a.x = x + off;
+    a.addend = addend ? addend + off : nullptr;
+    a.prefetch = off == 0 ? hint : L2Hint{};
     a.n = std::min(kOneShotChunk, n - off);
     // Always kBlocks blocks: block b owns the same elements (and round counter and inbox words) in every call,
     // whatever its size, so a rank that runs one call ahead never overwrites words a slower peer still reads
@@ -454,7 +494,8 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n) {
   }
 }
 
-void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::span<const int64_t> bounds) {
+void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::span<const int64_t> bounds,
+                           const float* addend, L2Hint hint) {
   GpuDevice& dev = *devices_[(size_t)rank];
   FlagArgs a{};
   a.rounds = rounds_[(size_t)rank];
@@ -475,6 +516,8 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
   }
   for (int64_t off = 0; off < n; off += kFlagChunk) {
     a.x = x + off;
+    a.addend = addend ? addend + off : nullptr;
+    a.prefetch = off == 0 ? hint : L2Hint{};
     a.n = std::min(kFlagChunk, n - off);
     a.base = off;
     // 16-byte units where the chunk is whole units at a 16-byte address (every decode message of a model whose
@@ -482,6 +525,7 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
     // allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
     // Gather mode: only where every unit lies in one owner's columns (cols and the bounds multiples of 4).
     const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.addend) % 16 == 0 &&
                       (a.cols == 0 || (a.cols % 4 == 0 && bounds_in_units));
     // Always flag_blocks_ blocks, as in one_shot (the round counters are per block; blocks past kBlocks have
     // counters of their own that only this kernel advances, which keeps the reuse argument per block).
@@ -499,36 +543,62 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
   }
 }
 
-void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) {
+void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) { reduce(rank, x, ReduceExtras()); }
+
+void GpuCommunicator::all_reduce_sum_with(int rank, const Tensor& x, const ReduceExtras& extras) {
+  check_reduce_extras(*this, rank, x, extras);
+  reduce(rank, x, extras);
+}
+
+void GpuCommunicator::reduce(int rank, const Tensor& x, const ReduceExtras& extras) {
+  const Tensor& addend = extras.addend;
   RBEE_CHECK(rank >= 0 && rank < size(), "all_reduce_sum: rank {} of {}", rank, size());
   RBEE_CHECK(x.dtype() == DType::F32 && x.is_contiguous(), "all_reduce_sum: needs a contiguous f32 tensor, got {}",
              x.to_string());
   RBEE_CHECK(&x.device() == devices_[(size_t)rank], "all_reduce_sum: rank {} passed a tensor on {}, not {}", rank,
              x.device().id(), devices_[(size_t)rank]->id());
   RBEE_CHECK_CODE(aborted_.empty(), ErrorCode::Backend, "GPU communicator: the group was aborted ({})", aborted_);
-  if (host_) return host_->all_reduce_sum(rank, x);
+  if (host_) return add_then_reduce(*host_, rank, x, extras);
   const int64_t n = x.numel();
-  if (n == 0 || size() == 1) return;
+  if (n == 0) return;
+  // One rank: the addend alone (Communicator's default: an add on rank 0; its all_reduce_sum is then nothing).
+  if (size() == 1) return addend.defined() ? add_then_reduce(*this, rank, x, extras) : void();
   GpuDevice& dev = *devices_[(size_t)rank];
   dev.activate();
   float* data = static_cast<float*>(x.data());
+  const float* add = addend.defined() ? static_cast<const float*>(addend.data()) : nullptr;
   const int64_t bytes = n * (int64_t)sizeof(float);
+  // The hint: the first bytes of next_read (on this rank's device), as many as the HBM could read while the link
+  // carries this message (kPrefetchPerByte per message byte), at most prefetch_cap_.
+  L2Hint hint;
+  if (extras.next_read.defined() && &extras.next_read.device() == &x.device() && prefetch_cap_ > 0) {
+    hint.p = extras.next_read.data();
+    hint.bytes = std::min({(int64_t)extras.next_read.nbytes(), bytes * kPrefetchPerByte, prefetch_cap_});
+    if (prefetch_row_heads_ && extras.next_read.rank() == 2 && extras.next_read.is_contiguous()) {
+      hint.rows = extras.next_read.dim(0);
+      hint.row_bytes = (int64_t)extras.next_read.nbytes() / std::max<int64_t>(hint.rows, 1);
+      // Row heads under kMinRowHead bytes (a message of a few decode rows) are not worth a request each.
+      if (hint.rows == 0 || hint.bytes / hint.rows < kMinRowHead) hint = L2Hint{};
+    }
+  }
   // The path (collective.h): the library where asked for (also while recording: NCCL and RCCL record into
   // graphs); else the one-shot kernel for small messages, the flag kernel up to kFlagMaxBytes, and the flag
   // kernel for any size where the library cannot serve (recording, or none loaded); the library above.
   // RBEE_ALLREDUCE=oneshot: the one-shot kernel up to 1 MiB and wherever the library cannot serve (as before
-  // the flag kernel); =flag: the flag kernel at every size the library is not needed for.
+  // the flag kernel); =flag: the flag kernel at every size the library is not needed for. The peer-to-peer kernels
+  // add rank 0's addend in their push; the library path adds it by an op first.
   const bool library_ok = nccl_ && !dev.capturing();
   if (path_ == Path::Library && nccl_) {
     // the library for every size (below)
   } else if (p2p_ && path_ == Path::OneShot) {
-    if (bytes <= ((int64_t)1 << 20) || !library_ok) return one_shot(rank, data, n);
+    if (bytes <= ((int64_t)1 << 20) || !library_ok) return one_shot(rank, data, n, add, hint);
   } else if (p2p_ && path_ == Path::Flag) {
-    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n);
+    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n, 0, {}, add, hint);
   } else if (p2p_) {
-    if (bytes <= kOneShotMaxBytes) return one_shot(rank, data, n);
-    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n);
+    if (bytes <= kOneShotMaxBytes) return one_shot(rank, data, n, add, hint);
+    if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n, 0, {}, add, hint);
   }
+  if (add) ops::copy(x, ops::add(x, addend));
   const nccl::Result r = nccl_->all_reduce(data, data, (size_t)n, nccl::kFloat32, nccl::kSum, comms_[(size_t)rank],
                                            dev.stream());
   RBEE_CHECK_CODE(r == nccl::kSuccess, ErrorCode::Backend, "{} all-reduce of {} floats on {}: {}",

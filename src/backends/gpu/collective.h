@@ -28,6 +28,10 @@
 // rank copies each unit from its owner's inbox instead of summing. Smaller messages (a few decode rows: the one-shot
 // kernel's latency, not its bytes, is the cost there), RBEE_ALLREDUCE=oneshot or nccl, and RBEE_TP_GATHER=sum (as
 // before; for comparisons) take gather_columns_by_sum: zeros, then all_reduce_sum.
+// all_reduce_sum_with (rbee/backend/reduce_with.h): both peer-to-peer kernels add rank 0's addend to its values as
+// they push them (no launch of its own; the same bits as an add before the sum) and first ask for the first bytes of
+// next_read in L2 (the weights the rank reads next: the HBM idles while the kernel waits on the link); a library
+// path adds the addend by an op first and drops the hint.
 // RBEE_ALLREDUCE=oneshot | flag | nccl forces one path where it is possible (for comparisons: oneshot is the
 // one-shot kernel up to 1 MiB as before the flag kernel existed; nccl is the library for every size, also
 // recorded into graphs); the default (auto) is the size rule above.
@@ -46,12 +50,21 @@
 #include "backends/gpu/nccl_api.h"
 #include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
+#include "rbee/backend/reduce_with.h"
 
 namespace rbee::gpu {
 
 class GpuDevice;
 
-class GpuCommunicator final : public Communicator, public ColumnGather {
+// An L2 prefetch an all-reduce kernel issues first (ReduceExtras::next_read): [p, p + bytes) where rows == 0, else the
+// first `bytes` / rows bytes of each of `rows` rows of row_bytes bytes (prefetch_l2_row_heads).
+struct L2Hint {
+  const void* p = nullptr;
+  int64_t bytes = 0;
+  int64_t rows = 0, row_bytes = 0;
+};
+
+class GpuCommunicator final : public Communicator, public ColumnGather, public ReduceWith {
  public:
   static constexpr int kMaxRanks = 8;
   static constexpr int kBlocks = 64;                // blocks of a one-shot launch (a round counter per block)
@@ -62,6 +75,14 @@ class GpuCommunicator final : public Communicator, public ColumnGather {
   static constexpr int64_t kOneShotMaxBytes = 512 << 10;  // measured: one-shot 4.1 us at 256 KiB (flag 7.3), 11.9 at 1 MiB (flag 11.3)
   static constexpr int64_t kFlagChunk = 1 << 20;     // elements per flag launch (4 MiB of f32)
   static constexpr int64_t kFlagMaxBytes = 4 << 20;
+  // ReduceExtras::next_read: bytes asked for in L2 per byte of the message (the link carries ~0.1 TB/s of a 1 MiB
+  // decode message while the HBM could read ~3 TB/s), at most RBEE_ALLREDUCE_PREFETCH_MB (default kPrefetchCapMiB,
+  // half of an H100's L2; 0: no prefetch), taken as the first bytes of every row of a 2-D tensor (each reader of
+  // a row gets a head start; at least kMinRowHead bytes a row, else nothing), or with RBEE_ALLREDUCE_PREFETCH=rows
+  // as the tensor's leading bytes.
+  static constexpr int64_t kPrefetchPerByte = 24;
+  static constexpr int64_t kPrefetchCapMiB = 24;
+  static constexpr int64_t kMinRowHead = 512;  // bytes per row below which the row-heads layout asks for nothing
   // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
   enum class Path { Auto, OneShot, Flag, Library };
 
@@ -75,13 +96,20 @@ class GpuCommunicator final : public Communicator, public ColumnGather {
   std::string name() const override;
   bool capturable() const override { return p2p_; }
   void all_reduce_sum(int rank, const Tensor& x) override;
+  // Both peer-to-peer kernels add rank 0's addend as they push it and ask for next_read's first bytes in L2
+  // before they wait (prefetch_cap_); the library path adds the addend by an op first and ignores the hint.
+  void all_reduce_sum_with(int rank, const Tensor& x, const ReduceExtras& extras) override;
   void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override;
   void abort(const std::string& why) override;
 
  private:
-  void one_shot(int rank, float* x, int64_t n);
+  // all_reduce_sum(_with): the checks, then the path for x's size.
+  void reduce(int rank, const Tensor& x, const ReduceExtras& extras);
+  // addend: rank 0's ReduceExtras::addend (n floats), or null; hint: issued by the first chunk's launch.
+  void one_shot(int rank, float* x, int64_t n, const float* addend = nullptr, L2Hint hint = {});
   // bounds: all_gather_columns' column bounds of a [n / cols, cols] tensor (gather mode), or empty (sum).
-  void flag(int rank, float* x, int64_t n, int64_t cols = 0, std::span<const int64_t> bounds = {});
+  void flag(int rank, float* x, int64_t n, int64_t cols = 0, std::span<const int64_t> bounds = {},
+            const float* addend = nullptr, L2Hint hint = {});
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -102,6 +130,8 @@ class GpuCommunicator final : public Communicator, public ColumnGather {
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
+  int64_t prefetch_cap_ = kPrefetchCapMiB << 20;  // RBEE_ALLREDUCE_PREFETCH_MB, in bytes
+  bool prefetch_row_heads_ = true;  // RBEE_ALLREDUCE_PREFETCH=rows: false (the first rows, not each row's head)
   std::string aborted_;
 };
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rbee/backend/communicator.h"
+#include "rbee/backend/reduce_with.h"
 #include "rbee/core/tensor.h"
 #include "rbee/llm/kv_cache.h"
 #include "rbee/llm/model_config.h"
@@ -73,6 +74,14 @@ struct StepContext {
   // Tensor split: a residual that is the same on every rank is added by rank 0's row-parallel projection, before
   // the all-reduce, instead of by an add after it; false (RBEE_TP_FOLD_RESIDUAL=0) adds it after, for comparisons.
   bool fold_residual = true;
+  // With fold_residual: rank 0 passes that residual to the all-reduce (all_reduce_sum_with,
+  // rbee/backend/reduce_with.h: on GPUs the peer-to-peer kernel adds it in its push, so no add runs after the
+  // projection's vendor GEMM); false (RBEE_TP_RESIDUAL_IN_REDUCE=0) lets the projection add it (the gemv's epilogue,
+  // or an add after the GEMM).
+  bool residual_in_reduce = true;
+  // Tensor split: the next layer's weights on this rank (null for the last layer), whose first projection the
+  // all-reduce at the end of this layer names as what the rank reads next (ReduceExtras::next_read).
+  const LayerWeights* next_layer = nullptr;
 };
 
 // x [N, hidden] F32 -> [N, hidden] F32 after one decoder layer.

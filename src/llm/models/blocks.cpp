@@ -79,7 +79,10 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
                              step.block_tables, params, ops::PagedRows::kAllInSequences);
   }
   profile::Scope scope("attn_output", o, w.attn_output.shape());
-  return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output));
+  // The MLP's first projection comes next (gate, or the stacked gate/up).
+  const Tensor& mlp_first = w.ffn_gate.defined() ? w.ffn_gate : w.ffn_up;
+  return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output),
+                        ReduceExtras{Tensor(), mlp_first});
 }
 
 // Whether the MLP can run as one stacked gate/up projection followed by swiglu_qmatmul.
@@ -97,9 +100,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return bias.defined() ? ops::add(y, bias) : y;
 }
 
-Tensor reduce_partial(const StepContext& step, const Tensor& partial) {
-  if (step.comm) step.comm->all_reduce_sum(step.rank, partial);
+Tensor reduce_partial(const StepContext& step, const Tensor& partial, const ReduceExtras& extras) {
+  if (!step.comm) return partial;
+  if (extras.addend.defined() || extras.next_read.defined()) {
+    all_reduce_sum_with(*step.comm, step.rank, partial, extras);
+  } else {
+    step.comm->all_reduce_sum(step.rank, partial);
+  }
   return partial;
+}
+
+Tensor next_layer_first_read(const StepContext& step) {
+  if (!step.next_layer) return Tensor();
+  return step.next_layer->attn_qkv.defined() ? step.next_layer->attn_qkv : step.next_layer->attn_q;
 }
 
 Tensor norm(const StepContext& step, const Tensor& x, const Tensor& w) {
@@ -119,7 +132,8 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
       gu = linear(h, w.ffn_up);
     }
     profile::Scope scope("swiglu+down", gu, w.ffn_down.shape());
-    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down));
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down),
+                          ReduceExtras{Tensor(), next_layer_first_read(step)});
   }
   profile::Scope scope("mlp", h, w.ffn_down.shape());
   Tensor gate, up;
@@ -133,7 +147,7 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
     up = gu.narrow(1, i, i).contiguous();
   }
   const Tensor act = c.activation == Activation::Silu ? ops::swiglu(gate, up) : ops::mul(ops::gelu(gate, true), up);
-  return reduce_partial(step, linear(act, w.ffn_down));
+  return reduce_partial(step, linear(act, w.ffn_down), ReduceExtras{Tensor(), next_layer_first_read(step)});
 }
 
 namespace {
@@ -174,8 +188,16 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
       std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
     }
     profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
-    if (step.comm && !step.fold_residual) return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down)));
-    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down, step.rank == 0 ? x1 : Tensor()));
+    const Tensor next = next_layer_first_read(step);
+    if (step.comm && !step.fold_residual) {
+      return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down), ReduceExtras{Tensor(), next}));
+    }
+    // Rank 0's residual: added by the all-reduce as it pushes (residual_in_reduce), else by the projection.
+    const Tensor residual = step.comm && step.rank != 0 ? Tensor() : x1;
+    if (step.comm && step.residual_in_reduce) {
+      return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down), ReduceExtras{residual, next});
+    }
+    return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down, residual), ReduceExtras{Tensor(), next});
   }
   Tensor x1, h2;
   {

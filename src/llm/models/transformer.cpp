@@ -46,6 +46,13 @@ bool tp_fold_residual() {
   return on;
 }
 
+// StepContext::residual_in_reduce: on unless RBEE_TP_RESIDUAL_IN_REDUCE=0 (rank 0's projection adds the residual, as
+// before, for comparisons).
+bool tp_residual_in_reduce() {
+  static const bool on = env::flag_or("RBEE_TP_RESIDUAL_IN_REDUCE", true);
+  return on;
+}
+
 // A tensor split's lean decode step (on unless RBEE_TP_LEAN_STEP=0, the fifth session's step, for comparisons): a rank
 // without the embedding zeroes its input slot inside its decode graph (no zeros and copy launched from the host
 // each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
@@ -421,9 +428,11 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     step.comm = comm_.get();
     step.rank = k.index;
     step.fold_residual = tp_fold_residual();
+    step.residual_in_reduce = tp_residual_in_reduce();
   }
   Tensor x = x0;
   for (int l = k.first_layer; l < k.end_layer; ++l) {
+    if (comm_) step.next_layer = l + 1 < k.end_layer ? &k.layers[(size_t)(l + 1 - k.first_layer)] : nullptr;
     x = arch_.layer(step, k.layers[(size_t)(l - k.first_layer)], l, x);
   }
   if (!k.heads) return x;

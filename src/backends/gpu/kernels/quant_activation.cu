@@ -3,7 +3,9 @@
 //   quantize_activations         x itself
 //   quantize_norm_activations    rms_norm(x [+ residual]) * weight (the sum stored too): norm_qmatmul
 //   quantize_swiglu_activations  silu(gate) * up of a stacked gate/up row: swiglu_qmatmul
-// and the same sources written as f32 rows for float weights (launch_norm_rows, launch_swiglu_rows).
+// and the same sources written as f32 rows for float weights (launch_norm_rows, launch_swiglu_rows), or as the
+// 16-bit rows a vendor GEMM on F16 / BF16 weights reads (launch_norm_rows_half, launch_swiglu_rows_half: each value
+// rounded to nearest-even from the same f32, as launch_round_to_half would round the f32 rows).
 // Each thread quantizes 8 consecutive elements; the threads of one scale group (4 for a 32-block, 32 for a
 // 256-block) agree on the scale through shuffles. The math is quant_math.cuh's: the 8-bit activation rule for
 // 32-blocks (the Q8_1 quantizer's, and the CPU's), Q8_K's quantizer for 256-blocks. The norm follows the CPU's
@@ -15,6 +17,8 @@
 #include <algorithm>
 
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/half_rows.h"
+#include "backends/gpu/kernels/l2_prefetch.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
 #include "backends/gpu/kernels/quant_math.cuh"
 
@@ -23,7 +27,6 @@ namespace rbee::gpu::quant {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kPrefetchChunk = 16 << 10;  // bytes per prefetch instruction
 // Blocks an activation pass launches at least when it prefetches (the extra ones only prefetch): one SM's copy
 // engine issues a bulk prefetch at a fraction of DRAM bandwidth, so the request stream is spread over SMs.
 constexpr int64_t kPrefetchBlocks = 16;
@@ -36,18 +39,9 @@ struct QOut {
   int64_t n_zeroed;
 };
 
-// The threads of the grid ask for [p, p + bytes) in L2 (the 16-byte aligned interior), kPrefetchChunk bytes per
-// request, spread over every block.
+// The threads of the grid ask for the next launch's weights in L2 (l2_prefetch.cuh).
 __device__ __forceinline__ void prefetch_weights(const Prefetch& pf) {
-  if (pf.bytes <= 0) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(pf.p) + 15) & ~uintptr_t(15);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(pf.p) + (uintptr_t)pf.bytes) & ~uintptr_t(15);
-  const uintptr_t thread = (uintptr_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const uintptr_t threads = (uintptr_t)gridDim.x * blockDim.x;
-  for (uintptr_t at = begin + thread * kPrefetchChunk; at < end; at += threads * kPrefetchChunk) {
-    const uintptr_t len = end - at < (uintptr_t)kPrefetchChunk ? end - at : (uintptr_t)kPrefetchChunk;
-    prefetch_l2(reinterpret_cast<const void*>(at), (uint32_t)len);
-  }
+  prefetch_l2_span(pf.p, pf.bytes, grid_thread_blocked());
 }
 
 // The start of every activation pass: the L2 prefetch of the next launch's weights (they never depend on earlier
@@ -138,6 +132,20 @@ __device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
   *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   *reinterpret_cast<float4*>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
+// The 8 values rounded to a 16-bit float type H (f16_t or bf16_t), one 16-byte store (p 16-byte aligned).
+template <class H>
+__device__ __forceinline__ void store8(H* p, const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<H, bf16_t>) {
+      w[i] = float_to_bf16(v[2 * i]) | ((uint32_t)float_to_bf16(v[2 * i + 1]) << 16);
+    } else {
+      w[i] = float_to_f16(v[2 * i]) | ((uint32_t)float_to_f16(v[2 * i + 1]) << 16);
+    }
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // silu(g) * u with swiglu.cu's f32 numerics (e^-g clamped so it stays finite).
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(fminf(-g, 88.0f))) * u; }
@@ -156,11 +164,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Activations silu(gate) * up of gate_up [rows, 2 * inner] (inner a multiple of 8): element j of row r is
-// gate_up[r, j] (gate) and gate_up[r, inner + j] (up). kQuant: quantized into o; else f32 into out [rows, inner].
-template <bool kQ8K, bool kQuant>
+// gate_up[r, j] (gate) and gate_up[r, inner + j] (up). kQuant: quantized into o; else into out [rows, inner] as O
+// (float, or a 16-bit float type: rounded).
+template <bool kQ8K, bool kQuant, class O = float>
 __global__ void __launch_bounds__(kThreads)
     swiglu_activations_kernel(const float* __restrict__ gate_up, int64_t inner, int64_t total8, QOut o,
-                              float* __restrict__ out, Prefetch pf) {
+                              O* __restrict__ out, Prefetch pf) {
   prefetch_then_wait(pf, o);
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   const bool active = i < total8;
@@ -183,12 +192,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // One block per row of x [rows, k] (blocks past the rows only prefetch) (k a multiple of 8; of 32 / 256 when quantizing): s = x (+ residual, then
 // also stored to sum_out), h = s * rstd * weight with rstd = 1 / sqrtf(f32(sum of f32 squares, in double) / k
-// + eps). kQuant: h quantized into o; else written to out [rows, k].
-template <bool kQ8K, bool kQuant>
+// + eps). kQuant: h quantized into o; else written to out [rows, k] as O (float, or a 16-bit float type: rounded).
+template <bool kQ8K, bool kQuant, class O = float>
 __global__ void __launch_bounds__(kThreads)
     norm_activations_kernel(const float* __restrict__ x, const float* __restrict__ residual,
                             const float* __restrict__ weight, float eps, int64_t rows, int64_t k,
-                            float* __restrict__ sum_out, QOut o, float* __restrict__ out, Prefetch pf) {
+                            float* __restrict__ sum_out, QOut o, O* __restrict__ out, Prefetch pf) {
   constexpr int W = RBEE_DEVICE_WARP_SIZE;
   __shared__ double partial[kThreads / W];
   prefetch_then_wait(pf, o);
@@ -333,6 +342,38 @@ void launch_swiglu_rows(GpuDevice& device, const float* gate_up, int64_t m, int6
   const Prefetch p = enabled(pf);
   launch_decode_kernel(swiglu_activations_kernel<false, false>, dim3(blocks_for(total8, p)), dim3(kThreads), 0,
                        device.stream(), gate_up, inner, total8, QOut{}, out, p);
+}
+
+void launch_norm_rows_half(GpuDevice& device, DType half_type, const float* x, const float* residual,
+                           const float* weight, float eps, int64_t m, int64_t k, float* sum_out, uint16_t* out,
+                           Prefetch pf) {
+  if (m == 0 || k == 0) return;
+  const Prefetch p = enabled(pf);
+  if (half_type == DType::BF16) {
+    launch_decode_kernel(norm_activations_kernel<false, false, bf16_t>, dim3(grid_of(m, p)), dim3(kThreads), 0,
+                         device.stream(), x, residual, weight, eps, m, k, sum_out, QOut{},
+                         reinterpret_cast<bf16_t*>(out), p);
+  } else {
+    RBEE_ASSERT(half_type == DType::F16, "norm rows: {} is not a 16-bit float type", dtype_name(half_type));
+    launch_decode_kernel(norm_activations_kernel<false, false, f16_t>, dim3(grid_of(m, p)), dim3(kThreads), 0,
+                         device.stream(), x, residual, weight, eps, m, k, sum_out, QOut{},
+                         reinterpret_cast<f16_t*>(out), p);
+  }
+}
+
+void launch_swiglu_rows_half(GpuDevice& device, DType half_type, const float* gate_up, int64_t m, int64_t inner,
+                             uint16_t* out, Prefetch pf) {
+  const int64_t total8 = m * inner / 8;
+  if (total8 == 0) return;
+  const Prefetch p = enabled(pf);
+  if (half_type == DType::BF16) {
+    launch_decode_kernel(swiglu_activations_kernel<false, false, bf16_t>, dim3(blocks_for(total8, p)), dim3(kThreads),
+                         0, device.stream(), gate_up, inner, total8, QOut{}, reinterpret_cast<bf16_t*>(out), p);
+  } else {
+    RBEE_ASSERT(half_type == DType::F16, "swiglu rows: {} is not a 16-bit float type", dtype_name(half_type));
+    launch_decode_kernel(swiglu_activations_kernel<false, false, f16_t>, dim3(blocks_for(total8, p)), dim3(kThreads),
+                         0, device.stream(), gate_up, inner, total8, QOut{}, reinterpret_cast<f16_t*>(out), p);
+  }
 }
 
 }  // namespace rbee::gpu::quant

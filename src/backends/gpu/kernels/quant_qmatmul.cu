@@ -34,6 +34,7 @@
 #include "backends/common/batch_invariant.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/half_rows.h"
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_gemv_fused.h"
 #include "backends/gpu/kernels/quant_launch.h"
@@ -152,6 +153,29 @@ bool run_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out, 
   return true;
 }
 
+// Whether run_float takes the vendor GEMM for an m-row product with w (rows past one gemv launch, a library
+// that takes the sizes, not batch-invariant mode).
+bool takes_blas(GpuDevice& device, int64_t m, const Tensor& w) {
+  return m > quant::kMatvecMaxRows && device.blas() != nullptr && fits_blas(m, w.dim(0), w.dim(1)) &&
+         !batch_invariant();
+}
+
+// Whether a fused source (norm rows, swiglu rows) feeding the vendor GEMM on 16-bit weights is written as 16-bit
+// rows directly (launch_norm_rows_half / launch_swiglu_rows_half) instead of f32 rows and a rounding pass: the same
+// values (each rounded once from the same f32), one launch less. RBEE_BLAS_HALF_ACTS=0: f32 rows, then the
+// rounding pass inside blas_float, as before (for comparisons).
+bool half_acts(GpuDevice& device, int64_t m, const Tensor& w) {
+  static const bool on = env::flag_or("RBEE_BLAS_HALF_ACTS", true);
+  return on && (w.dtype() == DType::F16 || w.dtype() == DType::BF16) && takes_blas(device, m, w);
+}
+
+// out [m, N] = xh . w^T for xh [m, K] already in w's 16-bit type: the GEMM of blas_float without its rounding pass.
+bool blas_half(GpuDevice& device, const Tensor& xh, const Tensor& w, float* out) {
+  const int64_t m = xh.dim(0), k = xh.dim(1), n = w.dim(0);
+  return device.blas()->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xh.data(), k, w.data(), k, out,
+                                     n, 0.f, device.stream());
+}
+
 bool aligned16(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs) {
     if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
@@ -241,6 +265,13 @@ void GpuKernels::norm_qmatmul(const Tensor& x, const Tensor& w, const Tensor& no
     quant::launch_fused_float_gemv(device_, w.dtype(), true, {w.data(), w.dim(0), k, xp, res, nw, eps, sum, dst, nullptr});
     return;
   }
+  if (half_acts(device_, m, w)) {
+    Tensor hh = Tensor::empty({m, k}, w.dtype(), device_);
+    quant::launch_norm_rows_half(device_, w.dtype(), xp, res, nw, eps, m, k, sum, static_cast<uint16_t*>(hh.data()),
+                                 prefetch_of(w));
+    if (blas_half(device_, hh, w, dst)) return;
+    // The library declined: the f32 rows below (the norm again: x and residual are unchanged, sum is rewritten).
+  }
   Tensor h = Tensor::empty({m, k}, DType::F32, device_);
   quant::launch_norm_rows(device_, xp, res, nw, eps, m, k, sum, static_cast<float*>(h.data()), prefetch_of(w));
   run_float(device_, h, w, dst, nullptr);
@@ -273,10 +304,19 @@ void GpuKernels::swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Te
                                     nullptr, 0.f, nullptr, dst, res});
     added = true;
   } else {
-    Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
-    quant::launch_swiglu_rows(device_, static_cast<const float*>(gate_up.data()), m, inner,
-                              static_cast<float*>(act.data()), prefetch_of(w));
-    added = run_float(device_, act, w, dst, res);
+    bool done = false;
+    if (half_acts(device_, m, w)) {
+      Tensor acth = Tensor::empty({m, inner}, w.dtype(), device_);
+      quant::launch_swiglu_rows_half(device_, w.dtype(), static_cast<const float*>(gate_up.data()), m, inner,
+                                     static_cast<uint16_t*>(acth.data()), prefetch_of(w));
+      done = blas_half(device_, acth, w, dst);  // the residual, if any, is added below
+    }
+    if (!done) {
+      Tensor act = Tensor::empty({m, inner}, DType::F32, device_);
+      quant::launch_swiglu_rows(device_, static_cast<const float*>(gate_up.data()), m, inner,
+                                static_cast<float*>(act.data()), prefetch_of(w));
+      added = run_float(device_, act, w, dst, res);
+    }
   }
   if (residual && !added) binary(BinaryOp::Add, out, *residual, out);
 }
