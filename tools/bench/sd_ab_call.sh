@@ -76,7 +76,7 @@ if has peers_bg || has peers_start; then
     args="--steps 20 --width 512 --height 512 --runs ${DIFFUSERS_RUNS:-3}"
     [ $which = sdxl_diffusers ] && args="--sdxl --steps 20 --width 1024 --height 1024 --guidance 5 --runs ${DIFFUSERS_RUNS:-3}"
     PYTHONUNBUFFERED=1 timeout "${LIMIT:-400}" python3 tools/bench/sd_bench_diffusers.py $args --modes compiled \
-      --compile-warmup 1 --gate-file "$gates/$which" > "$out/bench_$which.txt" 2>&1 &
+      --compile-warmup 1 --gate-file "$gates/$which" > "$gates/bench_$which.txt" 2>&1 &
     echo $! > "$gates/$which.pid"
   done
   note "peers_bg: both compiled diffusers peers started (they wait at their gates after compiling)"
@@ -222,6 +222,7 @@ if has peers_bg || has peers_finish; then
   for which in diffusers sdxl_diffusers; do
     touch "$gates/$which"
     while [ ! -f "$gates/$which.done" ] && kill -0 "$(cat "$gates/$which.pid")" 2>/dev/null; do sleep 0.5; done
+    cp "$gates/bench_$which.txt" "$out/"  # the log lives beside the gates: peers_start's $OUT may be packed already
     note "peers_bg: $which finished"
     grep -vi "warn" "$out/bench_$which.txt" | tail -8 | sed "s/^/$which: /" | tee -a "$out/summary.txt"
   done
