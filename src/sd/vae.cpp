@@ -154,10 +154,14 @@ Vae Vae::load(const Weights& w, const VaeConfig& cfg, bool with_encoder) {
   }
   impl->dec_norm = nn::Norm::group(d, "conv_norm_out", ch[0], g, kEps);
   impl->dec_out = nn::Conv2d::load(d, "conv_out", ch[0], cfg.out_channels, 3);
-  // Off unless RBEE_SD_VAE_CHANNELS_LAST=1: on an H100 the NHWC decoder was slower with the one-block NHWC group norm
-  // (its 32 blocks per image on 512-1024 pixel maps) and faster with the split one (docs/ENVIRONMENT.md). Meant for
-  // 16-bit decoders on devices with a convolution library: elsewhere its NHWC convolutions run between permuted copies.
-  if (env::flag_or("RBEE_SD_VAE_CHANNELS_LAST", false)) impl->decoder_to_channels_last();
+  // The decoder channels last where the UNet is (nn::channels_last_for: a device with a convolution library, or
+  // RBEE_SD_CHANNELS_LAST=1) and its weights are 16-bit; RBEE_SD_VAE_CHANNELS_LAST=1 / =0 forces it on / off. On an
+  // H100 with the row-chunk NHWC group norm it decoded SD 1.5's 512x512 in 6 ms against 11 ms channels first and
+  // SDXL's 1024x1024 in 24 ms against 41 ms (docs/perf-notes/sd-speed.md, session 11's final call). An F32 decoder
+  // stays NCHW unless forced.
+  const bool half_weights = impl->dec_in.w.dtype() == DType::F16 || impl->dec_in.w.dtype() == DType::BF16;
+  if (env::flag("RBEE_SD_VAE_CHANNELS_LAST").value_or(half_weights && nn::channels_last_for(impl->dec_in.w.device())))
+    impl->decoder_to_channels_last();
 
   if (with_encoder) {
     impl->has_encoder = true;
