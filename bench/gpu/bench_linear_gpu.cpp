@@ -126,12 +126,8 @@ int main(int argc, char** argv) {
     const double gemm_rate = 2.0 * (double)big * big * big / t_gemm;
     const int64_t chunk_elems = std::min<int64_t>(int64_t{1} << 20, big * big);
     const int64_t copy_elems = std::min<int64_t>(128, big * big / chunk_elems * 2) * chunk_elems;  // 256 MiB of f16
-    const Tensor chunk = random_f16({chunk_elems}, dev, 13);
-    const Tensor csrc =
-        chunk.reshape({1, chunk_elems}).expand({copy_elems / chunk_elems, chunk_elems}).contiguous().reshape({copy_elems});
-    const Tensor cdst = Tensor::empty({copy_elems}, DType::F16, dev);
-    const double t_copy = time_per_call(dev, o.min_seconds, [&] { ops::copy(cdst, csrc); });
-    const double copy_bw = 2.0 * 2.0 * (double)copy_elems / t_copy;
+    const bench::CopyLimit copy = bench::copy_limit(dev, o.min_seconds, copy_elems);
+    const double t_copy = copy.seconds, copy_bw = copy.bytes_per_s;
     fmt::print("limit {}: f16 GEMM {}^3 (ops::linear) {:.3f} ms = {:.1f} TFLOP/s; copy {} MiB {:.3f} ms = {:.0f} GB/s "
                "(read + write)\n",
                o.label, big, t_gemm * 1e3, gemm_rate * 1e-12, copy_elems * 2 >> 20, t_copy * 1e3, copy_bw * 1e-9);

@@ -128,17 +128,10 @@ int main(int argc, char** argv) {
     fmt::print("device: {} ({}), {} compute units; label {}\n", info.name, info.arch, info.compute_units, o.label);
 
     // The copy bandwidth, as bench_linear_gpu measures it (256 MiB of f16, read + write).
-    const int64_t chunk_elems = int64_t{1} << 20, copy_elems = 128 * chunk_elems;
-    const Tensor chunk = random_f16({chunk_elems}, dev, 13);
-    const Tensor csrc = chunk.reshape({1, chunk_elems})
-                            .expand({copy_elems / chunk_elems, chunk_elems})
-                            .contiguous()
-                            .reshape({copy_elems});
-    const Tensor cdst = Tensor::empty({copy_elems}, DType::F16, dev);
-    const double t_copy = time_per_call(dev, o.min_seconds, [&] { ops::copy(cdst, csrc); });
-    const double copy_bw = 2.0 * 2.0 * (double)copy_elems / t_copy;
-    fmt::print("limit {}: copy {} MiB {:.3f} ms = {:.0f} GB/s (read + write)\n", o.label, copy_elems * 2 >> 20,
-               t_copy * 1e3, copy_bw * 1e-9);
+    const bench::CopyLimit copy = bench::copy_limit(dev, o.min_seconds);
+    const double copy_bw = copy.bytes_per_s;
+    fmt::print("limit {}: copy {} MiB {:.3f} ms = {:.0f} GB/s (read + write)\n", o.label, copy.elems * 2 >> 20,
+               copy.seconds * 1e3, copy_bw * 1e-9);
 
     Totals totals[2];
     auto part_of = [](const char* part) { return std::strcmp(part, "sdxl") == 0 ? 1 : 0; };

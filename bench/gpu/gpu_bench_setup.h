@@ -99,4 +99,26 @@ inline double time_per_call(Device& dev, double min_seconds, const std::function
   return elapsed / reps / kCallsPerGraph;
 }
 
+// Copy bandwidth of dev, bytes read + written per second: ops::copy of copy_elems f16 values (below 2^20 any count,
+// else a multiple of 2^20; 2^27 = 256 MiB by default) timed by time_per_call. The limit the per-shape benches hold
+// memory-bound rows against.
+struct CopyLimit {
+  int64_t elems = 0;
+  double seconds = 0;       // per copy
+  double bytes_per_s = 0;   // 2 * 2 bytes per element over `seconds`
+};
+inline CopyLimit copy_limit(Device& dev, double min_seconds, int64_t copy_elems = int64_t{128} << 20) {
+  const int64_t chunk_elems = std::min<int64_t>(int64_t{1} << 20, copy_elems);
+  RBEE_CHECK(copy_elems % chunk_elems == 0, "copy_limit: {} values is not a multiple of 2^20", copy_elems);
+  const Tensor chunk = random_f16({chunk_elems}, dev, 13);
+  const Tensor src =
+      chunk.reshape({1, chunk_elems}).expand({copy_elems / chunk_elems, chunk_elems}).contiguous().reshape({copy_elems});
+  const Tensor dst = Tensor::empty({copy_elems}, DType::F16, dev);
+  CopyLimit c;
+  c.elems = copy_elems;
+  c.seconds = time_per_call(dev, min_seconds, [&] { ops::copy(dst, src); });
+  c.bytes_per_s = 2.0 * 2.0 * (double)copy_elems / c.seconds;
+  return c;
+}
+
 }  // namespace rbee::bench
