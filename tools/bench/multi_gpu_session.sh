@@ -279,9 +279,10 @@ case "${AB:-0}" in
   # The eighth session's switch, off by default: RBEE_TP_OVERLAP=1 cuts the attention output and down projection in
   # two by output columns and runs the first half's all-reduce on a side stream beside the second half's product
   # (docs/perf-notes/multi-device.md, "prepared for the eighth two-GPU session"). On and off alternate, at 64
-  # streams and at tg128, each beside one GPU.
+  # streams (also with a first part of 75% of the columns, RBEE_TP_OVERLAP_SPLIT=75) and at tg128, beside one GPU.
   tp8) ab_specs=("RBEE_TP_OVERLAP=1|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                  "default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "RBEE_TP_OVERLAP=1 RBEE_TP_OVERLAP_SPLIT=75|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                  "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                  "RBEE_TP_OVERLAP=1|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
                  "default|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"

@@ -13,7 +13,10 @@ namespace {
 std::atomic<uint64_t> g_overlapped{0};
 }  // namespace
 
-int64_t overlap_first_half(int64_t out) { return out / 2 / 16 * 16; }
+int64_t overlap_first_part(int64_t out, int percent) {
+  const int64_t first = out * percent / 100 / 16 * 16;
+  return first > 0 && first < out ? first : 0;
+}
 
 uint64_t overlapped_reductions() { return g_overlapped.load(std::memory_order_relaxed); }
 
@@ -21,7 +24,7 @@ Tensor reduce_in_halves(const StepContext& step, const Tensor& w, const Tensor& 
                         RowBlockProduct product) {
   RBEE_CHECK(!extras.addend.defined(), "reduce_in_halves: pass the residual, not an addend");
   const int64_t out = w.dim(0);
-  const int64_t h = overlap_first_half(out);
+  const int64_t h = overlap_first_part(out, step.tp_overlap_first_percent);
   if (!step.comm || h == 0) return reduce_partial(step, product(w, residual), extras);
   const auto part = [&](const Tensor& t, int axis, int64_t start, int64_t len) {
     return t.defined() ? t.narrow(axis, start, len) : Tensor();

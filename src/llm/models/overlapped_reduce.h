@@ -14,12 +14,13 @@ namespace rbee::llm {
 // this rank's partial sums of those output columns, plus residual_part where given.
 using RowBlockProduct = FunctionRef<Tensor(const Tensor& w_part, const Tensor& residual_part)>;
 
-// The output columns (rows of w) the first half takes: half of out rounded down to a multiple of 16, or 0 when
-// out is too narrow to cut (then the product is not cut).
-int64_t overlap_first_half(int64_t out);
+// The output columns (rows of w) the first part takes: percent of out (StepContext::tp_overlap_first_percent) rounded
+// down to a multiple of 16, or 0 when that leaves either part empty (then the product is not cut).
+int64_t overlap_first_part(int64_t out, int percent);
 
-// reduce_partial(product(w, residual), extras) computed in two halves by output columns, each element the same
-// bits: w [out, in] is cut into its first overlap_first_half(out) rows and the rest (each weight byte read once);
+// reduce_partial(product(w, residual), extras) computed in two parts ("halves" A and B) by output columns, each element
+// the same bits: w [out, in] is cut into its first overlap_first_part(out, step.tp_overlap_first_percent) rows and the
+// rest (each weight byte read once);
 // half A's all-reduce runs on the device's side stream (rbee/backend/side_stream.h; where the communicator records
 // into graphs, i.e. its peer-to-peer kernels, which allocate nothing) while half B's product runs on the main
 // stream; after the join, half B's all-reduce (a rank's all-reduces stay in one order: the peer-to-peer kernels'
