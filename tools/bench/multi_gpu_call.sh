@@ -27,7 +27,8 @@
 # writes or runs it.
 # CHECKS_STOP (default 300
 # s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp7-batched tp7:1 tp7-each:1",
-# multi_gpu_session.sh's AB specs, each SPEC:ROUNDS rounds or AB_ROUNDS, default 2).
+# multi_gpu_session.sh's AB specs, each SPEC:ROUNDS rounds or AB_ROUNDS, default 2; "tp8" is RBEE_TP_OVERLAP=1 and off
+# at 64 streams, also with RBEE_TP_OVERLAP_SPLIT=75, and at tg128). COMPARE_MODES (default "tensor layer"; "tensor-overlap": the split with RBEE_TP_OVERLAP=1).
 set -uo pipefail
 phase=${1:?usage: multi_gpu_call.sh checks|table CARRY}
 carry=$(cd "${2:?usage: multi_gpu_call.sh checks|table CARRY}" && pwd)
@@ -99,7 +100,7 @@ checks)
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$out/conformance.log" | tee -a "$out/summary.txt"
   fi
   OUT=$out ROWS=7b SKIP_BENCH=1 SKIP_PLAN=1 COMPARE_MODES=${COMPARE_MODES:-tensor layer} \
-    TEST_FILTER=${TEST_FILTER:-'Collective.*:CollectiveGather.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*'} \
+    TEST_FILTER=${TEST_FILTER:-'Collective.*:CollectiveGather.*:MultiDevice.TensorSplitOverGpuDevices:MultiDevice.BenchDecode*:RankThreads.*:SideStream.*:TpOverlap.*'} \
     COLLECTIVE_PATHS=${COLLECTIVE_PATHS:-auto} "${session[@]}"
   # The A/B rounds time the host too: they wait (up to M70_WAIT s, default 90) for the 70B model's write to end.
   waited=0

@@ -29,7 +29,8 @@
 # PLAN_CHECK70=0 (LONGCTX without the two-GPU plan --check), SKIP_TESTS=1, SKIP_COMPARE=1, SKIP_PLAN=1, SKIP_BENCH=1, SKIP_COLLECTIVE=1, AB=1|batched, AB_ROUNDS=2,
 # AB=tp6 / tp6-batched / tp6-each (the sixth session's switches: both off against the default and one GPU, then each
 # alone at 64 streams), AB=tp7 / tp7-batched / tp7-each (the seventh session's: all three off against the default and one
-# GPU with and without 16-bit row passes, then each alone at 64 streams), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+# GPU with and without 16-bit row passes, then each alone at 64 streams), AB=tp8 (RBEE_TP_OVERLAP=1 and off at 64 streams
+# and tg128, each beside one GPU), COMPARE_MODES may add tensor-overlap (the split with RBEE_TP_OVERLAP=1), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, ONLY_RBEE=1 (the bench without llama.cpp), LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -124,13 +125,17 @@ if [ "${SKIP_COMPARE:-0}" != 1 ]; then
       tensor) compare_modes+=("--devices $devices --split tensor") ;;
       layer) compare_modes+=("--devices $devices --split layer") ;;
       offload) compare_modes+=("--backend cuda --gpu-layers 16") ;;
+      # The tensor split with the eighth session's overlapped all-reduce (RBEE_TP_OVERLAP=1).
+      tensor-overlap) compare_modes+=("RBEE_TP_OVERLAP=1 --devices $devices --split tensor") ;;
     esac
   done
   for mode in "${compare_modes[@]}"; do
     note "$(stamp) rbee compare 7B F16 ($mode) against one GPU, 64 greedy steps"
+    envs=""  # leading RBEE_X=V words of a mode go to the environment
+    while [[ $mode == RBEE_*=*" "* ]]; do envs="$envs ${mode%% *}"; mode=${mode#* }; done
     # shellcheck disable=SC2086
-    timeout "${COMPARE_TIMEOUT:-240}" "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q > "$out/compare.log.tmp" 2>&1 ||
-      status=1
+    env $envs timeout "${COMPARE_TIMEOUT:-240}" "$rbee" compare -m "$m7" $mode --reference cuda --steps 64 -q \
+      > "$out/compare.log.tmp" 2>&1 || status=1
     grep -E "^(compare|greedy|prefill)" "$out/compare.log.tmp" | tee -a "$out/summary.txt"
     cat "$out/compare.log.tmp" >> "$out/compare.log"
   done
@@ -271,6 +276,17 @@ case "${AB:-0}" in
                       "RBEE_ALLREDUCE_PREFETCH_MB=40|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                       "RBEE_ALLREDUCE_PREFETCH=heads|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                       "default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  # The eighth session's switch, off by default: RBEE_TP_OVERLAP=1 cuts the attention output and down projection in
+  # two by output columns and runs the first half's all-reduce on a side stream beside the second half's product
+  # (docs/perf-notes/multi-device.md, "prepared for the eighth two-GPU session"). On and off alternate, at 64
+  # streams (also with a first part of 75% of the columns, RBEE_TP_OVERLAP_SPLIT=75) and at tg128, beside one GPU.
+  tp8) ab_specs=("RBEE_TP_OVERLAP=1|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "RBEE_TP_OVERLAP=1 RBEE_TP_OVERLAP_SPLIT=75|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "RBEE_TP_OVERLAP=1|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+                 "default|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
+                 "default|--backend cuda|-p 0 -n 128 -r 2 --no-limits|tg128") ;;
   each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "

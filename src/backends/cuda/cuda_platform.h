@@ -60,6 +60,10 @@ inline Status event_destroy(Event e) { return cudaEventDestroy(e); }
 inline Status event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
 inline Status event_synchronize(Event e) { return cudaEventSynchronize(e); }
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
+// An event for ordering streams only (no timing: cheaper to record, and what a graph capture turns into edges).
+inline Status event_create_for_order(Event* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+// Work issued on s afterwards starts after the work e's last record captured (recorded into a capture as an edge).
+inline Status stream_wait_event(Stream s, Event e) { return cudaStreamWaitEvent(s, e, 0); }
 inline Status stream_begin_capture(Stream s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
 inline Status stream_end_capture(Stream s, Graph* g) { return cudaStreamEndCapture(s, g); }
 inline Status graph_instantiate(GraphExec* e, Graph g) { return cudaGraphInstantiate(e, g, 0); }

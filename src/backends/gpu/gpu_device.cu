@@ -62,6 +62,9 @@ GpuDevice::~GpuDevice() {
   release_held_memory();
   kernels_.reset();
   allocator_.reset();
+  if (fork_event_) event_destroy(fork_event_);
+  if (join_event_) event_destroy(join_event_);
+  if (side_stream_) stream_destroy(side_stream_);
   if (stream_) stream_destroy(stream_);  // last: the BLAS handles were bound to it
 }
 
@@ -71,6 +74,7 @@ void GpuDevice::release_held_memory() noexcept {
       get_last_error();
       return;  // the runtime is gone, and its memory with it
     }
+    if (side_stream_) stream_synchronize(side_stream_);
     if (stream_) stream_synchronize(stream_);  // no kernel or copy may still use what is freed below
     {
       std::lock_guard<std::mutex> lock(graphs_mutex_);
@@ -168,13 +172,39 @@ void GpuDevice::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 void GpuDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   activate();
-  RBEE_GPU_CHECK(memcpy_async(dst, src, bytes, stream_));
+  RBEE_GPU_CHECK(memcpy_async(dst, src, bytes, stream()));
 }
 
 void GpuDevice::synchronize() {
   check_not_capturing("synchronize");
   activate();
+  if (side_stream_) RBEE_GPU_CHECK(stream_synchronize(side_stream_));
   RBEE_GPU_CHECK(stream_synchronize(stream_));
+}
+
+void GpuDevice::begin_side() {
+  RBEE_CHECK(!side_open_, "{}: begin_side while a side section is open", id_);
+  activate();
+  if (!side_stream_) {
+    check_not_capturing("making the side stream");
+    RBEE_GPU_CHECK(stream_create(&side_stream_));
+    RBEE_GPU_CHECK(event_create_for_order(&fork_event_));
+    RBEE_GPU_CHECK(event_create_for_order(&join_event_));
+  }
+  RBEE_GPU_CHECK(event_record(fork_event_, stream_));
+  RBEE_GPU_CHECK(stream_wait_event(side_stream_, fork_event_));
+  side_open_ = true;
+  side_unjoined_ = true;
+}
+
+void GpuDevice::end_side() { side_open_ = false; }
+
+void GpuDevice::join_side() {
+  if (!side_unjoined_) return;
+  activate();
+  RBEE_GPU_CHECK(event_record(join_event_, side_stream_));
+  RBEE_GPU_CHECK(stream_wait_event(stream_, join_event_));
+  side_unjoined_ = false;
 }
 
 void GpuDevice::empty_cache() {
@@ -209,6 +239,14 @@ void GpuDevice::begin_graph_capture() {
 Device::GraphId GpuDevice::end_graph_capture() {
   RBEE_CHECK(capturing_, "{}: end_graph_capture without begin_graph_capture", id_);
   activate();
+  side_open_ = false;
+  // A capture must end with every forked stream joined to the one it began on.
+  if (side_unjoined_) {
+    if (event_record(join_event_, side_stream_) != kSuccess || stream_wait_event(stream_, join_event_) != kSuccess) {
+      get_last_error();  // the capture is broken: stream_end_capture below reports it
+    }
+    side_unjoined_ = false;
+  }
   Graph graph = nullptr;
   const Status s = stream_end_capture(stream_, &graph);
   capturing_ = false;

@@ -1,6 +1,7 @@
 // The GPU device and backend, written once for CUDA and HIP over backends/gpu/platform.h.
-// One GpuDevice per GPU: a non-blocking stream that every kernel and copy of that device is ordered on, a
-// caching allocator over device memory, a pinned staging buffer for host copies, the vendor BLAS and the vendor
+// One GpuDevice per GPU: a non-blocking stream that every kernel and copy of that device is ordered on (and a side
+// stream for work that may overlap it: rbee/backend/side_stream.h), a caching allocator over device memory, a
+// pinned staging buffer for host copies, the vendor BLAS and the vendor
 // convolution library (dnn.h; cuDNN where installed).
 #pragma once
 
@@ -16,12 +17,13 @@
 #include "backends/gpu/graph_pool.h"
 #include "backends/gpu/platform.h"
 #include "rbee/backend/device.h"
+#include "rbee/backend/side_stream.h"
 
 namespace rbee::gpu {
 
 class GpuKernels;
 
-class GpuDevice final : public Device {
+class GpuDevice final : public Device, public SideStream {
  public:
   explicit GpuDevice(int index);
   ~GpuDevice() override;
@@ -53,8 +55,19 @@ class GpuDevice final : public Device {
   void release_graph(GraphId id) override;
   bool capturing() const { return capturing_; }
 
+  // The side stream (contract in rbee/backend/side_stream.h): a second non-blocking stream, made at the first
+  // begin_side; begin_side records an event on the main stream that the side stream waits for, join_side one on
+  // the side stream that the main stream waits for. Inside a graph capture the side stream joins the capture at
+  // the fork and its work becomes a parallel branch of the graph.
+  void begin_side() override;
+  void end_side() override;
+  void join_side() override;
+  bool side_open() const override { return side_open_; }
+
   int index() const { return index_; }
-  Stream stream() const { return stream_; }
+  // The stream work issued now goes to: the side stream inside begin_side / end_side, else the main stream. Every
+  // kernel, BLAS call and collective takes its stream from here.
+  Stream stream() const { return side_open_ ? side_stream_ : stream_; }
   const DeviceProps& props() const { return props_; }
   Blas* blas() const { return blas_.get(); }
   // The convolution library (cuDNN), or nullptr; dnn_note() says why when absent (for one log line).
@@ -76,6 +89,13 @@ class GpuDevice final : public Device {
   std::string id_;
   DeviceProps props_{};
   Stream stream_ = nullptr;
+  // The side stream and its fork / join events (made at the first begin_side); side_open_: inside begin_side /
+  // end_side; side_unjoined_: side work issued since the last join_side.
+  Stream side_stream_ = nullptr;
+  Event fork_event_ = nullptr;
+  Event join_event_ = nullptr;
+  bool side_open_ = false;
+  bool side_unjoined_ = false;
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;
   std::string blas_note_;

@@ -67,6 +67,9 @@ inline Status event_destroy(Event e) { return hipEventDestroy(e); }
 inline Status event_record(Event e, Stream s) { return hipEventRecord(e, s); }
 inline Status event_synchronize(Event e) { return hipEventSynchronize(e); }
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
+// Contracts: cuda_platform.h.
+inline Status event_create_for_order(Event* e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
+inline Status stream_wait_event(Stream s, Event e) { return hipStreamWaitEvent(s, e, 0); }
 inline Status stream_begin_capture(Stream s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
 inline Status stream_end_capture(Stream s, Graph* g) { return hipStreamEndCapture(s, g); }
 inline Status graph_instantiate(GraphExec* e, Graph g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }

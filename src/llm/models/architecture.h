@@ -79,6 +79,15 @@ struct StepContext {
   // projection's vendor GEMM); false (RBEE_TP_RESIDUAL_IN_REDUCE=0) lets the projection add it (the gemv's epilogue,
   // or an add after the GEMM).
   bool residual_in_reduce = true;
+  // Tensor split, steps of one row per sequence (decode): each row-parallel product (attention output, down
+  // projection) is cut in two by output columns, the first half's all-reduce running on the device's side stream
+  // beside the second half's product (reduce_in_halves, llm/models/overlapped_reduce.h); the same bits as the whole
+  // product and all-reduce. On with RBEE_TP_OVERLAP=1 (off by default until measured on two GPUs).
+  bool tp_overlap = false;
+  // With tp_overlap: the first part's share of the output columns, in percent (RBEE_TP_OVERLAP_SPLIT, 10 to 90,
+  // default 50). A larger first part leaves a smaller all-reduce on the critical path but hides its own behind a
+  // shorter product.
+  int tp_overlap_first_percent = 50;
   // Tensor split: the next layer's weights on this rank (null for the last layer), whose first projection the
   // all-reduce at the end of this layer names as what the rank reads next (ReduceExtras::next_read).
   const LayerWeights* next_layer = nullptr;

@@ -2,6 +2,8 @@
 
 #include <tuple>
 
+#include "llm/models/overlapped_reduce.h"
+
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
 #include "rbee/backend/paged_rows.h"
@@ -81,8 +83,12 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   profile::Scope scope("attn_output", o, w.attn_output.shape());
   // The MLP's first projection comes next (gate, or the stacked gate/up).
   const Tensor& mlp_first = w.ffn_gate.defined() ? w.ffn_gate : w.ffn_up;
-  return reduce_partial(step, linear(o.view({n, (int64_t)c.n_heads * c.head_dim}), w.attn_output),
-                        ReduceExtras{Tensor(), mlp_first});
+  const Tensor heads = o.view({n, (int64_t)c.n_heads * c.head_dim});
+  if (step.comm && step.tp_overlap) {
+    return reduce_in_halves(step, w.attn_output, Tensor(), ReduceExtras{Tensor(), mlp_first},
+                            [&](const Tensor& w_part, const Tensor&) { return linear(heads, w_part); });
+  }
+  return reduce_partial(step, linear(heads, w.attn_output), ReduceExtras{Tensor(), mlp_first});
 }
 
 // Whether the MLP can run as one stacked gate/up projection followed by swiglu_qmatmul.
@@ -132,6 +138,10 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
       gu = linear(h, w.ffn_up);
     }
     profile::Scope scope("swiglu+down", gu, w.ffn_down.shape());
+    if (step.comm && step.tp_overlap) {
+      return reduce_in_halves(step, w.ffn_down, Tensor(), ReduceExtras{Tensor(), next_layer_first_read(step)},
+                              [&](const Tensor& w_part, const Tensor&) { return ops::swiglu_qmatmul(gu, w_part); });
+    }
     return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down),
                           ReduceExtras{Tensor(), next_layer_first_read(step)});
   }
@@ -147,6 +157,10 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
     up = gu.narrow(1, i, i).contiguous();
   }
   const Tensor act = c.activation == Activation::Silu ? ops::swiglu(gate, up) : ops::mul(ops::gelu(gate, true), up);
+  if (step.comm && step.tp_overlap) {
+    return reduce_in_halves(step, w.ffn_down, Tensor(), ReduceExtras{Tensor(), next_layer_first_read(step)},
+                            [&](const Tensor& w_part, const Tensor&) { return linear(act, w_part); });
+  }
   return reduce_partial(step, linear(act, w.ffn_down), ReduceExtras{Tensor(), next_layer_first_read(step)});
 }
 
@@ -189,6 +203,17 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
     }
     profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
     const Tensor next = next_layer_first_read(step);
+    // Cut in two by output columns, half A's all-reduce beside half B's product (tp_overlap): rank 0's residual is
+    // added by its products (the same f32 add as the all-reduce's push or the gemv's epilogue: the same bits).
+    if (step.comm && step.tp_overlap) {
+      const auto down = [&](const Tensor& w_part, const Tensor& residual_part) {
+        return ops::swiglu_qmatmul(gu, w_part, residual_part);
+      };
+      if (!step.fold_residual) {
+        return ops::add(x1, reduce_in_halves(step, w.ffn_down, Tensor(), {Tensor(), next}, down));
+      }
+      return reduce_in_halves(step, w.ffn_down, step.rank == 0 ? x1 : Tensor(), {Tensor(), next}, down);
+    }
     if (step.comm && !step.fold_residual) {
       return ops::add(x1, reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down), ReduceExtras{Tensor(), next}));
     }

@@ -53,6 +53,13 @@ bool tp_residual_in_reduce() {
   return on;
 }
 
+// StepContext::tp_overlap: RBEE_TP_OVERLAP=1 (off by default): a tensor split's decode steps overlap the first half of
+// each row-parallel product's all-reduce with the second half's product. Read at every step (one getenv), so that a
+// test compares both schedules in one process; a recorded decode graph keeps the schedule it was captured with.
+bool tp_overlap() { return env::flag_or("RBEE_TP_OVERLAP", false); }
+// StepContext::tp_overlap_first_percent: RBEE_TP_OVERLAP_SPLIT (10 to 90; default 50), read like tp_overlap.
+int tp_overlap_first_percent() { return (int)env::integer_or("RBEE_TP_OVERLAP_SPLIT", 50, 10, 90); }
+
 // A tensor split's lean decode step (on unless RBEE_TP_LEAN_STEP=0, the fifth session's step, for comparisons): a rank
 // without the embedding zeroes its input slot inside its decode graph (no zeros and copy launched from the host
 // each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
@@ -429,6 +436,8 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     step.rank = k.index;
     step.fold_residual = tp_fold_residual();
     step.residual_in_reduce = tp_residual_in_reduce();
+    step.tp_overlap = tp_overlap() && n == b;  // one row per sequence: a decode step
+    if (step.tp_overlap) step.tp_overlap_first_percent = tp_overlap_first_percent();
   }
   Tensor x = x0;
   for (int l = k.first_layer; l < k.end_layer; ++l) {
