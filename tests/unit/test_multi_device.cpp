@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/random_models.h"
+#include "common/two_gpu_backend.h"
 #include "golden/golden_util.h"
 #include "rbee/backend/device.h"
 #include "rbee/llm/generate.h"
@@ -445,13 +446,7 @@ TEST(MultiDevice, TensorSplitDefaultModelUnevenHeads) {
 }
 
 TEST(MultiDevice, TensorSplitOverGpuDevices) {
-  Registry& registry = Registry::global();
-  registry.load_plugins();
-  Backend* gpu = nullptr;
-  for (const char* name : {"cuda", "rocm"}) {
-    Backend* b = registry.find(name);
-    if (b && b->device_count() >= 2) gpu = b;
-  }
+  Backend* gpu = test::two_gpu_backend();
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (const char* arch : {"llama", "gemma", "phi3"}) {
     // GPU kernels against the CPU: the tolerance of rbee compare, not of summation order.

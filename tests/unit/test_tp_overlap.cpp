@@ -18,6 +18,7 @@
 
 #include "common/random_models.h"
 #include "common/scoped_env.h"
+#include "common/two_gpu_backend.h"
 #include "golden/golden_util.h"
 #include "llm/models/overlapped_reduce.h"
 #include "rbee/backend/device.h"
@@ -135,13 +136,7 @@ TEST(TpOverlap, BitIdenticalOnCpuRanks) {
 }
 
 TEST(TpOverlap, BitIdenticalOnGpuRanks) {
-  Registry& registry = Registry::global();
-  registry.load_plugins();
-  Backend* gpu = nullptr;
-  for (const char* name : {"cuda", "rocm"}) {
-    Backend* b = registry.find(name);
-    if (b && b->device_count() >= 2) gpu = b;
-  }
+  Backend* gpu = test::two_gpu_backend();
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (const std::string& path : models()) expect_overlap_bit_identical(path, {&gpu->device(0), &gpu->device(1)});
 }
