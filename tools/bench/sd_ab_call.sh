@@ -66,11 +66,14 @@ fi
 export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
 note "card: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 tok=tests/data/tiny_sd/sd15/tokenizer
-gates=/tmp/rbee-peer-gates
-if has peers_bg || has peers_start; then
+setup_peer() {  # the diffusers wheel from $C/whl on PYTHONPATH, the carried peer script in place
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$C"/whl/*.whl &&
     export PYTHONPATH=/tmp/site
   cp "$C/sd_bench_diffusers.py" tools/bench/sd_bench_diffusers.py  # the measured worktree's version
+}
+gates=/tmp/rbee-peer-gates
+if has peers_bg || has peers_start; then
+  setup_peer
   rm -rf "$gates" && mkdir -p "$gates"
   for which in diffusers sdxl_diffusers; do
     args="--steps 20 --width 512 --height 512 --runs ${DIFFUSERS_RUNS:-3}"
@@ -199,9 +202,7 @@ if has sdxl_profile; then
   note "sdxl profile done"
 fi
 if has diffusers || has sdxl_diffusers; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$C"/whl/*.whl &&
-    export PYTHONPATH=/tmp/site
-  cp "$C/sd_bench_diffusers.py" tools/bench/sd_bench_diffusers.py  # the measured worktree's version
+  setup_peer
   for which in diffusers sdxl_diffusers; do
     has $which || continue
     left=$((${LIMIT:-400} - SECONDS - 3))
