@@ -170,13 +170,19 @@ struct RopeKvCase {
   RopeMode mode;
   int d, rotary_dim;
   float freq_ratio;
+  int64_t hq = 4, hkv = 2;
 };
+// The GPU kernel gives each token `chunks` blocks of 256 work units sharing one cos / sin table: the wide cases
+// take several blocks a token (Llama-2-7B's 96 heads of 16 units: 6; 20 + 2 x 5 heads of 128: 480 units, the
+// second block part-filled).
 const std::vector<RopeKvCase> kRopeKvCases = {
     {"neox_d64", RopeMode::Neox, 64, 0, 0.f},
     {"normal_d64", RopeMode::Normal, 64, 0, 0.f},
     {"normal_d64_llamacpp_angles", RopeMode::Normal, 64, 0, 0.f /* set below */},
     {"neox_d40_rotary24", RopeMode::Neox, 40, 24, 0.f},
     {"normal_d6_rotary4", RopeMode::Normal, 6, 4, 0.f},  // element-wise kernels (d not a multiple of 4)
+    {"normal_d128_llama7b_heads_llamacpp_angles", RopeMode::Normal, 128, 0, 0.f, 32, 32},
+    {"neox_d128_ragged_blocks", RopeMode::Neox, 128, 0, 0.f, 20, 5},
 };
 
 using RopeKvParam = std::tuple<std::string, int, DType>;
@@ -186,7 +192,7 @@ TEST_P(RopeKvCacheWriteConformance, EqualsRopeThenKvCacheWrite) {
   const auto& [backend, case_index, cache_dtype] = GetParam();
   const RopeKvCase& c = kRopeKvCases[(size_t)case_index];
   RBEE_REQUIRE_DEVICE(backend, device);
-  const int64_t n = 5, hq = 4, hkv = 2, d = c.d, width = (hq + 2 * hkv) * d;
+  const int64_t n = 5, hq = c.hq, hkv = c.hkv, d = c.d, width = (hq + 2 * hkv) * d;
   const int rot = c.rotary_dim == 0 ? c.d : c.rotary_dim;
   RopeParams params;
   params.mode = c.mode;

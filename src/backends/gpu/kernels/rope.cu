@@ -10,7 +10,9 @@
 // 2*i0, Neox: V elements from i0 and V from i0 + half), then pass-through units of V elements. Each unit is two
 // or one 16-byte accesses when V = 16 bytes of T, which needs half, rotary_dim, D and the N/H strides to be
 // multiples of V and both tensors 16-byte aligned; otherwise V = 1.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
@@ -144,12 +146,18 @@ void launch_rope(GpuDevice& dev, const T* x, const int32_t* positions, const flo
 // [N, Hq, D], rope(k) and v into the caches at each token's slot, in one launch. Work units as in rope_kernel,
 // over Hq + 2 Hkv heads per token (v heads are copied unit by unit). Slots outside the cache are skipped (the
 // front-end checks host slots only).
+// Blocks belong to one token each (`chunks` blocks per token): a block first writes the token's cos and sin of
+// every rotary pair into shared memory (rope_cos_sin, the same values as computing them per element), then rotates
+// its units from that table. Every q and k head of a token shares the table: a decode step of Llama-2-7B computes
+// 64 angles a token instead of 64 per head (with llama.cpp's running-product angles, pair i costs i serial
+// multiplications: per element, that chain was most of the kernel's time).
 struct RopeKvGeometry {
   int64_t tokens, dim, half;
   int hq, hkv;
   int64_t q_s0, q_s1, k_s0, k_s1, v_s0, v_s1;
   int64_t rot_units, units;
   int64_t capacity;
+  int64_t chunks;  // blocks per token
   bool neox;
   float mscale, freq_ratio;
 };
@@ -158,13 +166,21 @@ template <class O, int V>
 __global__ void __launch_bounds__(kThreads)
     rope_kv_kernel(const float* q, const float* k, const float* v, const int32_t* positions, const float* inv_freq,
                    const int32_t* slots, RopeKvGeometry g, float* q_out, O* k_cache, O* v_cache) {
+  extern __shared__ unsigned char rope_table[];
+  float* cos_sin = reinterpret_cast<float*>(rope_table);  // [2][half]: cos, then sin, of the block's token's pairs
   grid_dependency_trigger();
   grid_dependency_wait();  // q, k, v come from the projection just before (launch_decode_kernel)
   const int heads = g.hq + 2 * g.hkv;
-  const int64_t total = g.tokens * heads * g.units;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t u = e % g.units, n = e / (g.units * heads);
-    const int h = (int)(e / g.units % heads);
+  const int64_t n = blockIdx.x / g.chunks;  // the block's token
+  const int64_t per_token = heads * g.units;
+  const int32_t pos = positions[n];
+  for (int64_t i = threadIdx.x; i < g.half; i += blockDim.x) {
+    rope_cos_sin<float>(pos, inv_freq, i, g.freq_ratio, g.mscale, cos_sin[i], cos_sin[g.half + i]);
+  }
+  __syncthreads();
+  for (int64_t w = (blockIdx.x % g.chunks) * blockDim.x + threadIdx.x; w < per_token; w += g.chunks * blockDim.x) {
+    const int64_t u = w % g.units;
+    const int h = (int)(w / g.units);
     const int kind = h < g.hq ? 0 : h < g.hq + g.hkv ? 1 : 2;  // q, k, v head
     const int hh = kind == 0 ? h : kind == 1 ? h - g.hq : h - g.hq - g.hkv;
     const float* src = kind == 0 ? q + n * g.q_s0 + hh * g.q_s1
@@ -203,12 +219,10 @@ __global__ void __launch_bounds__(kThreads)
         x0[t] = g.neox ? a[t] : (m < V ? a[m] : b[m - V]);
         x1[t] = g.neox ? b[t] : (m + 1 < V ? a[m + 1] : b[m + 1 - V]);
       }
-      const int32_t pos = positions[n];
       const int64_t i0 = u * V;
 #pragma unroll
       for (int t = 0; t < V; ++t) {
-        float c, sn;
-        rope_cos_sin<float>(pos, inv_freq, i0 + t, g.freq_ratio, g.mscale, c, sn);
+        const float c = cos_sin[i0 + t], sn = cos_sin[g.half + i0 + t];
         // The CPU's roundings: a c - b s = fma(a, c, -(b s)), a s + b c = fma(a, s, b c).
         const float ra = fmaf(x0[t], c, -(x1[t] * sn)), rb = fmaf(x0[t], sn, x1[t] * c);
         x0[t] = ra;
@@ -248,10 +262,13 @@ void launch_rope_kv(GpuDevice& dev, const Tensor& q, const Tensor& k, const Tens
                     Tensor& v_cache) {
   g.rot_units = g.half / V;
   g.units = g.rot_units + (g.dim - 2 * g.half) / V;
-  const int64_t total = g.tokens * (g.hq + 2 * g.hkv) * g.units;
-  if (total == 0) return;
+  const int64_t per_token = (g.hq + 2 * g.hkv) * g.units;
+  if (g.tokens * per_token == 0) return;
+  g.chunks = (per_token + kThreads - 1) / kThreads;
+  RBEE_CHECK(g.tokens * g.chunks <= std::numeric_limits<int32_t>::max(), "rope_kv_cache_write: {} tokens", g.tokens);
+  const size_t table_bytes = (size_t)(2 * std::max<int64_t>(g.half, 1)) * sizeof(float);
   quant::launch_decode_kernel(
-      rope_kv_kernel<O, V>, dim3(grid_for(total, kThreads)), dim3(kThreads), 0, dev.stream(),
+      rope_kv_kernel<O, V>, dim3((unsigned)(g.tokens * g.chunks)), dim3(kThreads), table_bytes, dev.stream(),
       static_cast<const float*>(q.data()), static_cast<const float*>(k.data()), static_cast<const float*>(v.data()),
       static_cast<const int32_t*>(positions.data()), static_cast<const float*>(inv_freq.data()),
       static_cast<const int32_t*>(slots.data()), g, static_cast<float*>(q_out.data()), static_cast<O*>(k_cache.data()),
