@@ -291,6 +291,15 @@ case "${AB:-0}" in
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
+  # Any rows, from the environment: AB_CUSTOM="ENV|WHERE|BENCH ARGS|ROW PATTERN;..." with WHERE "tp" (the tensor
+  # split over the GPUs) or "one" (one GPU), e.g. "RBEE_X=0|tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ".
+  custom) IFS=';' read -r -a custom_rows <<< "${AB_CUSTOM:?AB=custom needs AB_CUSTOM}"
+          ab_specs=()
+          for row in "${custom_rows[@]}"; do
+            IFS='|' read -r c_env c_where c_args c_pat <<< "$row"
+            [ "$c_where" = one ] && c_where="--backend cuda" || c_where=$tp
+            ab_specs+=("$c_env|$c_where|$c_args|$c_pat")
+          done ;;
   *) ab_specs=() ;;
 esac
 if [ "${#ab_specs[@]}" -gt 0 ]; then
