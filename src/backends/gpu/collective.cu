@@ -424,6 +424,7 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
       flag_inbox_.push_back(static_cast<float*>(flag_inbox));
       flags_.push_back(static_cast<uint32_t*>(flags));
     }
+    alloc_norm_buffers();
   }
   if (!p2p_ && !nccl_) {
     std::vector<Device*> plain(devices_.begin(), devices_.end());
@@ -446,6 +447,7 @@ GpuCommunicator::~GpuCommunicator() {
     device_free(flag_inbox_[r]);
     device_free(flags_[r]);
   }
+  free_norm_buffers();
 }
 
 Device& GpuCommunicator::device(int rank) const { return *devices_.at((size_t)rank); }

@@ -50,6 +50,7 @@
 #include "backends/gpu/nccl_api.h"
 #include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
+#include "rbee/backend/reduce_norm.h"
 #include "rbee/backend/reduce_with.h"
 
 namespace rbee::gpu {
@@ -64,7 +65,7 @@ struct L2Hint {
   int64_t rows = 0, row_bytes = 0;
 };
 
-class GpuCommunicator final : public Communicator, public ColumnGather, public ReduceWith {
+class GpuCommunicator final : public Communicator, public ColumnGather, public ReduceWith, public ReduceNormQMatmul {
  public:
   static constexpr int kMaxRanks = 8;
   static constexpr int kBlocks = 64;                // blocks of a one-shot launch (a round counter per block)
@@ -83,6 +84,10 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   static constexpr int64_t kPrefetchPerByte = 24;
   static constexpr int64_t kPrefetchCapMiB = 24;
   static constexpr int64_t kMinRowHead = 512;  // bytes per row below which the row-heads layout asks for nothing
+  // all_reduce_add_rms_norm_qmatmul (collective_norm.cu): blocks of its kernel at most (a row or more each) and the
+  // floats of each block's inbox region (its rows, at most kNormSlot floats in all): 4 MiB per parity and sender.
+  static constexpr int kNormMaxBlocks = 128;
+  static constexpr int64_t kNormSlot = 8192;
   // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
   enum class Path { Auto, OneShot, Flag, Library };
 
@@ -100,6 +105,11 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // before they wait (prefetch_cap_); the library path adds the addend by an op first and ignores the hint.
   void all_reduce_sum_with(int rank, const Tensor& x, const ReduceExtras& extras) override;
   void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override;
+  // The all-reduce, the residual add and the norm in one kernel (collective_norm.cu), then the 16-bit vendor GEMM:
+  // for F16 / BF16 weights at the rows that take the vendor GEMM, over peer access; false elsewhere.
+  bool all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x, const Tensor& residual, const Tensor& norm_weight,
+                                       float eps, const Tensor& w, const Tensor& sum_out,
+                                       const Tensor& out) override;
   void abort(const std::string& why) override;
 
  private:
@@ -110,6 +120,11 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // bounds: all_gather_columns' column bounds of a [n / cols, cols] tensor (gather mode), or empty (sum).
   void flag(int rank, float* x, int64_t n, int64_t cols = 0, std::span<const int64_t> bounds = {},
             const float* addend = nullptr, L2Hint hint = {});
+  // collective_norm.cu: whether the fused pass takes these operands (shapes, dtypes, settings: the same on every
+  // rank), and its buffers.
+  bool reduce_norm_fits(const Tensor& x, const Tensor& w) const;
+  void alloc_norm_buffers();
+  void free_norm_buffers();
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -125,6 +140,11 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // (the round each sender's block last delivered); the round counters are the one-shot kernel's.
   std::vector<float*> flag_inbox_;
   std::vector<uint32_t*> flags_;
+  // Per rank, for the fused all-reduce + norm (collective_norm.cu), a protocol of its own: inbox [2 parities][ranks]
+  // [kNormMaxBlocks][kNormSlot] f32, flags [ranks][kNormMaxBlocks] u32, rounds [kNormMaxBlocks] u32.
+  std::vector<float*> norm_inbox_;
+  std::vector<uint32_t*> norm_flags_;
+  std::vector<uint32_t*> norm_rounds_;
   Path path_ = Path::Auto;
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS

@@ -88,6 +88,10 @@ struct StepContext {
   // default 50). A larger first part leaves a smaller all-reduce on the critical path but hides its own behind a
   // shorter product.
   int tp_overlap_first_percent = 50;
+  // Tensor split: the attention output's all-reduce, the residual add, the MLP norm and the gate/up projection in one
+  // communicator call where it has a fused pass (rbee/backend/reduce_norm.h; on GPUs: one kernel for the all-reduce,
+  // the add and the norm, then the 16-bit GEMM); the same bits. On unless RBEE_TP_REDUCE_NORM=0.
+  bool reduce_norm = false;
   // Tensor split: the next layer's weights on this rank (null for the last layer), whose first projection the
   // all-reduce at the end of this layer names as what the rank reads next (ReduceExtras::next_read).
   const LayerWeights* next_layer = nullptr;

@@ -7,6 +7,7 @@
 #include "rbee/core/profile.h"
 #include "rbee/ops.h"
 #include "rbee/backend/paged_rows.h"
+#include "rbee/backend/reduce_norm.h"
 
 namespace rbee::llm {
 
@@ -41,8 +42,8 @@ Qkv project_qkv(const StepContext& step, const LayerWeights& w, const Tensor& h)
 }
 
 // Attention of the step's new q / k / v heads over the paged cache (rope, cache write, attention, output
-// projection): -> [N, H] (summed over the ranks of a tensor split).
-Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) {
+// projection): -> [N, H] (summed over the ranks of a tensor split; with reduce false, this rank's partial sum).
+Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p, bool reduce = true) {
   const ModelConfig& c = step.config;
   const int64_t n = p.q.dim(0);
   if (w.attn_q_norm.defined()) {
@@ -84,6 +85,7 @@ Tensor attend(const StepContext& step, const LayerWeights& w, int layer, Qkv p) 
   // The MLP's first projection comes next (gate, or the stacked gate/up).
   const Tensor& mlp_first = w.ffn_gate.defined() ? w.ffn_gate : w.ffn_up;
   const Tensor heads = o.view({n, (int64_t)c.n_heads * c.head_dim});
+  if (!reduce) return linear(heads, w.attn_output);
   if (step.comm && step.tp_overlap) {
     return reduce_in_halves(step, w.attn_output, Tensor(), ReduceExtras{Tensor(), mlp_first},
                             [&](const Tensor& w_part, const Tensor&) { return linear(heads, w_part); });
@@ -166,16 +168,18 @@ Tensor mlp_block(const StepContext& step, const LayerWeights& w, const Tensor& h
 
 namespace {
 
-// attention(attn_norm(x)) of a layer, x [tokens, hidden] -> [tokens, hidden] (no residual added). With stacked
-// q/k/v weights (GPUs, fused-qkv files) the norm runs inside the projection.
-Tensor normed_attention(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
+// attention(attn_norm(x)) of a layer, x [tokens, hidden] -> [tokens, hidden] (no residual added; reduce false: this
+// rank's partial sum under a tensor split, stacked q/k/v only). With stacked q/k/v weights (GPUs, fused-qkv files)
+// the norm runs inside the projection.
+Tensor normed_attention(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x,
+                        bool reduce = true) {
   if (fused_norm_qkv(step, w)) {
     Tensor qkv;
     {
       profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
       qkv = ops::rms_norm_qmatmul(x, w.attn_norm, step.config.norm_eps, w.attn_qkv);
     }
-    return attend(step, w, layer, split_qkv(step.config, qkv));
+    return attend(step, w, layer, split_qkv(step.config, qkv), reduce);
   }
   Tensor h;
   {
@@ -190,7 +194,11 @@ Tensor normed_attention(const StepContext& step, const LayerWeights& w, int laye
 Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer, const Tensor& x) {
   const ModelConfig& c = step.config;
   const float eps = c.norm_eps;
-  const Tensor a = normed_attention(step, w, layer, x);
+  // Tensor split with the fused MLP below: the attention output's all-reduce goes with the add, the norm and the
+  // gate/up projection (StepContext::reduce_norm: one communicator call where it has a fused pass).
+  const bool reduce_norm =
+      step.comm && step.reduce_norm && !step.tp_overlap && fused_swiglu(step, w) && fused_norm_qkv(step, w);
+  const Tensor a = normed_attention(step, w, layer, x, !reduce_norm);
   // MLP: with stacked gate/up weights and SiLU, the residual add and norm run inside the gate/up projection and
   // the activation and the second residual add inside the down projection. Under a tensor split x1 is the same
   // on every rank (made from all-reduced values), so rank 0 alone adds it to its partial sum and the all-reduce
@@ -199,7 +207,12 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
     Tensor x1, gu;
     {
       profile::Scope scope("add+ffn_norm+gate_up", x, w.ffn_up.shape());
-      std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
+      if (reduce_norm) {
+        std::tie(x1, gu) = all_reduce_add_rms_norm_qmatmul(*step.comm, step.rank, a, x, w.ffn_norm, eps, w.ffn_up,
+                                                           ReduceExtras{Tensor(), w.ffn_up});
+      } else {
+        std::tie(x1, gu) = ops::add_rms_norm_qmatmul(x, a, w.ffn_norm, eps, w.ffn_up);
+      }
     }
     profile::Scope scope("swiglu+down+add", gu, w.ffn_down.shape());
     const Tensor next = next_layer_first_read(step);

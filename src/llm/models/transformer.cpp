@@ -60,6 +60,10 @@ bool tp_overlap() { return env::flag_or("RBEE_TP_OVERLAP", false); }
 // StepContext::tp_overlap_first_percent: RBEE_TP_OVERLAP_SPLIT (10 to 90; default 50), read like tp_overlap.
 int tp_overlap_first_percent() { return (int)env::integer_or("RBEE_TP_OVERLAP_SPLIT", 50, 10, 90); }
 
+// StepContext::reduce_norm: on unless RBEE_TP_REDUCE_NORM=0 (the all-reduce, then add_rms_norm_qmatmul, for
+// comparisons). Read at every step, like tp_overlap.
+bool tp_reduce_norm() { return env::flag_or("RBEE_TP_REDUCE_NORM", true); }
+
 // A tensor split's lean decode step (on unless RBEE_TP_LEAN_STEP=0, the fifth session's step, for comparisons): a rank
 // without the embedding zeroes its input slot inside its decode graph (no zeros and copy launched from the host
 // each step), and the graphs of ranks > 0 hand back their output without the copy (only rank 0's is read).
@@ -438,6 +442,7 @@ Tensor Transformer::run_rank(const Rank& k, KvCache& cache, const Tensor& ints, 
     step.residual_in_reduce = tp_residual_in_reduce();
     step.tp_overlap = tp_overlap() && n == b;  // one row per sequence: a decode step
     if (step.tp_overlap) step.tp_overlap_first_percent = tp_overlap_first_percent();
+    step.reduce_norm = tp_reduce_norm();
   }
   Tensor x = x0;
   for (int l = k.first_layer; l < k.end_layer; ++l) {
