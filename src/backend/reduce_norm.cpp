@@ -20,19 +20,20 @@ uint64_t fused_reduce_norms() { return g_fused.load(); }
 std::pair<Tensor, Tensor> all_reduce_add_rms_norm_qmatmul(Communicator& comm, int rank, const Tensor& x,
                                                           const Tensor& residual, const Tensor& norm_weight, float eps,
                                                           const Tensor& w, const ReduceExtras& extras) {
-  RBEE_CHECK(!extras.addend.defined(), "all_reduce_add_rms_norm_qmatmul: no addend (the residual is added after)");
+  check_reduce_extras(comm, rank, x, extras);
   if (auto* own = dynamic_cast<ReduceNormQMatmul*>(&comm);
-      own && x.rank() == 2 && w.rank() == 2 && x.shape() == residual.shape()) {
+      own && x.rank() == 2 && w.rank() == 2 && (!residual.defined() || x.shape() == residual.shape())) {
     Device& device = x.device();
     const Tensor sum_out = Tensor::empty(x.shape(), DType::F32, device);
     const Tensor out = Tensor::empty({x.dim(0), w.dim(0)}, DType::F32, device);
-    if (own->all_reduce_add_rms_norm_qmatmul(rank, x, residual, norm_weight, eps, w, sum_out, out)) {
+    if (own->all_reduce_add_rms_norm_qmatmul(rank, x, extras.addend, residual, norm_weight, eps, w, sum_out, out)) {
       g_fused.fetch_add(1);
       return {sum_out, out};
     }
   }
   all_reduce_sum_with(comm, rank, x, extras);
-  return ops::add_rms_norm_qmatmul(residual, x, norm_weight, eps, w);
+  if (residual.defined()) return ops::add_rms_norm_qmatmul(residual, x, norm_weight, eps, w);
+  return {x, ops::rms_norm_qmatmul(x, norm_weight, eps, w)};
 }
 
 }  // namespace rbee

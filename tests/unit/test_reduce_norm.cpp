@@ -4,8 +4,10 @@
 //    ops::add_rms_norm_qmatmul) on the same devices, bit for bit: decode rows that take the vendor GEMM (9 .. 256
 //    rows of 4096, one and two rows a block), other widths, F16 and BF16 weights, rows that are not 16-byte aligned
 //    (the kernel's 4-byte path), each three rounds with ordinary all-reduces of other sizes in between (the fused
-//    kernel's protocol state is its own); shapes it does not take (8 rows: the gemv path; more rows than its inbox
-//    holds) must fall back (the counter of fused passes stays still) with the same bits.
+//    kernel's protocol state is its own), with a residual after the sum (the attention output's form) or rank 0's
+//    addend before it (the down projection's: all_reduce_sum_with, then the next layer's rms_norm_qmatmul); shapes
+//    it does not take (8 rows: the gemv path; more rows than its inbox holds) must fall back (the counter of fused
+//    passes stays still) with the same bits.
 //  - Model level: a tensor-split random Llama (F16) decoding batches of 12 sequences (12 rows: the vendor GEMM) and
 //    prefilling prompts of 9-12 tokens, logits bit-identical with the switch on and off, over two CPU ranks (the host
 //    communicator has no fused pass: the fallback composition) and two GPU ranks (the counter must move).
@@ -55,7 +57,8 @@ struct Case {
   int64_t rows, k, n;
   DType wtype;
   bool misaligned;
-  bool fused;  // whether the GPU communicator takes it
+  bool fused;           // whether the GPU communicator takes it
+  bool addend = false;  // the down projection's form: rank 0's addend before the sum, no residual after
 };
 
 void check_case(Communicator& comm, const Case& c, int round) {
@@ -65,6 +68,7 @@ void check_case(Communicator& comm, const Case& c, int round) {
                std::to_string(round));
   const int64_t m = c.rows, k = c.k;
   const std::vector<float> residual = randoms(m * k, 100 + round), weight = randoms(k, 200, 0.5f);
+  const std::vector<float> addend = randoms(m * k, 150 + round);
   const std::vector<float> w_values = randoms(c.n * k, 300 + round, 0.05f);
   std::vector<std::vector<float>> sum_fused((size_t)ranks), out_fused((size_t)ranks), sum_ref((size_t)ranks),
       out_ref((size_t)ranks);
@@ -74,22 +78,28 @@ void check_case(Communicator& comm, const Case& c, int round) {
     const std::vector<float> partial = randoms(m * k, 1000 * round + r);
     const Tensor w = ops::cast(Tensor::from_vector(w_values, {c.n, k}, dev), c.wtype);
     const Tensor nw = Tensor::from_vector(weight, {k}, dev);
-    const Tensor res = rows_tensor(residual, m, k, dev, c.misaligned);
+    const Tensor res = c.addend ? Tensor() : rows_tensor(residual, m, k, dev, c.misaligned);
+    const Tensor add = c.addend && r == 0 ? rows_tensor(addend, m, k, dev, c.misaligned) : Tensor();
     // An ordinary all-reduce of another size first: the fused kernel's rounds and inbox are its own.
     const Tensor other = Tensor::from_vector(randoms(4099, 7 + r), {4099}, dev);
     comm.all_reduce_sum(r, other);
     {
       const Tensor x = rows_tensor(partial, m, k, dev, c.misaligned);
-      auto [s, o] = all_reduce_add_rms_norm_qmatmul(comm, r, x, res, nw, 1e-5f, w, ReduceExtras{});
+      auto [s, o] = all_reduce_add_rms_norm_qmatmul(comm, r, x, res, nw, 1e-5f, w, ReduceExtras{add, Tensor()});
       sum_fused[(size_t)r] = s.to_vector<float>();
       out_fused[(size_t)r] = o.to_vector<float>();
     }
     {
       const Tensor x = rows_tensor(partial, m, k, dev, c.misaligned);
-      comm.all_reduce_sum(r, x);
-      auto [s, o] = ops::add_rms_norm_qmatmul(res, x, nw, 1e-5f, w);
-      sum_ref[(size_t)r] = s.to_vector<float>();
-      out_ref[(size_t)r] = o.to_vector<float>();
+      all_reduce_sum_with(comm, r, x, ReduceExtras{add, Tensor()});
+      if (c.addend) {
+        sum_ref[(size_t)r] = x.to_vector<float>();
+        out_ref[(size_t)r] = ops::rms_norm_qmatmul(x, nw, 1e-5f, w).to_vector<float>();
+      } else {
+        auto [s, o] = ops::add_rms_norm_qmatmul(res, x, nw, 1e-5f, w);
+        sum_ref[(size_t)r] = s.to_vector<float>();
+        out_ref[(size_t)r] = o.to_vector<float>();
+      }
     }
   });
   const bool on_gpu = comm.name() != "host";
@@ -115,6 +125,9 @@ const std::vector<Case>& cases() {
       {12, 2048, 32, DType::BF16, true, true},     // 4-byte loads and stores (x, residual not 16-byte aligned)
       {8, 4096, 16, DType::F16, false, false},     // the gemv rows: not taken
       {300, 4096, 16, DType::F16, false, false},   // three rows a block exceed the inbox: not taken
+      {64, 4096, 40, DType::F16, false, true, true},   // the down projection's form (rank 0's addend)
+      {130, 2048, 24, DType::BF16, true, true, true},  // the same, two rows in some blocks, 4-byte path
+      {5, 4096, 24, DType::F16, false, false, true},   // the same at gemv rows: not taken
   };
   return c;
 }
@@ -122,7 +135,7 @@ const std::vector<Case>& cases() {
 TEST(ReduceNorm, FallsBackOnHostCommunicator) {
   Registry& registry = Registry::global();
   auto comm = make_host_communicator({&registry.select("cpu", 0), &registry.select("cpu", 1)});
-  for (const Case& c : {cases()[0], cases()[3], cases()[5]}) check_case(*comm, c, 0);
+  for (const Case& c : {cases()[0], cases()[3], cases()[5], cases()[7]}) check_case(*comm, c, 0);
 }
 
 TEST(ReduceNorm, GpuFusedEqualsComposition) {

@@ -107,8 +107,8 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   void all_gather_columns(int rank, const Tensor& x, std::span<const int64_t> bounds) override;
   // The all-reduce, the residual add and the norm in one kernel (collective_norm.cu), then the 16-bit vendor GEMM:
   // for F16 / BF16 weights at the rows that take the vendor GEMM, over peer access; false elsewhere.
-  bool all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x, const Tensor& residual, const Tensor& norm_weight,
-                                       float eps, const Tensor& w, const Tensor& sum_out,
+  bool all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x, const Tensor& addend, const Tensor& residual,
+                                       const Tensor& norm_weight, float eps, const Tensor& w, const Tensor& sum_out,
                                        const Tensor& out) override;
   void abort(const std::string& why) override;
 

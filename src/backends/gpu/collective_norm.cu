@@ -11,8 +11,8 @@
 //  2. Every thread fences at system scope, the block meets, thread p (< ranks, != rank) writes this round into peer
 //     p's flag [rank][b]; then thread p spins on its own flag [p][b] until it holds this round or a later one,
 //     fences, and the block meets again.
-//  3. Per row: s = x_0 + x_1 + ... in rank order (this rank's from x, the peers' from its inbox, loaded through L2),
-//     h = residual + s stored to sum_out, the sum of the f32 squares of h in double and 1 / sqrtf(mean + eps), then
+//  3. Per row: s = x_0 + x_1 + ... in rank order (this rank's from x, the peers' from its inbox, loaded through L2;
+//     rank 0's x_0 with its addend added first, as all_reduce_sum_with), h = residual + s (or s) stored to sum_out, the sum of the f32 squares of h in double and 1 / sqrtf(mean + eps), then
 //     h * rstd * weight rounded to the weight type: quant_activation.cu's norm pass (256 threads a row, the same
 //     element order, shuffles and per-warp totals), so the bits are those of all_reduce_sum then
 //     add_rms_norm_qmatmul's 16-bit rows.
@@ -44,8 +44,9 @@ constexpr int64_t kNormSlot = GpuCommunicator::kNormSlot;
 
 // One rank's arguments (the same launch shape on every rank).
 struct ReduceNormArgs {
-  const float* x;         // this rank's partial [rows, k]
-  const float* residual;  // [rows, k]
+  float* x;               // this rank's partial [rows, k] (rank 0 with an addend: x + addend is written back)
+  const float* addend;    // rank 0's [rows, k] added to its partial before the sum (ReduceExtras::addend), or null
+  const float* residual;  // [rows, k] added after the sum, or null
   const float* weight;    // [k]
   float eps;
   int64_t rows, k;
@@ -101,6 +102,13 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
     for (int64_t e = 8 * (int64_t)t; e < k; e += 8 * (int64_t)kNormThreads) {
       float v[8];
       load8(a.x + r * k + e, a.vec, v);
+      if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
+        float d[8];
+        load8(a.addend + r * k + e, a.vec, d);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] += d[i];
+        store8(a.x + r * k + e, a.vec, v);
+      }
       for (int p = 0; p < a.ranks; ++p) {
         if (p != a.rank) store8(slot(a.inbox[p], a.rank) + j * k + e, true, v);
       }
@@ -132,9 +140,14 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
         for (int i = 0; i < 8; ++i) s[i] += v[i];
       }
       float h[8];
-      load8(a.residual + r * k + e, a.vec, h);
+      if (a.residual) {  // the norm pass's x + residual (x: the residual stream, residual: the all-reduced sum)
+        load8(a.residual + r * k + e, a.vec, h);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) h[i] += s[i];
+        for (int i = 0; i < 8; ++i) h[i] += s[i];
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) h[i] = s[i];
+      }
       store8(a.sum_out + r * k + e, a.vec, h);
 #pragma unroll
       for (int i = 0; i < 8; ++i) ss += (double)(h[i] * h[i]);
@@ -195,32 +208,36 @@ bool GpuCommunicator::reduce_norm_fits(const Tensor& x, const Tensor& w) const {
   return rows_per_block * k <= kNormSlot;
 }
 
-bool GpuCommunicator::all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x, const Tensor& residual,
-                                                      const Tensor& norm_weight, float eps, const Tensor& w,
-                                                      const Tensor& sum_out, const Tensor& out) {
+bool GpuCommunicator::all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x, const Tensor& addend,
+                                                      const Tensor& residual, const Tensor& norm_weight, float eps,
+                                                      const Tensor& w, const Tensor& sum_out, const Tensor& out) {
   RBEE_CHECK(rank >= 0 && rank < size(), "all_reduce_add_rms_norm_qmatmul: rank {} of {}", rank, size());
   if (!reduce_norm_fits(x, w)) return false;
   GpuDevice& dev = *devices_[(size_t)rank];
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  for (const Tensor* t : {&x, &residual, &norm_weight, &sum_out, &out, &w}) {
-    RBEE_CHECK(&t->device() == &dev, "all_reduce_add_rms_norm_qmatmul: rank {} passed a tensor on {}, not {}", rank,
-               t->device().id(), dev.id());
+  for (const Tensor* t : {&x, &addend, &residual, &norm_weight, &sum_out, &out, &w}) {
+    RBEE_CHECK(!t->defined() || &t->device() == &dev,
+               "all_reduce_add_rms_norm_qmatmul: rank {} passed a tensor on {}, not {}", rank, t->device().id(),
+               dev.id());
+    RBEE_CHECK(!t->defined() || t->is_contiguous(), "all_reduce_add_rms_norm_qmatmul: needs contiguous tensors, got {}",
+               t->to_string());
   }
-  RBEE_CHECK(x.is_contiguous() && residual.is_contiguous() && sum_out.is_contiguous() && out.is_contiguous() &&
-                 w.is_contiguous() && norm_weight.is_contiguous(),
-             "all_reduce_add_rms_norm_qmatmul: needs contiguous tensors");
-  RBEE_CHECK(residual.shape() == x.shape() && sum_out.shape() == x.shape() && out.shape() == Shape({m, n}) &&
-                 norm_weight.numel() == k && residual.dtype() == DType::F32 && sum_out.dtype() == DType::F32 &&
-                 out.dtype() == DType::F32 && norm_weight.dtype() == DType::F32,
-             "all_reduce_add_rms_norm_qmatmul: x {}, residual {}, norm weight {}, sum_out {}, out {}, w {}",
-             x.to_string(), residual.to_string(), norm_weight.to_string(), sum_out.to_string(), out.to_string(),
-             w.to_string());
+  // An operand that is not a [rows, K] f32 tensor.
+  auto rows_f32 = [&](const Tensor& t) { return !t.defined() || (t.shape() == x.shape() && t.dtype() == DType::F32); };
+  RBEE_CHECK(rows_f32(addend) && rows_f32(residual) && rows_f32(sum_out) && sum_out.defined() &&
+                 out.shape() == Shape({m, n}) && out.dtype() == DType::F32 && norm_weight.numel() == k &&
+                 norm_weight.dtype() == DType::F32 && (!addend.defined() || rank == 0),
+             "all_reduce_add_rms_norm_qmatmul: rank {}: x {}, addend {}, residual {}, norm weight {}, sum_out {}, out "
+             "{}, w {}",
+             rank, x.to_string(), addend.to_string(), residual.to_string(), norm_weight.to_string(),
+             sum_out.to_string(), out.to_string(), w.to_string());
   if (m == 0) return true;
   dev.activate();
   Tensor normed = Tensor::empty({m, k}, w.dtype(), dev);
   ReduceNormArgs a{};
-  a.x = static_cast<const float*>(x.data());
-  a.residual = static_cast<const float*>(residual.data());
+  a.x = static_cast<float*>(x.data());
+  a.addend = addend.defined() ? static_cast<const float*>(addend.data()) : nullptr;
+  a.residual = residual.defined() ? static_cast<const float*>(residual.data()) : nullptr;
   a.weight = static_cast<const float*>(norm_weight.data());
   a.eps = eps;
   a.rows = m;
@@ -234,8 +251,8 @@ bool GpuCommunicator::all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x,
   a.rounds = norm_rounds_[(size_t)rank];
   a.rank = rank;
   a.ranks = size();
-  a.vec = aligned16(a.x) && aligned16(a.residual) && aligned16(a.weight) && aligned16(a.sum_out) &&
-          aligned16(a.normed);
+  a.vec = aligned16(a.x) && aligned16(a.addend) && aligned16(a.residual) && aligned16(a.weight) &&
+          aligned16(a.sum_out) && aligned16(a.normed);
   const int blocks = (int)std::min<int64_t>(m, kNormMaxBlocks);
   quant::launch_decode_kernel(w.dtype() == DType::BF16 ? reduce_add_norm_kernel<bf16_t> : reduce_add_norm_kernel<f16_t>,
                               dim3(blocks), dim3(kNormThreads), 0, dev.stream(), a);

@@ -92,6 +92,9 @@ struct StepContext {
   // communicator call where it has a fused pass (rbee/backend/reduce_norm.h; on GPUs: one kernel for the all-reduce,
   // the add and the norm, then the 16-bit GEMM); the same bits. On unless RBEE_TP_REDUCE_NORM=0.
   bool reduce_norm = false;
+  // With reduce_norm: the down projection's all-reduce of layer l also runs layer l + 1's attention norm and q/k/v
+  // product (the same fused call); layer l + 1 takes the product from here instead of computing it (and clears it).
+  mutable Tensor carried_qkv;
   // Tensor split: the next layer's weights on this rank (null for the last layer), whose first projection the
   // all-reduce at the end of this layer names as what the rank reads next (ReduceExtras::next_read).
   const LayerWeights* next_layer = nullptr;

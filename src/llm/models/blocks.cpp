@@ -175,7 +175,10 @@ Tensor normed_attention(const StepContext& step, const LayerWeights& w, int laye
                         bool reduce = true) {
   if (fused_norm_qkv(step, w)) {
     Tensor qkv;
-    {
+    if (step.carried_qkv.defined()) {  // made by the layer before, with its down projection's all-reduce
+      qkv = step.carried_qkv;
+      step.carried_qkv = Tensor();
+    } else {
       profile::Scope scope("attn_norm+qkv", x, w.attn_qkv.shape());
       qkv = ops::rms_norm_qmatmul(x, w.attn_norm, step.config.norm_eps, w.attn_qkv);
     }
@@ -232,6 +235,15 @@ Tensor pre_norm_layer(const StepContext& step, const LayerWeights& w, int layer,
     }
     // Rank 0's residual: added by the all-reduce as it pushes (residual_in_reduce), else by the projection.
     const Tensor residual = step.comm && step.rank != 0 ? Tensor() : x1;
+    // With reduce_norm, the next layer's attention norm and q/k/v product go with this all-reduce (carried_qkv).
+    if (reduce_norm && step.residual_in_reduce && step.next_layer && fused_norm_qkv(step, *step.next_layer)) {
+      const LayerWeights& next_w = *step.next_layer;
+      auto [x_next, qkv] = all_reduce_add_rms_norm_qmatmul(*step.comm, step.rank, ops::swiglu_qmatmul(gu, w.ffn_down),
+                                                           Tensor(), next_w.attn_norm, eps, next_w.attn_qkv,
+                                                           ReduceExtras{residual, next});
+      step.carried_qkv = qkv;
+      return x_next;
+    }
     if (step.comm && step.residual_in_reduce) {
       return reduce_partial(step, ops::swiglu_qmatmul(gu, w.ffn_down), ReduceExtras{residual, next});
     }
