@@ -88,8 +88,8 @@ void LtPlans::release() {
 }
 
 LtPlans::Key LtPlans::key_of(const LtProduct& p, int m) {
-  return {m,       (int64_t)p.ab, (int64_t)p.cd, p.n,         p.k,         p.ldx,       p.ldw,
-          p.ldo,   p.bias,        p.reads_c,     p.align_w,   p.align_x,   p.align_c,   p.align_d};
+  return {m,     (int64_t)p.ab, (int64_t)p.cd, p.n,       p.k,       p.ldx,     p.ldw,
+          p.ldo, p.bias,        p.reads_c,     p.align_w, p.align_x, p.align_c, p.align_d};
 }
 
 bool LtPlans::matmul(const LtProduct& p, const LtTuning& tuning, const LtOperands& o, cudaStream_t stream) {
