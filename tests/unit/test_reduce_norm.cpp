@@ -3,7 +3,8 @@
 //    GPUs), the GPU communicator's fused kernel + GEMM against the composition (all_reduce_sum, then
 //    ops::add_rms_norm_qmatmul) on the same devices, bit for bit: decode rows that take the vendor GEMM (9 .. 256
 //    rows of 4096, one and two rows a block), other widths, F16 and BF16 weights, rows that are not 16-byte aligned
-//    (the kernel's 4-byte path), each three rounds with ordinary all-reduces of other sizes in between (the fused
+//    (the kernel's 4-byte path; the reference then from aligned copies, since unaligned rows take separate ops whose
+//    norm sums in another order), each three rounds with ordinary all-reduces of other sizes in between (the fused
 //    kernel's protocol state is its own), with a residual after the sum (the attention output's form) or rank 0's
 //    addend before it (the down projection's: all_reduce_sum_with, then the next layer's rms_norm_qmatmul); shapes
 //    it does not take (8 rows: the gemv path; more rows than its inbox holds) must fall back (the counter of fused
@@ -89,14 +90,16 @@ void check_case(Communicator& comm, const Case& c, int round) {
       sum_fused[(size_t)r] = s.to_vector<float>();
       out_fused[(size_t)r] = o.to_vector<float>();
     }
-    {
-      const Tensor x = rows_tensor(partial, m, k, dev, c.misaligned);
-      all_reduce_sum_with(comm, r, x, ReduceExtras{add, Tensor()});
+    {  // the reference from 16-byte aligned rows (the norm pass; unaligned rows take separate ops)
+      const Tensor x = rows_tensor(partial, m, k, dev, false);
+      const Tensor add_a = add.defined() ? add.contiguous().clone() : Tensor();
+      const Tensor res_a = res.defined() ? res.contiguous().clone() : Tensor();
+      all_reduce_sum_with(comm, r, x, ReduceExtras{add_a, Tensor()});
       if (c.addend) {
         sum_ref[(size_t)r] = x.to_vector<float>();
         out_ref[(size_t)r] = ops::rms_norm_qmatmul(x, nw, 1e-5f, w).to_vector<float>();
       } else {
-        auto [s, o] = ops::add_rms_norm_qmatmul(res, x, nw, 1e-5f, w);
+        auto [s, o] = ops::add_rms_norm_qmatmul(res_a, x, nw, 1e-5f, w);
         sum_ref[(size_t)r] = s.to_vector<float>();
         out_ref[(size_t)r] = o.to_vector<float>();
       }
