@@ -31,14 +31,16 @@ bool lt_tune_enabled() {
   return on;
 }
 
-// RBEE_DECODE_GEMM_TUNE (on unless 0): gemm_f32_out's 16-bit products of kDecodeMinRows..kDecodeMaxRows rows (an
+// RBEE_DECODE_GEMM_TUNE (off unless 1; measured on two H200s, 2026-11-28, docs/perf-notes/multi-device.md: the timed
+// choice moved 64-stream 7B decoding by +6% in one process and -15% in the next, a winner timed on weights that
+// replays keep in L2 losing on cold ones; +1% on one GPU): gemm_f32_out's 16-bit products of kDecodeMinRows..kDecodeMaxRows rows (an
 // LLM's batched decode and short prompts on F16 / BF16 weights) run through cuBLASLt with a timed algorithm per
 // shape (LtPlans: the heuristic's candidates and split-K forms, timed at the shape's first call outside a capture;
 // the m of one power-of-two row group from 16 share the first timed winner, so at most one timing per product and
-// group); 0: cublasGemmEx with CUBLAS_GEMM_DEFAULT for every product, the path before. An LLM decode graph's first
+// group); off: cublasGemmEx with CUBLAS_GEMM_DEFAULT for every product. An LLM decode graph's first
 // step of each batch size runs eagerly (GraphCache), so its products are timed before the capture.
 bool decode_tune_enabled() {
-  static const bool on = env::flag_or("RBEE_DECODE_GEMM_TUNE", true);
+  static const bool on = env::flag_or("RBEE_DECODE_GEMM_TUNE", false);
   return on;
 }
 // The rows gemm_f32_out tunes: from the first M the float-weight qmatmul gives the vendor GEMM (more rows than one
