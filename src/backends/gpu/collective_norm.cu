@@ -41,6 +41,7 @@ namespace {
 constexpr int kNormThreads = 256;  // a row per block, as quant_activation.cu's norm pass (its f64 sum order)
 constexpr int kNormMaxBlocks = GpuCommunicator::kNormMaxBlocks;
 constexpr int64_t kNormSlot = GpuCommunicator::kNormSlot;
+constexpr int kMaxChunks = (int)(kNormSlot / (8 * kNormThreads));  // 8-element chunks a thread holds of one row
 
 // One rank's arguments (the same launch shape on every rank).
 struct ReduceNormArgs {
@@ -97,9 +98,16 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * kNormMaxBlocks * kNormSlot;
   // Sender `s`'s slot of this block in the inbox `box` at this round's parity.
   auto slot = [&](float* box, int s) { return box + parity + ((int64_t)s * kNormMaxBlocks + b) * kNormSlot; };
+  // Per thread: the row's 8-element chunks e = 8 t + 2048 c (the norm pass's order), at most kMaxChunks of them. The
+  // first row's own values, residual and the norm weight (every row's) are read before the wait, from local memory,
+  // and kept in registers: after the peers' flags, a row costs one read of the peers' values from L2.
+  float own[kMaxChunks][8], hv[kMaxChunks][8], wt[kMaxChunks][8];
   // 1. Push the block's rows to every peer.
   for (int64_t r = b, j = 0; r < a.rows; r += blocks, ++j) {
-    for (int64_t e = 8 * (int64_t)t; e < k; e += 8 * (int64_t)kNormThreads) {
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) {
+      const int64_t e = 8 * (int64_t)t + (int64_t)c * 8 * kNormThreads;
+      if (e >= k) continue;
       float v[8];
       load8(a.x + r * k + e, a.vec, v);
       if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
@@ -112,7 +120,18 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
       for (int p = 0; p < a.ranks; ++p) {
         if (p != a.rank) store8(slot(a.inbox[p], a.rank) + j * k + e, true, v);
       }
+      if (j == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) own[c][i] = v[i];
+      }
     }
+  }
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) {
+    const int64_t e = 8 * (int64_t)t + (int64_t)c * 8 * kNormThreads;
+    if (e >= k) continue;
+    load8(a.weight + e, a.vec, wt[c]);
+    if (a.residual) load8(a.residual + (int64_t)b * k + e, a.vec, hv[c]);  // the first row's (row b)
   }
   // 2. Flags: this block's values are out; wait for every peer's twin block.
   threadfence_system();
@@ -130,27 +149,36 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
   // 3. Sum in rank order, add the residual, norm.
   for (int64_t r = b, j = 0; r < a.rows; r += blocks, ++j) {
     double ss = 0;
-    for (int64_t e = 8 * (int64_t)t; e < k; e += 8 * (int64_t)kNormThreads) {
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) {
+      const int64_t e = 8 * (int64_t)t + (int64_t)c * 8 * kNormThreads;
+      if (e >= k) continue;
       float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       for (int p = 0; p < a.ranks; ++p) {
         float v[8];
-        if (p == a.rank) load8(a.x + r * k + e, a.vec, v);
-        else load8_peer(slot(a.inbox[a.rank], p) + j * k + e, v);
+        if (p != a.rank) {
+          load8_peer(slot(a.inbox[a.rank], p) + j * k + e, v);
+        } else if (j == 0) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = own[c][i];
+        } else {
+          load8(a.x + r * k + e, a.vec, v);
+        }
 #pragma unroll
         for (int i = 0; i < 8; ++i) s[i] += v[i];
       }
-      float h[8];
-      if (a.residual) {  // the norm pass's x + residual (x: the residual stream, residual: the all-reduced sum)
-        load8(a.residual + r * k + e, a.vec, h);
+      // The norm pass's x + residual (x: the residual stream, residual: the all-reduced sum), or the sum alone.
+      if (a.residual) {
+        if (j > 0) load8(a.residual + r * k + e, a.vec, hv[c]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) h[i] += s[i];
+        for (int i = 0; i < 8; ++i) hv[c][i] += s[i];
       } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) h[i] = s[i];
+        for (int i = 0; i < 8; ++i) hv[c][i] = s[i];
       }
-      store8(a.sum_out + r * k + e, a.vec, h);
+      store8(a.sum_out + r * k + e, a.vec, hv[c]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) ss += (double)(h[i] * h[i]);
+      for (int i = 0; i < 8; ++i) ss += (double)(hv[c][i] * hv[c][i]);
     }
     for (int off = W / 2; off > 0; off >>= 1) ss += shfl_xor(ss, off);
     if (t % W == 0) partial[t / W] = ss;
@@ -159,15 +187,15 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
     for (int w = 0; w < kNormThreads / W; ++w) total += partial[w];
     const float mean = (float)(total / (double)k);
     const float rstd = 1.0f / sqrtf(mean + a.eps);
-    for (int64_t e = 8 * (int64_t)t; e < k; e += 8 * (int64_t)kNormThreads) {
-      float h[8], w8[8];
-      load8(a.sum_out + r * k + e, a.vec, h);  // this thread's own stores above
-      load8(a.weight + e, a.vec, w8);
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) {
+      const int64_t e = 8 * (int64_t)t + (int64_t)c * 8 * kNormThreads;
+      if (e >= k) continue;
       uint32_t packed[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float lo = mul_rn(mul_rn(h[2 * i], rstd), w8[2 * i]);
-        const float hi = mul_rn(mul_rn(h[2 * i + 1], rstd), w8[2 * i + 1]);
+        const float lo = mul_rn(mul_rn(hv[c][2 * i], rstd), wt[c][2 * i]);
+        const float hi = mul_rn(mul_rn(hv[c][2 * i + 1], rstd), wt[c][2 * i + 1]);
         if constexpr (std::is_same_v<H, bf16_t>) packed[i] = float_to_bf16(lo) | ((uint32_t)float_to_bf16(hi) << 16);
         else packed[i] = float_to_f16(lo) | ((uint32_t)float_to_f16(hi) << 16);
       }
