@@ -32,9 +32,14 @@
 // they push them (no launch of its own; the same bits as an add before the sum) and first ask for the first bytes of
 // next_read in L2 (the weights the rank reads next: the HBM idles while the kernel waits on the link); a library
 // path adds the addend by an op first and drops the hint.
-// RBEE_ALLREDUCE=oneshot | flag | nccl forces one path where it is possible (for comparisons: oneshot is the
-// one-shot kernel up to 1 MiB as before the flag kernel existed; nccl is the library for every size, also
-// recorded into graphs); the default (auto) is the size rule above.
+// RBEE_ALLREDUCE=oneshot | flag | ll | nccl forces one path where it is possible (for comparisons: oneshot is the
+// one-shot kernel up to 1 MiB as before the flag kernel existed; ll is the ll kernel wherever flag would run;
+// nccl is the library for every size, also recorded into graphs); the default (auto) is the size rule above.
+//  - ll (only where asked for, until measured): the one-shot protocol (8-byte value | round words, no fences or
+//    flags) with every thread keeping a batch of 16-byte units in flight, loads before stores and polls before
+//    checks, on the flag kernel's grid (RBEE_ALLREDUCE_BLOCKS), with an inbox and round counters of its own.
+// RBEE_ALLREDUCE_FENCE=release: the flag kernel's flags written with a release and read with an acquire at system
+// scope, no fences (thread: a fence per thread, the default; block: one per block).
 //
 // Both peer-to-peer kernels carry a per-block round number kept in device memory and advanced by the kernel, so
 // a replayed graph needs no host update. Inboxes are double-buffered by round parity: a rank may start round
@@ -84,7 +89,7 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   static constexpr int64_t kPrefetchCapMiB = 24;
   static constexpr int64_t kMinRowHead = 512;  // bytes per row below which the row-heads layout asks for nothing
   // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
-  enum class Path { Auto, OneShot, Flag, Library };
+  enum class Path { Auto, OneShot, Flag, Ll, Library };
 
   // Throws Backend when the devices can neither reach each other nor use a collective library (the caller then
   // uses the host communicator); `why` says which paths are available.
@@ -110,6 +115,8 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // bounds: all_gather_columns' column bounds of a [n / cols, cols] tensor (gather mode), or empty (sum).
   void flag(int rank, float* x, int64_t n, int64_t cols = 0, std::span<const int64_t> bounds = {},
             const float* addend = nullptr, L2Hint hint = {});
+  // The ll kernel (RBEE_ALLREDUCE=ll), in chunks of kOneShotChunk elements; addend and hint as in one_shot.
+  void ll(int rank, float* x, int64_t n, const float* addend = nullptr, L2Hint hint = {});
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -125,8 +132,13 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // (the round each sender's block last delivered); the round counters are the one-shot kernel's.
   std::vector<float*> flag_inbox_;
   std::vector<uint32_t*> flags_;
+  // Per rank, for the ll kernel (allocated only under RBEE_ALLREDUCE=ll): inbox [2 parities][ranks][kOneShotChunk]
+  // u64 words as the one-shot kernel's, rounds [kMaxFlagBlocks] u32 that only the ll kernel advances.
+  std::vector<uint64_t*> ll_inbox_;
+  std::vector<uint32_t*> ll_rounds_;
   Path path_ = Path::Auto;
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
+  bool release_flags_ = false;  // RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences (flag_all_reduce)
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
