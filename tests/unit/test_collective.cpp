@@ -40,10 +40,12 @@ const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4
 // kernel's knobs after '+': "block" (RBEE_ALLREDUCE_FENCE=block: one fence per block), a number
 // (RBEE_ALLREDUCE_BLOCKS: its grid; 64 was the default before, 7 leaves ragged tails in every block, 256 is the
 // most), "scalar" (RBEE_ALLREDUCE_LOADS=scalar: the peers' values as volatile 4-byte loads), "release"
-// (RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences). The number is also the ll kernel's grid: 7
-// blocks give a thread more units than its batch (kLlBatch), 256 fewer units than threads.
-const std::vector<std::string> kPaths = {"auto",    "oneshot", "flag",   "flag+block", "flag+64+scalar", "flag+7",
-                                         "auto+256", "flag+release", "ll", "ll+7",       "ll+256"};
+// (RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences), "wide" (RBEE_ALLREDUCE_STORES=wide: 16-byte
+// units copied whole). The number is also the ll kernel's grid: 7 blocks give a thread more units than its batch
+// (kLlBatch), 256 fewer units than threads.
+const std::vector<std::string> kPaths = {"auto",         "oneshot",           "flag", "flag+block", "flag+64+scalar",
+                                         "flag+7",       "auto+256",          "flag+release", "flag+wide",
+                                         "flag+release+wide+7", "ll",         "ll+7", "ll+256"};
 
 // Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
 struct ForcedPath {
@@ -55,12 +57,14 @@ struct ForcedPath {
       const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
       if (knob == "block" || knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
       else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
+      else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
       else ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
       at = next;
     }
   }
   ~ForcedPath() {
-    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS"}) {
+    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS",
+                          "RBEE_ALLREDUCE_STORES"}) {
       ::unsetenv(v);
     }
   }
@@ -302,6 +306,9 @@ TEST(Collective, FlagKnobsOutOfRangeAreRefused) {
   ::setenv("RBEE_ALLREDUCE_FENCE", "acquire", 1);
   EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
   ::unsetenv("RBEE_ALLREDUCE_FENCE");
+  ::setenv("RBEE_ALLREDUCE_STORES", "narrow", 1);
+  EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
+  ::unsetenv("RBEE_ALLREDUCE_STORES");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
+#include <type_traits>
 
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/kernels/l2_prefetch.cuh"
@@ -175,9 +176,17 @@ __device__ __forceinline__ int column_owner(const FlagArgs& a, int64_t i) {
   return p;
 }
 
-// V floats moved as one unit (V = 4: one 16-byte store or load).
+// V floats moved as one unit. Its alignment is that of a float, so the compiler splits a copy of a Unit<4> into
+// four 4-byte accesses (what the flag kernel has done since it exists: RBEE_ALLREDUCE_STORES=split).
 template <int V>
 struct Unit {
+  float v[V];
+};
+
+// V floats at a (4 x V)-byte aligned address: a copy of a WideUnit<4> is one 16-byte load or store (the flag kernel
+// with RBEE_ALLREDUCE_STORES=wide, and the ll kernel).
+template <int V>
+struct alignas(sizeof(float) * V) WideUnit {
   float v[V];
 };
 
@@ -186,7 +195,7 @@ struct Unit {
 // and the addend as in one_shot_all_reduce.
 // Block b owns the units (V consecutive floats) u with (u mod stride) / blockDim == b, on every rank.
 //  1. Every unit the block owns goes into slot `rank` of every peer's inbox at this round's parity (plain stores
-//     through peer access).
+//     through peer access: one 16-byte store per unit with kWide, RBEE_ALLREDUCE_STORES=wide; else one per float).
 //  2. Every thread fences at system scope (its stores are visible to the peers before anything it does next),
 //     the block meets at a barrier, then thread p (< ranks, != rank) writes this round into peer p's flag
 //     [rank][b]: the peer that sees the flag sees the block's values. RBEE_ALLREDUCE_FENCE=block: the block meets
@@ -207,8 +216,9 @@ struct Unit {
 // follow each other in any order): a peer writes round k + 2 into parity k & 1 only after it saw this rank's
 // round k + 1 flag, which this rank sends only after its round k kernel ended. Flags compare as serial numbers
 // (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
-template <int V>
+template <int V, bool kWide>
 __global__ void flag_all_reduce(FlagArgs a) {
+  using U = std::conditional_t<kWide, WideUnit<V>, Unit<V>>;  // RBEE_ALLREDUCE_STORES: one access per unit (wide), or V
   issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
   grid_dependency_wait();
@@ -220,19 +230,19 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + t;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
-  Unit<V>* x = reinterpret_cast<Unit<V>*>(a.x);
+  U* x = reinterpret_cast<U*>(a.x);
   const bool gather = a.cols > 0;
   for (int64_t u = first; u < units; u += stride) {
     if (gather && column_owner(a, u * V) != a.rank) continue;
-    Unit<V> v = x[u];
+    U v = x[u];
     if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
-      const Unit<V> r = reinterpret_cast<const Unit<V>*>(a.addend)[u];
+      const U r = reinterpret_cast<const U*>(a.addend)[u];
       for (int j = 0; j < V; ++j) v.v[j] += r.v[j];
       x[u] = v;
     }
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) continue;
-      reinterpret_cast<Unit<V>*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
+      reinterpret_cast<U*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
     }
   }
   const bool peer_thread = t < a.ranks && t != a.rank;
@@ -268,17 +278,17 @@ __global__ void flag_all_reduce(FlagArgs a) {
   }
   __syncthreads();
   const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
-  Unit<V>* xo = x;
+  U* xo = x;
   for (int64_t u = first; u < units; u += stride) {
     if (gather) {
       const int p = column_owner(a, u * V);
       if (p == a.rank) continue;
       const volatile float* src = own + (int64_t)p * a.chunk + u * V;
-      Unit<V> v;
+      U v;
       if constexpr (V == 4) {
         if (a.wide_loads) {
           const float4 w = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
-          xo[u] = Unit<V>{{w.x, w.y, w.z, w.w}};
+          xo[u] = U{{w.x, w.y, w.z, w.w}};
           continue;
         }
       }
@@ -286,11 +296,11 @@ __global__ void flag_all_reduce(FlagArgs a) {
       xo[u] = v;
       continue;
     }
-    Unit<V> s;
+    U s;
     for (int j = 0; j < V; ++j) s.v[j] = 0.f;
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) {
-        const Unit<V> v = xo[u];
+        const U v = xo[u];
         for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
       } else {
         const volatile float* src = own + (int64_t)p * a.chunk + u * V;
@@ -332,7 +342,7 @@ constexpr int kLlBatch = 4;
 
 // Unit v as V words (value bits | tag) at w, in 16-byte stores of two words where V == 4.
 template <int V>
-__device__ __forceinline__ void ll_push(uint64_t* w, const Unit<V>& v, uint64_t tag) {
+__device__ __forceinline__ void ll_push(uint64_t* w, const WideUnit<V>& v, uint64_t tag) {
   if constexpr (V == 1) {
     *(volatile uint64_t*)w = tag | (uint64_t)__float_as_uint(v.v[0]);
   } else {
@@ -389,10 +399,10 @@ __global__ void ll_all_reduce(LlArgs a) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + threadIdx.x;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
-  Unit<V>* x = reinterpret_cast<Unit<V>*>(a.x);
-  const Unit<V>* addend = reinterpret_cast<const Unit<V>*>(a.addend);
+  WideUnit<V>* x = reinterpret_cast<WideUnit<V>*>(a.x);
+  const WideUnit<V>* addend = reinterpret_cast<const WideUnit<V>*>(a.addend);
   for (int64_t u0 = first; u0 < units; u0 += kLlBatch * stride) {
-    Unit<V> v[kLlBatch];
+    WideUnit<V> v[kLlBatch];
 #pragma unroll
     for (int k = 0; k < kLlBatch; ++k) {
       if (u0 + k * stride < units) v[k] = x[u0 + k * stride];
@@ -402,7 +412,7 @@ __global__ void ll_all_reduce(LlArgs a) {
       for (int k = 0; k < kLlBatch; ++k) {
         const int64_t u = u0 + k * stride;
         if (u >= units) continue;
-        const Unit<V> r = addend[u];
+        const WideUnit<V> r = addend[u];
         for (int j = 0; j < V; ++j) v[k].v[j] += r.v[j];
         x[u] = v[k];
       }
@@ -421,7 +431,7 @@ __global__ void ll_all_reduce(LlArgs a) {
   __syncthreads();
   const uint64_t* own = a.inbox[a.rank] + parity;
   for (int64_t u0 = first; u0 < units; u0 += kLlBatch * stride) {
-    Unit<V> s[kLlBatch];
+    WideUnit<V> s[kLlBatch];
 #pragma unroll
     for (int k = 0; k < kLlBatch; ++k) {
       for (int j = 0; j < V; ++j) s[k].v[j] = 0.f;
@@ -432,7 +442,7 @@ __global__ void ll_all_reduce(LlArgs a) {
         for (int k = 0; k < kLlBatch; ++k) {
           const int64_t u = u0 + k * stride;
           if (u >= units) continue;
-          const Unit<V> mine = x[u];
+          const WideUnit<V> mine = x[u];
           for (int j = 0; j < V; ++j) s[k].v[j] += mine.v[j];
         }
         continue;
@@ -506,6 +516,12 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     RBEE_CHECK_CODE(end != v && *end == '\0' && n >= 1 && n <= kMaxFlagBlocks, ErrorCode::InvalidArgument,
                     "RBEE_ALLREDUCE_BLOCKS={}: expected 1 to {}", v, kMaxFlagBlocks);
     flag_blocks_ = (int)n;
+  }
+  if (const char* v = std::getenv("RBEE_ALLREDUCE_STORES")) {
+    const std::string_view s = v;
+    RBEE_CHECK_CODE(s == "wide" || s == "split", ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_STORES={}: expected split or wide", s);
+    wide_stores_ = s == "wide";
   }
   if (const char* v = std::getenv("RBEE_ALLREDUCE_LOADS")) {
     const std::string_view s = v;
@@ -709,13 +725,18 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
     // counters of their own that only this kernel advances, which keeps the reuse argument per block).
     const int blocks = flag_blocks_;
     if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(vec4 ? flag_all_reduce<4> : flag_all_reduce<1>, dim3(blocks), dim3(kThreads), 0,
-                                  dev.stream(), a);
+      quant::launch_decode_kernel(!vec4         ? flag_all_reduce<1, false>
+                                  : wide_stores_ ? flag_all_reduce<4, true>
+                                                 : flag_all_reduce<4, false>,
+                                  dim3(blocks), dim3(kThreads), 0, dev.stream(), a);
+    } else if (vec4 && wide_stores_) {
+      flag_all_reduce<4, true><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
     } else if (vec4) {
-      flag_all_reduce<4><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<4, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     } else {
-      flag_all_reduce<1><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<1, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     }
   }

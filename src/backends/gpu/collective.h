@@ -13,11 +13,11 @@
 //    after it start and load its weights while it waits for its peers.
 //  - flag peer-to-peer, larger messages (many decode rows, prompt steps up to kFlagMaxBytes, and any size while
 //    a graph is recorded or when no collective library is present): the same push-then-sum in rank order, but
-//    the values travel alone (4 bytes each, 16-byte stores) and one flag per block and peer, written after a
-//    system-scope fence, says that a block's values arrived: half the bytes over the link of the one-shot words,
-//    for one fence and one flag round trip more. Launched like the one-shot kernel, on kFlagBlocks blocks
-//    (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the fourth session's grid) that read their
-//    peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
+//    the values travel alone (4 bytes each, in 4-byte stores; 16-byte ones with RBEE_ALLREDUCE_STORES=wide) and
+//    one flag per block and peer, written after a system-scope fence, says that a block's values arrived: half the
+//    bytes over the link of the one-shot words, for one fence and one flag round trip more. Launched like the
+//    one-shot kernel, on kFlagBlocks blocks (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the
+//    fourth session's grid) that read their peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
 //    as before).
 //  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): messages above kFlagMaxBytes outside graph
 //    capture, where its ring/tree algorithms and copy engines beat the peer-to-peer kernels.
@@ -38,6 +38,9 @@
 //  - ll (only where asked for, until measured): the one-shot protocol (8-byte value | round words, no fences or
 //    flags) with every thread keeping a batch of 16-byte units in flight, loads before stores and polls before
 //    checks, on the flag kernel's grid (RBEE_ALLREDUCE_BLOCKS), with an inbox and round counters of its own.
+// RBEE_ALLREDUCE_STORES=wide: the flag kernel copies its 16-byte units (x, the addend, the pushes to the peers) as
+// one 16-byte access each; split (the default, as measured so far): four 4-byte accesses, which is what the
+// compiler makes of a unit aligned like a float (the PTX of flag_all_reduce<4> has st.global.f32 pushes).
 // RBEE_ALLREDUCE_FENCE=release: the flag kernel's flags written with a release and read with an acquire at system
 // scope, no fences (thread: a fence per thread, the default; block: one per block).
 //
@@ -141,6 +144,7 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   bool release_flags_ = false;  // RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences (flag_all_reduce)
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
+  bool wide_stores_ = false;       // RBEE_ALLREDUCE_STORES=wide: the flag kernel's units as one 16-byte access each
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
   int64_t prefetch_cap_ = kPrefetchCapMiB << 20;  // RBEE_ALLREDUCE_PREFETCH_MB, in bytes
   bool prefetch_row_heads_ = true;  // RBEE_ALLREDUCE_PREFETCH=rows: false (the first rows, not each row's head)
