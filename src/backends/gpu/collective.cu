@@ -337,8 +337,11 @@ struct LlArgs {
 };
 
 // Units (V floats) a thread of the ll kernel has in flight at once: all its loads of x, then all its stores; all
-// its polls of a peer's words, then the checks. At 1 MiB on 128 blocks of kThreads a thread owns one unit.
-constexpr int kLlBatch = 4;
+// its polls of a peer's words, then the checks. A whole chunk (kOneShotChunk floats) is one unit per thread on 128
+// blocks of kThreads, two on 64. The batch sets the registers, and they the blocks an SM holds, which the
+// co-residency of the whole grid needs: ll_all_reduce<4> takes 48 registers on sm_90 at 2 (two blocks of 512 per
+// SM: 128 blocks fit a GPU of 64 SMs, 256 one of 128; the flag kernel's 37 fit three), 84 at 4 (one per SM).
+constexpr int kLlBatch = 2;
 
 // Unit v as V words (value bits | tag) at w, in 16-byte stores of two words where V == 4.
 template <int V>
