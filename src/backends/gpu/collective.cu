@@ -218,7 +218,7 @@ struct alignas(sizeof(float) * V) WideUnit {
 // (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
 template <int V, bool kWide>
 __global__ void flag_all_reduce(FlagArgs a) {
-  using U = std::conditional_t<kWide, WideUnit<V>, Unit<V>>;  // RBEE_ALLREDUCE_STORES: one access per unit (wide), or V
+  using U = std::conditional_t<kWide, WideUnit<V>, Unit<V>>;  // RBEE_ALLREDUCE_STORES: 1 access per unit or V
   issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
   grid_dependency_wait();
