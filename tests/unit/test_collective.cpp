@@ -43,9 +43,9 @@ const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4
 // (RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences), "wide" (RBEE_ALLREDUCE_STORES=wide: 16-byte
 // units copied whole). The number is also the ll kernel's grid: 7 blocks give a thread more units than its batch
 // (kLlBatch), 256 fewer units than threads.
-const std::vector<std::string> kPaths = {"auto",         "oneshot",           "flag", "flag+block", "flag+64+scalar",
-                                         "flag+7",       "auto+256",          "flag+release", "flag+wide",
-                                         "flag+release+wide+7", "ll",         "ll+7", "ll+256"};
+const std::vector<std::string> kPaths = {"auto",     "oneshot",      "flag",      "flag+block", "flag+64+scalar",
+                                         "flag+7",   "auto+256",     "flag+wide", "flag+release",
+                                         "flag+release+wide+7",      "ll",        "ll+7",       "ll+256"};
 
 // Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
 struct ForcedPath {
