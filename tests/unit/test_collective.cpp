@@ -4,7 +4,7 @@
 // too). Each rank's thread calls the same sequence of all-reduces of changing sizes (1 element, odd tails, one
 // decode row, a batch of rows, more than one one-shot chunk, more than one flag-kernel chunk), several rounds in a
 // row, so that the peer-to-peer kernels' double-buffered inboxes are reused at both parities with other sizes (and
-// the other kernel) in between. The GPU cases run for each path RBEE_ALLREDUCE can force (auto, oneshot, flag:
+// the other kernel) in between. The GPU cases run for each path RBEE_ALLREDUCE can force (auto, oneshot, flag, ll:
 // backends/gpu/collective.h). Every rank must hold the same bits afterwards; those bits must equal the f32 sum in
 // rank order where a peer-to-peer kernel or the host adds (the contract), and be within f32 rounding of the double
 // sum where a collective library adds. all_reduce_sum_with (rank 0's addend added to its partial first) runs the same
@@ -39,9 +39,13 @@ const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4
 // The all-reduce paths a GPU communicator can be asked for (RBEE_ALLREDUCE, read when it is made), with the flag
 // kernel's knobs after '+': "block" (RBEE_ALLREDUCE_FENCE=block: one fence per block), a number
 // (RBEE_ALLREDUCE_BLOCKS: its grid; 64 was the default before, 7 leaves ragged tails in every block, 256 is the
-// most), "scalar" (RBEE_ALLREDUCE_LOADS=scalar: the peers' values as volatile 4-byte loads).
-const std::vector<std::string> kPaths = {"auto", "oneshot", "flag", "flag+block", "flag+64+scalar", "flag+7",
-                                         "auto+256"};
+// most), "scalar" (RBEE_ALLREDUCE_LOADS=scalar: the peers' values as volatile 4-byte loads), "release"
+// (RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences), "wide" (RBEE_ALLREDUCE_STORES=wide: 16-byte
+// units copied whole). The number is also the ll kernel's grid: 7 blocks give a thread more units than its batch
+// (kLlBatch), 256 fewer units than threads.
+const std::vector<std::string> kPaths = {"auto",     "oneshot",      "flag",      "flag+block", "flag+64+scalar",
+                                         "flag+7",   "auto+256",     "flag+wide", "flag+release",
+                                         "flag+release+wide+7",      "ll",        "ll+7",       "ll+256"};
 
 // Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
 struct ForcedPath {
@@ -51,14 +55,16 @@ struct ForcedPath {
     while (at != std::string::npos) {
       const size_t next = spec.find('+', at + 1);
       const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (knob == "block") ::setenv("RBEE_ALLREDUCE_FENCE", "block", 1);
+      if (knob == "block" || knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
       else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
+      else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
       else ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
       at = next;
     }
   }
   ~ForcedPath() {
-    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS"}) {
+    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS",
+                          "RBEE_ALLREDUCE_STORES"}) {
       ::unsetenv(v);
     }
   }
@@ -71,7 +77,7 @@ int64_t rank_order_limit(const std::string& name, const std::string& path) {
   const bool p2p = name.rfind("p2p", 0) == 0, library = name != "host" && name != "p2p";
   if (!library) return -1;
   if (!p2p) return 0;
-  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+..." as "flag"
+  return path == "oneshot" ? (int64_t)1 << 20 : (int64_t)4 << 20;  // "flag+..." and "ll" as "flag"
 }
 
 std::vector<float> random_values(int64_t n, uint64_t seed) {
@@ -297,6 +303,12 @@ TEST(Collective, FlagKnobsOutOfRangeAreRefused) {
   ::setenv("RBEE_ALLREDUCE_PREFETCH", "columns", 1);
   EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
   ::unsetenv("RBEE_ALLREDUCE_PREFETCH");
+  ::setenv("RBEE_ALLREDUCE_FENCE", "acquire", 1);
+  EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
+  ::unsetenv("RBEE_ALLREDUCE_FENCE");
+  ::setenv("RBEE_ALLREDUCE_STORES", "narrow", 1);
+  EXPECT_THROW(gpu_communicator(*gpu, 2, &why), Error);
+  ::unsetenv("RBEE_ALLREDUCE_STORES");
 }
 
 }  // namespace

@@ -162,15 +162,27 @@ Backend* gpu_backend(int min_devices) {
   return nullptr;
 }
 
-// RBEE_TP_GATHER and RBEE_ALLREDUCE for the communicators made while it lives.
+// RBEE_TP_GATHER and RBEE_ALLREDUCE for the communicators made while it lives; `path` may name the flag kernel's
+// knobs after '+' as tests/unit/test_collective.cpp does ("release": RBEE_ALLREDUCE_FENCE=release, "wide":
+// RBEE_ALLREDUCE_STORES=wide), which its gather mode uses too.
 struct GatherEnv {
-  GatherEnv(const char* gather, const char* path) {
+  GatherEnv(const char* gather, const std::string& path) {
     ::setenv("RBEE_TP_GATHER", gather, 1);
-    ::setenv("RBEE_ALLREDUCE", path, 1);
+    size_t at = path.find('+');
+    ::setenv("RBEE_ALLREDUCE", path.substr(0, at).c_str(), 1);
+    while (at != std::string::npos) {
+      const size_t next = path.find('+', at + 1);
+      const std::string knob = path.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      if (knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", "release", 1);
+      else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
+      else ADD_FAILURE() << "unknown knob " << knob;
+      at = next;
+    }
   }
   ~GatherEnv() {
-    ::unsetenv("RBEE_TP_GATHER");
-    ::unsetenv("RBEE_ALLREDUCE");
+    for (const char* v : {"RBEE_TP_GATHER", "RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_STORES"}) {
+      ::unsetenv(v);
+    }
   }
 };
 
@@ -185,7 +197,7 @@ TEST(CollectiveGather, GpuCommunicatorEager) {
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (int ranks = 2; ranks <= std::min(3, gpu->device_count()); ++ranks) {
     for (const char* gather : {"own", "sum"}) {
-      for (const char* path : {"auto", "flag", "oneshot"}) {
+      for (const char* path : {"auto", "flag", "oneshot", "ll", "flag+release+wide"}) {
         GatherEnv env(gather, path);
         std::string why;
         auto comm = gpu_communicator(*gpu, ranks, &why);

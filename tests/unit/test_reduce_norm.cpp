@@ -8,7 +8,8 @@
 //    kernel's protocol state is its own), with a residual after the sum (the attention output's form) or rank 0's
 //    addend before it (the down projection's: all_reduce_sum_with, then the next layer's rms_norm_qmatmul); shapes
 //    it does not take (8 rows: the gemv path; more rows than its inbox holds) must fall back (the counter of fused
-//    passes stays still) with the same bits.
+//    passes stays still) with the same bits; with the kernel's fences and with release / acquire flags
+//    (RBEE_ALLREDUCE_FENCE=release).
 //  - Model level: a tensor-split random Llama (F16) decoding batches of 12 sequences (12 rows: the vendor GEMM) and
 //    prefilling prompts of 9-12 tokens, logits bit-identical with the switch on and off, over two CPU ranks (the host
 //    communicator has no fused pass: the fallback composition) and two GPU ranks (the counter must move).
@@ -145,6 +146,9 @@ TEST(ReduceNorm, GpuFusedEqualsComposition) {
   Backend* gpu = test::two_gpu_backend();
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (int ranks = 2; ranks <= std::min(3, gpu->device_count()); ++ranks) {
+  for (const char* fence : {"thread", "release"}) {  // fences and flags, or release / acquire flags
+    test::ScopedEnv env("RBEE_ALLREDUCE_FENCE", fence);
+    SCOPED_TRACE(std::string("RBEE_ALLREDUCE_FENCE=") + fence);
     std::vector<Device*> devices;
     for (int r = 0; r < ranks; ++r) devices.push_back(&gpu->device(r));
     std::string why;
@@ -154,6 +158,7 @@ TEST(ReduceNorm, GpuFusedEqualsComposition) {
     for (int round = 0; round < 3; ++round) {
       for (const Case& c : cases()) check_case(*comm, c, round);
     }
+  }
   }
 }
 

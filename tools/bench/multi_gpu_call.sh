@@ -28,7 +28,7 @@
 # CHECKS_STOP (default 300
 # s after the call began): the checks call starts no A/B spec after that (AB_SPECS, default "tp7-batched tp7:1 tp7-each:1",
 # multi_gpu_session.sh's AB specs, each SPEC:ROUNDS rounds or AB_ROUNDS, default 2; "tp8" is RBEE_TP_OVERLAP=1 and off
-# at 64 streams, also with RBEE_TP_OVERLAP_SPLIT=75, and at tg128). COMPARE_MODES (default "tensor layer"; "tensor-overlap": the split with RBEE_TP_OVERLAP=1).
+# at 64 streams, also with RBEE_TP_OVERLAP_SPLIT=75, and at tg128; "ar3" the all-reduce candidates at 64 streams). COMPARE_MODES (default "tensor layer"; "tensor-overlap": the split with RBEE_TP_OVERLAP=1).
 set -uo pipefail
 phase=${1:?usage: multi_gpu_call.sh checks|table CARRY}
 carry=$(cd "${2:?usage: multi_gpu_call.sh checks|table CARRY}" && pwd)

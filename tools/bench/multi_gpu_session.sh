@@ -30,7 +30,8 @@
 # AB=tp6 / tp6-batched / tp6-each (the sixth session's switches: both off against the default and one GPU, then each
 # alone at 64 streams), AB=tp7 / tp7-batched / tp7-each (the seventh session's: all three off against the default and one
 # GPU with and without 16-bit row passes, then each alone at 64 streams), AB=tp8 (RBEE_TP_OVERLAP=1 and off at 64 streams
-# and tg128, each beside one GPU), COMPARE_MODES may add tensor-overlap (the split with RBEE_TP_OVERLAP=1), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
+# and tg128, each beside one GPU), AB=ar3 (the all-reduce candidates RBEE_ALLREDUCE=ll and the flag kernel with
+# RBEE_ALLREDUCE_FENCE=release RBEE_ALLREDUCE_STORES=wide at 64 streams, beside the default and one GPU), COMPARE_MODES may add tensor-overlap (the split with RBEE_TP_OVERLAP=1), LONGCTX=1, CTX70=65536, LONGCTX_MODES="tensor layer", NSYS=1, COLLECTIVE_PATHS (also flag+block, flag+release+wide, ll, ll+256), PLAN_7B=0 (plan only the 70B model), ROWS=7b,batched,70b (bench rows), REPS=3,
 # NGPU=2, ONLY_RBEE=1 (the bench without llama.cpp), LLAMA_BUILD_DONE=FILE (see below), TEST_TIMEOUT=300, COMPARE_TIMEOUT=240 (seconds per rbee compare), BENCH_TIMEOUT=0 (seconds per benchmark command, 0: none).
 # The unit tests read tests/data from RBEE_SOURCE_DIR: by default the tree this script is in.
 set -u
@@ -182,13 +183,16 @@ if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" 
   for path in ${COLLECTIVE_PATHS:-auto oneshot flag nccl}; do
     note "$(stamp) all-reduce latency over $ngpu GPUs, RBEE_ALLREDUCE=$path"
     # PATH+KNOB+...: the flag kernel's knobs as in tests/unit/test_collective.cpp: "block" (one fence per block),
-    # a number (RBEE_ALLREDUCE_BLOCKS), "scalar" (RBEE_ALLREDUCE_LOADS=scalar).
+    # "release" (release / acquire flags, no fences), "wide" (RBEE_ALLREDUCE_STORES=wide: 16-byte units whole), a
+    # number (RBEE_ALLREDUCE_BLOCKS, also the ll kernel's grid), "scalar" (RBEE_ALLREDUCE_LOADS=scalar).
     knobs=(RBEE_ALLREDUCE_FENCE=thread)
     IFS=+ read -r -a parts <<< "$path"
     path=${parts[0]}
     for knob in "${parts[@]:1}"; do
       case $knob in
         block) knobs+=(RBEE_ALLREDUCE_FENCE=block) ;;
+        release) knobs+=(RBEE_ALLREDUCE_FENCE=release) ;;
+        wide) knobs+=(RBEE_ALLREDUCE_STORES=wide) ;;
         scalar) knobs+=(RBEE_ALLREDUCE_LOADS=scalar) ;;
         *) knobs+=(RBEE_ALLREDUCE_BLOCKS=$knob) ;;
       esac
@@ -287,6 +291,14 @@ case "${AB:-0}" in
                  "RBEE_TP_OVERLAP=1|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
                  "default|$tp|-p 0 -n 128 -r 2 --no-limits|tg128"
                  "default|--backend cuda|-p 0 -n 128 -r 2 --no-limits|tg128") ;;
+  # Issue 14's all-reduce candidates (docs/perf-notes/multi-device.md, "prepared for the eighth two-GPU session:
+  # all-reduce"), each behind a switch: the ll kernel for every message (RBEE_ALLREDUCE=ll), and the default size
+  # rule with the flag kernel's 16-byte stores and release / acquire flags (the flag kernel carries the 1 MiB
+  # messages of 64 streams), at 64 streams beside the default and one GPU.
+  ar3) ab_specs=("default|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "RBEE_ALLREDUCE=ll|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "RBEE_ALLREDUCE_FENCE=release RBEE_ALLREDUCE_STORES=wide|$tp|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
+                 "default|--backend cuda|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 ") ;;
   each-batched) ab_specs=("default|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot RBEE_TP_SPLIT_HEAD=0|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "
                      "RBEE_ALLREDUCE=oneshot|--devices $devices --split tensor|--batch 64 -p 128 -n 128 -r 1 --no-limits|^\|  +128 "

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
+#include <type_traits>
 
 #include "backends/gpu/gpu_device.h"
 #include "backends/gpu/kernels/l2_prefetch.cuh"
@@ -159,6 +160,7 @@ struct FlagArgs {
   int64_t chunk;                                      // elements per (parity, sender) slot
   int rank, ranks;
   bool block_fence;  // one system-scope fence per block (thread 0, after a barrier) instead of one per thread
+  bool release_flags;  // no fences: each peer's flag written with a release and read with an acquire (system scope)
   bool wide_loads;   // V == 4: the peers' units as 16-byte loads through L2 (load_peer_f4), else volatile floats
   // Gather mode (all_gather_columns) where cols > 0: x is [.., cols] from element `base` of the whole message on;
   // rank p owns columns [bounds[p], bounds[p + 1]) (whole units: with V == 4 every bound is a multiple of 4).
@@ -174,9 +176,17 @@ __device__ __forceinline__ int column_owner(const FlagArgs& a, int64_t i) {
   return p;
 }
 
-// V floats moved as one unit (V = 4: one 16-byte store or load).
+// V floats moved as one unit. Its alignment is that of a float, so the compiler splits a copy of a Unit<4> into
+// four 4-byte accesses (what the flag kernel has done since it exists: RBEE_ALLREDUCE_STORES=split).
 template <int V>
 struct Unit {
+  float v[V];
+};
+
+// V floats at a (4 x V)-byte aligned address: a copy of a WideUnit<4> is one 16-byte load or store (the flag kernel
+// with RBEE_ALLREDUCE_STORES=wide, and the ll kernel).
+template <int V>
+struct alignas(sizeof(float) * V) WideUnit {
   float v[V];
 };
 
@@ -185,7 +195,7 @@ struct Unit {
 // and the addend as in one_shot_all_reduce.
 // Block b owns the units (V consecutive floats) u with (u mod stride) / blockDim == b, on every rank.
 //  1. Every unit the block owns goes into slot `rank` of every peer's inbox at this round's parity (plain stores
-//     through peer access).
+//     through peer access: one 16-byte store per unit with kWide, RBEE_ALLREDUCE_STORES=wide; else one per float).
 //  2. Every thread fences at system scope (its stores are visible to the peers before anything it does next),
 //     the block meets at a barrier, then thread p (< ranks, != rank) writes this round into peer p's flag
 //     [rank][b]: the peer that sees the flag sees the block's values. RBEE_ALLREDUCE_FENCE=block: the block meets
@@ -194,6 +204,11 @@ struct Unit {
 //     round further, writing the other parity), fences, and the block meets again; then each unit is summed in
 //     rank order (this rank's own value from x; the peers' values read with volatile loads, never from a stale
 //     L1 line): the same bits on every rank.
+//  RBEE_ALLREDUCE_FENCE=release (a.release_flags): no fence in steps 2 and 3. The block meets, then thread p writes
+//  peer p's flag with a release at system scope (store_release_sys: cumulative, so the stores the other threads
+//  made before the barrier are visible to whoever acquires the flag), and in step 3 spins with acquire loads at
+//  system scope (load_acquire_sys); the barrier after the spin orders every thread's reads after the acquire.
+//  A fence waits for all of the thread's earlier memory operations; the release orders only what precedes it.
 // Gather mode (a.cols > 0): step 1 pushes only the units this rank owns, and step 3 copies each unit of a peer
 // from that owner's slot (own units stay); the flags, rounds and barriers are the same, so each block still meets
 // every peer once per round and the reuse argument below holds unchanged.
@@ -201,8 +216,9 @@ struct Unit {
 // follow each other in any order): a peer writes round k + 2 into parity k & 1 only after it saw this rank's
 // round k + 1 flag, which this rank sends only after its round k kernel ended. Flags compare as serial numbers
 // (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
-template <int V>
+template <int V, bool kWide>
 __global__ void flag_all_reduce(FlagArgs a) {
+  using U = std::conditional_t<kWide, WideUnit<V>, Unit<V>>;  // RBEE_ALLREDUCE_STORES: 1 access per unit or V
   issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
   grid_dependency_wait();
@@ -214,23 +230,26 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + t;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
-  Unit<V>* x = reinterpret_cast<Unit<V>*>(a.x);
+  U* x = reinterpret_cast<U*>(a.x);
   const bool gather = a.cols > 0;
   for (int64_t u = first; u < units; u += stride) {
     if (gather && column_owner(a, u * V) != a.rank) continue;
-    Unit<V> v = x[u];
+    U v = x[u];
     if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
-      const Unit<V> r = reinterpret_cast<const Unit<V>*>(a.addend)[u];
+      const U r = reinterpret_cast<const U*>(a.addend)[u];
       for (int j = 0; j < V; ++j) v.v[j] += r.v[j];
       x[u] = v;
     }
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) continue;
-      reinterpret_cast<Unit<V>*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
+      reinterpret_cast<U*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
     }
   }
   const bool peer_thread = t < a.ranks && t != a.rank;
-  if (a.block_fence) {
+  if (a.release_flags) {
+    __syncthreads();
+    if (peer_thread) store_release_sys(a.flags[t] + a.rank * GpuCommunicator::kMaxFlagBlocks + b, round);
+  } else if (a.block_fence) {
     // The barrier orders every thread's stores before thread 0's fence, which is cumulative (as in a grid sync):
     // the peer that sees thread 0's flag sees the block's values.
     __syncthreads();
@@ -247,7 +266,11 @@ __global__ void flag_all_reduce(FlagArgs a) {
   }
   // Every flag is sent before any thread spins (tools/gpu_emu runs the threads of a block one after the other).
   __syncthreads();
-  if (peer_thread) {
+  if (peer_thread && a.release_flags) {
+    const uint32_t* flag = a.flags[a.rank] + t * GpuCommunicator::kMaxFlagBlocks + b;
+    while ((int32_t)(load_acquire_sys(flag) - round) < 0) {
+    }
+  } else if (peer_thread) {
     const volatile uint32_t* flag = (const volatile uint32_t*)a.flags[a.rank] + t * GpuCommunicator::kMaxFlagBlocks + b;
     while ((int32_t)(*flag - round) < 0) {
     }
@@ -255,17 +278,17 @@ __global__ void flag_all_reduce(FlagArgs a) {
   }
   __syncthreads();
   const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
-  Unit<V>* xo = x;
+  U* xo = x;
   for (int64_t u = first; u < units; u += stride) {
     if (gather) {
       const int p = column_owner(a, u * V);
       if (p == a.rank) continue;
       const volatile float* src = own + (int64_t)p * a.chunk + u * V;
-      Unit<V> v;
+      U v;
       if constexpr (V == 4) {
         if (a.wide_loads) {
           const float4 w = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
-          xo[u] = Unit<V>{{w.x, w.y, w.z, w.w}};
+          xo[u] = U{{w.x, w.y, w.z, w.w}};
           continue;
         }
       }
@@ -273,11 +296,11 @@ __global__ void flag_all_reduce(FlagArgs a) {
       xo[u] = v;
       continue;
     }
-    Unit<V> s;
+    U s;
     for (int j = 0; j < V; ++j) s.v[j] = 0.f;
     for (int p = 0; p < a.ranks; ++p) {
       if (p == a.rank) {
-        const Unit<V> v = xo[u];
+        const U v = xo[u];
         for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
       } else {
         const volatile float* src = own + (int64_t)p * a.chunk + u * V;
@@ -301,6 +324,155 @@ __global__ void flag_all_reduce(FlagArgs a) {
   if (t == 0) a.rounds[b] = round;
 }
 
+// One rank's arguments of an ll round (the same launch shape on every rank).
+struct LlArgs {
+  float* x;                                           // this rank's data, n elements, summed in place
+  const float* addend;                                // rank 0's ReduceExtras::addend (n elements), or null
+  L2Hint prefetch;                                    // asked for in L2 first (ReduceExtras::next_read)
+  int64_t n;
+  uint64_t* inbox[GpuCommunicator::kMaxRanks];        // every rank's ll inbox: [2 parities][ranks][chunk] words
+  uint32_t* rounds;                                   // [blocks]: this rank's ll rounds so far, per block
+  int64_t chunk;                                      // words per (parity, sender) slot
+  int rank, ranks;
+};
+
+// Units (V floats) a thread of the ll kernel has in flight at once: all its loads of x, then all its stores; all
+// its polls of a peer's words, then the checks. A whole chunk (kOneShotChunk floats) is one unit per thread on 128
+// blocks of kThreads, two on 64. The batch sets the registers, and they the blocks an SM holds, which the
+// co-residency of the whole grid needs: ll_all_reduce<4> takes 48 registers on sm_90 at 2 (two blocks of 512 per
+// SM: 128 blocks fit a GPU of 64 SMs, 256 one of 128; the flag kernel's 37 fit three), 84 at 4 (one per SM).
+constexpr int kLlBatch = 2;
+
+// Unit v as V words (value bits | tag) at w, in 16-byte stores of two words where V == 4.
+template <int V>
+__device__ __forceinline__ void ll_push(uint64_t* w, const WideUnit<V>& v, uint64_t tag) {
+  if constexpr (V == 1) {
+    *(volatile uint64_t*)w = tag | (uint64_t)__float_as_uint(v.v[0]);
+  } else {
+    for (int j = 0; j < V; j += 2) {
+      store_peer_u64x2(w + j, tag | (uint64_t)__float_as_uint(v.v[j]), tag | (uint64_t)__float_as_uint(v.v[j + 1]));
+    }
+  }
+}
+
+// The V words of a unit at w, read from memory (16-byte loads of two words where V == 4).
+template <int V>
+__device__ __forceinline__ void ll_poll(const uint64_t* w, uint64_t (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = *(const volatile uint64_t*)w;
+  } else {
+    for (int j = 0; j < V; j += 2) load_peer_u64x2(w + j, out[j], out[j + 1]);
+  }
+}
+
+// Whether every word of a unit carries `round`.
+template <int V>
+__device__ __forceinline__ bool ll_arrived(const uint64_t (&w)[V], uint32_t round) {
+  bool ok = true;
+  for (int j = 0; j < V; ++j) ok = ok && (uint32_t)(w[j] >> 32) == round;
+  return ok;
+}
+
+// The one-shot protocol (value | round in one 8-byte word, no fence or flag) rebuilt for a link that carries a
+// message only as fast as it is fed (RBEE_ALLREDUCE=ll): one_shot_all_reduce's thread works on one element at a
+// time, so each of its elements costs an HBM load before its store and a peer word's load before the next poll,
+// one after the other (the compiler cannot move a load of x across a volatile store to an inbox that may alias
+// it); here a thread loads all of a batch of kLlBatch units (V = 4: 16 bytes of x each) before it stores any, and
+// polls all of a peer's words of the batch before it checks one, so a block keeps batch x blockDim units in
+// flight each way; the words travel as 16-byte stores of two (store_peer_u64x2: each 8-byte word is seen whole,
+// the pair need not be). The prefetch, the addend and the launch (programmatic dependent, nothing touched before
+// grid_dependency_wait) as in one_shot_all_reduce; the sum in rank order as there: the same bits on every rank.
+// Block b owns the units u with (u mod stride) / blockDim == b.
+// Inbox reuse: every ll launch advances every block's round counter (and no other kernel uses them or the ll
+// inbox), so all the counters of a rank hold its number of ll launches and one launch writes one parity whatever
+// the units' owners (V = 1 or 4). A rank writes round k + 2 into parity k & 1 only after its round k + 1 launch
+// ended, whose block 0 (every launch has unit 0) waited for every peer's round k + 1 words, which a peer sends
+// only after its round k launch (all its reads of parity k & 1) ended: each launch waits for the one before it
+// on its stream, as in one_shot_all_reduce. Round 0 is skipped at wrap-around as there.
+template <int V>
+__global__ void ll_all_reduce(LlArgs a) {
+  issue_prefetch(a.prefetch);  // weights: never written by earlier launches
+  grid_dependency_trigger();
+  grid_dependency_wait();
+  const int b = (int)blockIdx.x;
+  uint32_t round = a.rounds[b] + 1u;
+  if (round == 0u) round = 2u;
+  const uint64_t tag = (uint64_t)round << 32;
+  const int64_t units = a.n / V;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t first = (int64_t)b * blockDim.x + threadIdx.x;
+  const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
+  WideUnit<V>* x = reinterpret_cast<WideUnit<V>*>(a.x);
+  const WideUnit<V>* addend = reinterpret_cast<const WideUnit<V>*>(a.addend);
+  for (int64_t u0 = first; u0 < units; u0 += kLlBatch * stride) {
+    WideUnit<V> v[kLlBatch];
+#pragma unroll
+    for (int k = 0; k < kLlBatch; ++k) {
+      if (u0 + k * stride < units) v[k] = x[u0 + k * stride];
+    }
+    if (addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
+#pragma unroll
+      for (int k = 0; k < kLlBatch; ++k) {
+        const int64_t u = u0 + k * stride;
+        if (u >= units) continue;
+        const WideUnit<V> r = addend[u];
+        for (int j = 0; j < V; ++j) v[k].v[j] += r.v[j];
+        x[u] = v[k];
+      }
+    }
+    for (int p = 0; p < a.ranks; ++p) {
+      if (p == a.rank) continue;
+      uint64_t* slot = a.inbox[p] + parity + (int64_t)a.rank * a.chunk;
+#pragma unroll
+      for (int k = 0; k < kLlBatch; ++k) {
+        const int64_t u = u0 + k * stride;
+        if (u < units) ll_push<V>(slot + u * V, v[k], tag);
+      }
+    }
+  }
+  // The block's pushes all issued before any of its threads polls (tools/gpu_emu: see one_shot_all_reduce).
+  __syncthreads();
+  const uint64_t* own = a.inbox[a.rank] + parity;
+  for (int64_t u0 = first; u0 < units; u0 += kLlBatch * stride) {
+    WideUnit<V> s[kLlBatch];
+#pragma unroll
+    for (int k = 0; k < kLlBatch; ++k) {
+      for (int j = 0; j < V; ++j) s[k].v[j] = 0.f;
+    }
+    for (int p = 0; p < a.ranks; ++p) {
+      if (p == a.rank) {
+#pragma unroll
+        for (int k = 0; k < kLlBatch; ++k) {
+          const int64_t u = u0 + k * stride;
+          if (u >= units) continue;
+          const WideUnit<V> mine = x[u];
+          for (int j = 0; j < V; ++j) s[k].v[j] += mine.v[j];
+        }
+        continue;
+      }
+      const uint64_t* slot = own + (int64_t)p * a.chunk;
+      uint64_t w[kLlBatch][V];
+#pragma unroll
+      for (int k = 0; k < kLlBatch; ++k) {
+        if (u0 + k * stride < units) ll_poll<V>(slot + (u0 + k * stride) * V, w[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < kLlBatch; ++k) {
+        const int64_t u = u0 + k * stride;
+        if (u >= units) continue;
+        while (!ll_arrived<V>(w[k], round)) ll_poll<V>(slot + u * V, w[k]);
+        for (int j = 0; j < V; ++j) s[k].v[j] += __int_as_float((int)(uint32_t)w[k][j]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kLlBatch; ++k) {
+      if (u0 + k * stride < units) x[u0 + k * stride] = s[k];
+    }
+  }
+  __syncthreads();  // every thread read the round before it advances
+  if (threadIdx.x == 0) a.rounds[b] = round;
+}
+
 // Whether the one-shot kernel is a programmatic dependent launch (launch_decode_kernel, where RBEE_PDL allows):
 // yes unless RBEE_ALLREDUCE_PDL=0 (an ordinary launch, as before; for comparisons). Measured on two H100s over NVLink
 // (docs/perf-notes/multi-device.md, third session): 64 all-reduces in a graph (bench/rbee_bench_collective) of one
@@ -322,8 +494,9 @@ GpuCommunicator::Path requested_path() {
   if (s.empty() || s == "auto") return GpuCommunicator::Path::Auto;
   if (s == "oneshot") return GpuCommunicator::Path::OneShot;
   if (s == "flag") return GpuCommunicator::Path::Flag;
+  if (s == "ll") return GpuCommunicator::Path::Ll;
   if (s == "nccl" || s == "rccl") return GpuCommunicator::Path::Library;
-  RBEE_THROW(ErrorCode::InvalidArgument, "RBEE_ALLREDUCE={}: expected auto, oneshot, flag or {}", s,
+  RBEE_THROW(ErrorCode::InvalidArgument, "RBEE_ALLREDUCE={}: expected auto, oneshot, flag, ll or {}", s,
              RBEE_GPU_COLLECTIVE_NAME);
 }
 
@@ -335,8 +508,10 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
   path_ = requested_path();
   if (const char* f = std::getenv("RBEE_ALLREDUCE_FENCE")) {
     const std::string_view v = f;
-    RBEE_CHECK(v == "block" || v == "thread", "RBEE_ALLREDUCE_FENCE={}: expected block or thread", v);
+    RBEE_CHECK_CODE(v == "block" || v == "thread" || v == "release", ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_FENCE={}: expected thread, block or release", v);
     block_fence_ = v == "block";
+    release_flags_ = v == "release";
   }
   if (const char* v = std::getenv("RBEE_ALLREDUCE_BLOCKS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
@@ -344,6 +519,12 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
     RBEE_CHECK_CODE(end != v && *end == '\0' && n >= 1 && n <= kMaxFlagBlocks, ErrorCode::InvalidArgument,
                     "RBEE_ALLREDUCE_BLOCKS={}: expected 1 to {}", v, kMaxFlagBlocks);
     flag_blocks_ = (int)n;
+  }
+  if (const char* v = std::getenv("RBEE_ALLREDUCE_STORES")) {
+    const std::string_view s = v;
+    RBEE_CHECK_CODE(s == "wide" || s == "split", ErrorCode::InvalidArgument,
+                    "RBEE_ALLREDUCE_STORES={}: expected split or wide", s);
+    wide_stores_ = s == "wide";
   }
   if (const char* v = std::getenv("RBEE_ALLREDUCE_LOADS")) {
     const std::string_view s = v;
@@ -423,6 +604,17 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
       RBEE_GPU_CHECK(stream_synchronize(d->stream()));
       flag_inbox_.push_back(static_cast<float*>(flag_inbox));
       flags_.push_back(static_cast<uint32_t*>(flags));
+      if (path_ == Path::Ll) {  // the ll kernel's own inbox and round counters (ll_all_reduce: the reuse argument)
+        void* ll_inbox = nullptr;
+        void* ll_rounds = nullptr;
+        RBEE_GPU_CHECK(device_malloc_coherent(&ll_inbox, inbox_bytes));
+        RBEE_GPU_CHECK(device_malloc_coherent(&ll_rounds, (size_t)kMaxFlagBlocks * sizeof(uint32_t)));
+        RBEE_GPU_CHECK(memset_async(ll_inbox, 0, inbox_bytes, d->stream()));
+        RBEE_GPU_CHECK(memset_async(ll_rounds, 0, (size_t)kMaxFlagBlocks * sizeof(uint32_t), d->stream()));
+        RBEE_GPU_CHECK(stream_synchronize(d->stream()));
+        ll_inbox_.push_back(static_cast<uint64_t*>(ll_inbox));
+        ll_rounds_.push_back(static_cast<uint32_t*>(ll_rounds));
+      }
     }
     alloc_norm_buffers();
   }
@@ -446,6 +638,10 @@ GpuCommunicator::~GpuCommunicator() {
     device_free(rounds_[r]);
     device_free(flag_inbox_[r]);
     device_free(flags_[r]);
+    if (r < ll_inbox_.size()) {
+      device_free(ll_inbox_[r]);
+      device_free(ll_rounds_[r]);
+    }
   }
   free_norm_buffers();
 }
@@ -505,6 +701,7 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
   a.rank = rank;
   a.ranks = size();
   a.block_fence = block_fence_;
+  a.release_flags = release_flags_;
   a.wide_loads = wide_loads_;
   a.cols = bounds.empty() ? 0 : cols;
   bool bounds_in_units = true;
@@ -533,13 +730,49 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
     // counters of their own that only this kernel advances, which keeps the reuse argument per block).
     const int blocks = flag_blocks_;
     if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(vec4 ? flag_all_reduce<4> : flag_all_reduce<1>, dim3(blocks), dim3(kThreads), 0,
-                                  dev.stream(), a);
+      quant::launch_decode_kernel(!vec4         ? flag_all_reduce<1, false>
+                                  : wide_stores_ ? flag_all_reduce<4, true>
+                                                 : flag_all_reduce<4, false>,
+                                  dim3(blocks), dim3(kThreads), 0, dev.stream(), a);
+    } else if (vec4 && wide_stores_) {
+      flag_all_reduce<4, true><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
     } else if (vec4) {
-      flag_all_reduce<4><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<4, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     } else {
-      flag_all_reduce<1><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      flag_all_reduce<1, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
+    }
+  }
+}
+
+void GpuCommunicator::ll(int rank, float* x, int64_t n, const float* addend, L2Hint hint) {
+  GpuDevice& dev = *devices_[(size_t)rank];
+  LlArgs a{};
+  a.rounds = ll_rounds_[(size_t)rank];
+  a.chunk = kOneShotChunk;
+  a.rank = rank;
+  a.ranks = size();
+  for (int p = 0; p < size(); ++p) a.inbox[p] = ll_inbox_[(size_t)p];
+  for (int64_t off = 0; off < n; off += kOneShotChunk) {
+    a.x = x + off;
+    a.addend = addend ? addend + off : nullptr;
+    a.prefetch = off == 0 ? hint : L2Hint{};
+    a.n = std::min(kOneShotChunk, n - off);
+    // 16-byte units as in flag() (the same choice on every rank); always flag_blocks_ blocks, every one of which
+    // advances its round counter (ll_all_reduce's reuse argument needs all of them in every launch).
+    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.addend) % 16 == 0;
+    const int blocks = flag_blocks_;
+    if (all_reduce_pdl()) {
+      quant::launch_decode_kernel(vec4 ? ll_all_reduce<4> : ll_all_reduce<1>, dim3(blocks), dim3(kThreads), 0,
+                                  dev.stream(), a);
+    } else if (vec4) {
+      ll_all_reduce<4><<<blocks, kThreads, 0, dev.stream()>>>(a);
+      RBEE_GPU_CHECK_LAUNCH();
+    } else {
+      ll_all_reduce<1><<<blocks, kThreads, 0, dev.stream()>>>(a);
       RBEE_GPU_CHECK_LAUNCH();
     }
   }
@@ -587,8 +820,8 @@ void GpuCommunicator::reduce(int rank, const Tensor& x, const ReduceExtras& extr
   // graphs); else the one-shot kernel for small messages, the flag kernel up to kFlagMaxBytes, and the flag
   // kernel for any size where the library cannot serve (recording, or none loaded); the library above.
   // RBEE_ALLREDUCE=oneshot: the one-shot kernel up to 1 MiB and wherever the library cannot serve (as before
-  // the flag kernel); =flag: the flag kernel at every size the library is not needed for. The peer-to-peer kernels
-  // add rank 0's addend in their push; the library path adds it by an op first.
+  // the flag kernel); =flag: the flag kernel at every size the library is not needed for; =ll: the ll kernel there.
+  // The peer-to-peer kernels add rank 0's addend in their push; the library path adds it by an op first.
   const bool library_ok = nccl_ && !dev.capturing();
   if (path_ == Path::Library && nccl_) {
     // the library for every size (below)
@@ -596,6 +829,8 @@ void GpuCommunicator::reduce(int rank, const Tensor& x, const ReduceExtras& extr
     if (bytes <= ((int64_t)1 << 20) || !library_ok) return one_shot(rank, data, n, add, hint);
   } else if (p2p_ && path_ == Path::Flag) {
     if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n, 0, {}, add, hint);
+  } else if (p2p_ && path_ == Path::Ll) {
+    if (bytes <= kFlagMaxBytes || !library_ok) return ll(rank, data, n, add, hint);
   } else if (p2p_) {
     if (bytes <= kOneShotMaxBytes) return one_shot(rank, data, n, add, hint);
     if (bytes <= kFlagMaxBytes || !library_ok) return flag(rank, data, n, 0, {}, add, hint);

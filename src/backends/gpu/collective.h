@@ -13,11 +13,11 @@
 //    after it start and load its weights while it waits for its peers.
 //  - flag peer-to-peer, larger messages (many decode rows, prompt steps up to kFlagMaxBytes, and any size while
 //    a graph is recorded or when no collective library is present): the same push-then-sum in rank order, but
-//    the values travel alone (4 bytes each, 16-byte stores) and one flag per block and peer, written after a
-//    system-scope fence, says that a block's values arrived: half the bytes over the link of the one-shot words,
-//    for one fence and one flag round trip more. Launched like the one-shot kernel, on kFlagBlocks blocks
-//    (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the fourth session's grid) that read their
-//    peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
+//    the values travel alone (4 bytes each, in 4-byte stores; 16-byte ones with RBEE_ALLREDUCE_STORES=wide) and
+//    one flag per block and peer, written after a system-scope fence, says that a block's values arrived: half the
+//    bytes over the link of the one-shot words, for one fence and one flag round trip more. Launched like the
+//    one-shot kernel, on kFlagBlocks blocks (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the
+//    fourth session's grid) that read their peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
 //    as before).
 //  - NCCL (CUDA) / RCCL (ROCm), opened at run time (nccl_api.h): messages above kFlagMaxBytes outside graph
 //    capture, where its ring/tree algorithms and copy engines beat the peer-to-peer kernels.
@@ -32,9 +32,17 @@
 // they push them (no launch of its own; the same bits as an add before the sum) and first ask for the first bytes of
 // next_read in L2 (the weights the rank reads next: the HBM idles while the kernel waits on the link); a library
 // path adds the addend by an op first and drops the hint.
-// RBEE_ALLREDUCE=oneshot | flag | nccl forces one path where it is possible (for comparisons: oneshot is the
-// one-shot kernel up to 1 MiB as before the flag kernel existed; nccl is the library for every size, also
-// recorded into graphs); the default (auto) is the size rule above.
+// RBEE_ALLREDUCE=oneshot | flag | ll | nccl forces one path where it is possible (for comparisons: oneshot is the
+// one-shot kernel up to 1 MiB as before the flag kernel existed; ll is the ll kernel wherever flag would run;
+// nccl is the library for every size, also recorded into graphs); the default (auto) is the size rule above.
+//  - ll (only where asked for, until measured): the one-shot protocol (8-byte value | round words, no fences or
+//    flags) with every thread keeping a batch of 16-byte units in flight, loads before stores and polls before
+//    checks, on the flag kernel's grid (RBEE_ALLREDUCE_BLOCKS), with an inbox and round counters of its own.
+// RBEE_ALLREDUCE_STORES=wide: the flag kernel copies its 16-byte units (x, the addend, the pushes to the peers) as
+// one 16-byte access each; split (the default, as measured so far): four 4-byte accesses, which is what the
+// compiler makes of a unit aligned like a float (the PTX of flag_all_reduce<4> has st.global.f32 pushes).
+// RBEE_ALLREDUCE_FENCE=release: the flag kernel's flags written with a release and read with an acquire at system
+// scope, no fences (thread: a fence per thread, the default; block: one per block).
 //
 // Both peer-to-peer kernels carry a per-block round number kept in device memory and advanced by the kernel, so
 // a replayed graph needs no host update. Inboxes are double-buffered by round parity: a rank may start round
@@ -89,7 +97,7 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   static constexpr int kNormMaxBlocks = 128;
   static constexpr int64_t kNormSlot = 8192;
   // The path RBEE_ALLREDUCE asks for (read when the communicator is made).
-  enum class Path { Auto, OneShot, Flag, Library };
+  enum class Path { Auto, OneShot, Flag, Ll, Library };
 
   // Throws Backend when the devices can neither reach each other nor use a collective library (the caller then
   // uses the host communicator); `why` says which paths are available.
@@ -125,6 +133,8 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   bool reduce_norm_fits(const Tensor& x, const Tensor& w) const;
   void alloc_norm_buffers();
   void free_norm_buffers();
+  // The ll kernel (RBEE_ALLREDUCE=ll), in chunks of kOneShotChunk elements; addend and hint as in one_shot.
+  void ll(int rank, float* x, int64_t n, const float* addend = nullptr, L2Hint hint = {});
 
   std::vector<GpuDevice*> devices_;
   bool p2p_ = false;
@@ -145,10 +155,16 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   std::vector<float*> norm_inbox_;
   std::vector<uint32_t*> norm_flags_;
   std::vector<uint32_t*> norm_rounds_;
+  // Per rank, for the ll kernel (allocated only under RBEE_ALLREDUCE=ll): inbox [2 parities][ranks][kOneShotChunk]
+  // u64 words as the one-shot kernel's, rounds [kMaxFlagBlocks] u32 that only the ll kernel advances.
+  std::vector<uint64_t*> ll_inbox_;
+  std::vector<uint32_t*> ll_rounds_;
   Path path_ = Path::Auto;
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
+  bool release_flags_ = false;  // RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences (flag_all_reduce)
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
+  bool wide_stores_ = false;       // RBEE_ALLREDUCE_STORES=wide: the flag kernel's units as one 16-byte access each
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
   int64_t prefetch_cap_ = kPrefetchCapMiB << 20;  // RBEE_ALLREDUCE_PREFETCH_MB, in bytes
   bool prefetch_row_heads_ = true;  // RBEE_ALLREDUCE_PREFETCH=rows: false (the first rows, not each row's head)

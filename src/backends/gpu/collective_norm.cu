@@ -10,7 +10,7 @@
 //     through peer access).
 //  2. Every thread fences at system scope, the block meets, thread p (< ranks, != rank) writes this round into peer
 //     p's flag [rank][b]; then thread p spins on its own flag [p][b] until it holds this round or a later one,
-//     fences, and the block meets again.
+//     fences, and the block meets again (RBEE_ALLREDUCE_FENCE=release: release / acquire flags instead of fences).
 //  3. Per row: s = x_0 + x_1 + ... in rank order (this rank's from x, the peers' from its inbox, loaded through L2;
 //     rank 0's x_0 with its addend added first, as all_reduce_sum_with), h = residual + s (or s) stored to sum_out, the sum of the f32 squares of h in double and 1 / sqrtf(mean + eps), then
 //     h * rstd * weight rounded to the weight type: quant_activation.cu's norm pass (256 threads a row, the same
@@ -58,6 +58,7 @@ struct ReduceNormArgs {
   uint32_t* rounds;                                // this rank's [kNormMaxBlocks]
   int rank, ranks;
   bool vec;  // every row pointer 16-byte aligned: 16-byte loads and stores, else 4-byte ones (the same values)
+  bool release_flags;  // RBEE_ALLREDUCE_FENCE=release: no fences, flags written with a release and read with an acquire
 };
 
 __device__ __forceinline__ void load8(const float* p, bool vec, float (&v)[8]) {
@@ -133,13 +134,24 @@ __global__ void __launch_bounds__(kNormThreads) reduce_add_norm_kernel(ReduceNor
     load8(a.weight + e, a.vec, wt[c]);
     if (a.residual) load8(a.residual + (int64_t)b * k + e, a.vec, hv[c]);  // the first row's (row b)
   }
-  // 2. Flags: this block's values are out; wait for every peer's twin block.
-  threadfence_system();
-  __syncthreads();
+  // 2. Flags: this block's values are out; wait for every peer's twin block. With release_flags, as the flag
+  // kernel's RBEE_ALLREDUCE_FENCE=release: the barrier, then a cumulative release store of the flag (the block's
+  // stores before the barrier are visible to the peer's acquire that reads it), and acquire loads while spinning.
   const bool peer_thread = t < a.ranks && t != a.rank;
-  if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * kNormMaxBlocks + b) = round;
+  if (a.release_flags) {
+    __syncthreads();
+    if (peer_thread) store_release_sys(a.flags[t] + a.rank * kNormMaxBlocks + b, round);
+  } else {
+    threadfence_system();
+    __syncthreads();
+    if (peer_thread) *((volatile uint32_t*)a.flags[t] + a.rank * kNormMaxBlocks + b) = round;
+  }
   __syncthreads();  // every flag sent before any thread spins (the emulator runs a block's threads in turn)
-  if (peer_thread) {
+  if (peer_thread && a.release_flags) {
+    const uint32_t* flag = a.flags[a.rank] + t * kNormMaxBlocks + b;
+    while ((int32_t)(load_acquire_sys(flag) - round) < 0) {
+    }
+  } else if (peer_thread) {
     const volatile uint32_t* flag = (const volatile uint32_t*)a.flags[a.rank] + t * kNormMaxBlocks + b;
     while ((int32_t)(*flag - round) < 0) {
     }
@@ -279,6 +291,7 @@ bool GpuCommunicator::all_reduce_add_rms_norm_qmatmul(int rank, const Tensor& x,
   a.rounds = norm_rounds_[(size_t)rank];
   a.rank = rank;
   a.ranks = size();
+  a.release_flags = release_flags_;
   a.vec = aligned16(a.x) && aligned16(a.addend) && aligned16(a.residual) && aligned16(a.weight) &&
           aligned16(a.sum_out) && aligned16(a.normed);
   const int blocks = (int)std::min<int64_t>(m, kNormMaxBlocks);
