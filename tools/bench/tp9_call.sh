@@ -4,7 +4,8 @@
 #   tools/bench/tp9_call.sh CARRY
 # 1. multi_gpu_call.sh checks: GPU conformance (CONF_FILTER), the GPU unit tests (TEST_FILTER), rbee compare
 #    --split tensor, rbee_bench_collective (COLLECTIVE_PATHS), the A/B rows AB_CUSTOM (AB=custom, AB_ROUNDS rounds).
-# 2. rbee_bench_decode_gemm_gpu on GPU 0 with RBEE_DECODE_GEMM_TUNE=0 and with the default (tuned).
+# 2. rbee_bench_reduce_norm (REDUCE_NORM_BENCH=1, the default) under both flag orders; rbee_bench_decode_gemm_gpu on
+#    GPU 0 with RBEE_DECODE_GEMM_TUNE=0 and =1 (GEMM_BENCH_TUNES="0 1"; empty: none).
 # 3. NCU=1: one GPU's 64-stream decode step kernel by kernel (ncu_step_profile.sh).
 # Everything lands in $OUT as out.tgz (all logs) and summary.txt.
 set -uo pipefail
@@ -24,7 +25,13 @@ SKIP_70B=1 CHECKS_STOP=${CHECKS_STOP:-330} AB_SPECS="custom:${AB_ROUNDS:-2}" \
   "$carry/multi_gpu_call.sh" checks "$carry"
 P=/tmp/rbee-mg/pack
 export LD_LIBRARY_PATH=$P:$P/lib RBEE_BACKEND_PATH=$P
-for tune in 0 1; do
+if [ "${REDUCE_NORM_BENCH:-1}" = 1 ]; then
+  for fence in thread release; do
+    echo "--- rbee_bench_reduce_norm, RBEE_ALLREDUCE_FENCE=$fence at +$SECONDS s" | tee -a "$OUT/summary.txt"
+    RBEE_ALLREDUCE_FENCE=$fence timeout 120 "$P/bench/rbee_bench_reduce_norm" 2>&1 | grep -v '^\[20' | tee -a "$OUT/summary.txt"
+  done
+fi
+for tune in ${GEMM_BENCH_TUNES-0 1}; do
   echo "--- decode GEMM bench, RBEE_DECODE_GEMM_TUNE=$tune at +$SECONDS s" | tee -a "$OUT/summary.txt"
   CUDA_VISIBLE_DEVICES=0 RBEE_DECODE_GEMM_TUNE=$tune timeout 150 "$P/bench/rbee_bench_decode_gemm_gpu" \
     --label "tune$tune" > "$OUT/decode_gemm_tune$tune.txt" 2>&1
