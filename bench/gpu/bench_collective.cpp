@@ -76,9 +76,9 @@ bool apply_path(const std::string& spec) {
   while (at != std::string::npos) {
     const size_t next = spec.find('+', at + 1);
     const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-    if (knob == "block" || knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
+    if (knob == "block" || knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
     else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
-    else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
+    else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
     else if (!knob.empty() && knob.find_first_not_of("0123456789") == std::string::npos)
       ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
     else return false;
@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
                  spec.empty() ? "" : fmt::format("\npath {}: ", spec), ranks, devices[0]->id(), comm->name(), why,
                  count, reps, env("RBEE_ALLREDUCE", "(unset: auto)"), env("RBEE_PDL", "(unset: on)"),
                  env("RBEE_ALLREDUCE_PDL", "(unset: on)"), env("RBEE_ALLREDUCE_BLOCKS", "(unset: 128)"),
-                 env("RBEE_ALLREDUCE_LOADS", "(unset: wide)"), env("RBEE_ALLREDUCE_FENCE", "(unset: thread)"),
-                 env("RBEE_ALLREDUCE_STORES", "(unset: split)"));
+                 env("RBEE_ALLREDUCE_LOADS", "(unset: wide)"), env("RBEE_ALLREDUCE_FENCE", "(unset: release)"),
+                 env("RBEE_ALLREDUCE_STORES", "(unset: wide)"));
       fmt::print("| floats | bytes | us per all-reduce in a graph | GB/s in a graph | us per eager all-reduce |\n"
                  "|---|---|---|---|---|\n");
       for (int64_t n : sizes) {

@@ -43,9 +43,9 @@ const std::vector<int64_t> kSizes = {4096,  1, 4099, 262144 + 1000, 4096, 64 * 4
 // (RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences), "wide" (RBEE_ALLREDUCE_STORES=wide: 16-byte
 // units copied whole). The number is also the ll kernel's grid: 7 blocks give a thread more units than its batch
 // (kLlBatch), 256 fewer units than threads.
-const std::vector<std::string> kPaths = {"auto",     "oneshot",      "flag",      "flag+block", "flag+64+scalar",
-                                         "flag+7",   "auto+256",     "flag+wide", "flag+release",
-                                         "flag+release+wide+7",      "ll",        "ll+7",       "ll+256"};
+const std::vector<std::string> kPaths = {"auto",     "oneshot",      "flag",      "flag+block+split", "flag+64+scalar",
+                                         "flag+7",   "auto+256",     "flag+thread+split", "flag+thread",
+                                         "flag+split+7",             "ll",        "ll+7",       "ll+256"};
 
 // Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
 struct ForcedPath {
@@ -55,9 +55,9 @@ struct ForcedPath {
     while (at != std::string::npos) {
       const size_t next = spec.find('+', at + 1);
       const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (knob == "block" || knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
+      if (knob == "block" || knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
       else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
-      else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
+      else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
       else ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
       at = next;
     }

@@ -173,8 +173,8 @@ struct GatherEnv {
     while (at != std::string::npos) {
       const size_t next = path.find('+', at + 1);
       const std::string knob = path.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (knob == "release") ::setenv("RBEE_ALLREDUCE_FENCE", "release", 1);
-      else if (knob == "wide") ::setenv("RBEE_ALLREDUCE_STORES", "wide", 1);
+      if (knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
+      else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
       else ADD_FAILURE() << "unknown knob " << knob;
       at = next;
     }

@@ -191,8 +191,8 @@ if [ "${SKIP_COLLECTIVE:-0}" != 1 ] && [ -x "$pack/bench/rbee_bench_collective" 
     for knob in "${parts[@]:1}"; do
       case $knob in
         block) knobs+=(RBEE_ALLREDUCE_FENCE=block) ;;
-        release) knobs+=(RBEE_ALLREDUCE_FENCE=release) ;;
-        wide) knobs+=(RBEE_ALLREDUCE_STORES=wide) ;;
+        release|thread) knobs+=(RBEE_ALLREDUCE_FENCE=$knob) ;;
+        wide|split) knobs+=(RBEE_ALLREDUCE_STORES=$knob) ;;
         scalar) knobs+=(RBEE_ALLREDUCE_LOADS=scalar) ;;
         *) knobs+=(RBEE_ALLREDUCE_BLOCKS=$knob) ;;
       esac

@@ -13,9 +13,10 @@
 //    after it start and load its weights while it waits for its peers.
 //  - flag peer-to-peer, larger messages (many decode rows, prompt steps up to kFlagMaxBytes, and any size while
 //    a graph is recorded or when no collective library is present): the same push-then-sum in rank order, but
-//    the values travel alone (4 bytes each, in 4-byte stores; 16-byte ones with RBEE_ALLREDUCE_STORES=wide) and
-//    one flag per block and peer, written after a system-scope fence, says that a block's values arrived: half the
-//    bytes over the link of the one-shot words, for one fence and one flag round trip more. Launched like the
+//    the values travel alone (4 bytes each, in 16-byte stores; four 4-byte ones with RBEE_ALLREDUCE_STORES=split)
+//    and one flag per block and peer, written with a system-scope release (RBEE_ALLREDUCE_FENCE=thread or block:
+//    after a fence instead), says that a block's values arrived: half the bytes over the link of the one-shot
+//    words, for one flag round trip more. Launched like the
 //    one-shot kernel, on kFlagBlocks blocks (RBEE_ALLREDUCE_BLOCKS=N: N blocks, 1 to kMaxFlagBlocks; 64 was the
 //    fourth session's grid) that read their peers' values as 16-byte loads through L2 (RBEE_ALLREDUCE_LOADS=scalar: one volatile 4-byte load per value,
 //    as before).
@@ -161,10 +162,12 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   std::vector<uint32_t*> ll_rounds_;
   Path path_ = Path::Auto;
   bool block_fence_ = false;  // RBEE_ALLREDUCE_FENCE=block: the flag kernel fences once per block (flag_all_reduce)
-  bool release_flags_ = false;  // RBEE_ALLREDUCE_FENCE=release: release / acquire flags, no fences (flag_all_reduce)
+  // RBEE_ALLREDUCE_FENCE (default release: release / acquire flags, no fences; thread or block: fences), measured on
+  // two H200s (docs/perf-notes/multi-device.md, eighth session): 1 MiB 10.6 -> 7.9 us with wide stores.
+  bool release_flags_ = true;
   int flag_blocks_ = kFlagBlocks;  // RBEE_ALLREDUCE_BLOCKS
   bool wide_loads_ = true;         // RBEE_ALLREDUCE_LOADS=scalar: false
-  bool wide_stores_ = false;       // RBEE_ALLREDUCE_STORES=wide: the flag kernel's units as one 16-byte access each
+  bool wide_stores_ = true;        // RBEE_ALLREDUCE_STORES (default wide): the flag kernel's units as one 16-byte access; split: four
   bool gather_kernel_ = true;      // RBEE_TP_GATHER=sum: false (all_gather_columns by zeros and all_reduce_sum)
   int64_t prefetch_cap_ = kPrefetchCapMiB << 20;  // RBEE_ALLREDUCE_PREFETCH_MB, in bytes
   bool prefetch_row_heads_ = true;  // RBEE_ALLREDUCE_PREFETCH=rows: false (the first rows, not each row's head)

@@ -90,7 +90,7 @@ struct StepContext {
   int tp_overlap_first_percent = 50;
   // Tensor split: the attention output's all-reduce, the residual add, the MLP norm and the gate/up projection in one
   // communicator call where it has a fused pass (rbee/backend/reduce_norm.h; on GPUs: one kernel for the all-reduce,
-  // the add and the norm, then the 16-bit GEMM); the same bits. On unless RBEE_TP_REDUCE_NORM=0.
+  // the add and the norm, then the 16-bit GEMM); the same bits. RBEE_TP_REDUCE_NORM=1 (off by default).
   bool reduce_norm = false;
   // With reduce_norm: the down projection's all-reduce of layer l also runs layer l + 1's attention norm and q/k/v
   // product (the same fused call); layer l + 1 takes the product from here instead of computing it (and clears it).
