@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_ranks.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
 #include "rbee/backend/reduce_norm.h"
@@ -28,24 +29,7 @@ namespace {
 using namespace rbee;
 using Clock = std::chrono::steady_clock;
 
-template <class Fn>
-void on_ranks(int ranks, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors((size_t)ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[(size_t)r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) {
-    if (!errors[(size_t)r].empty()) throw std::runtime_error(fmt::format("rank {}: {}", r, errors[(size_t)r]));
-  }
-}
+using bench::on_ranks;
 
 }  // namespace
 
