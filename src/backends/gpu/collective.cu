@@ -1,4 +1,5 @@
 #include "backends/gpu/collective.h"
+#include "backends/gpu/collective_prefetch.cuh"
 
 #include <dlfcn.h>
 
@@ -63,13 +64,6 @@ const Api* open_api(std::string* why) {
 
 namespace {
 
-// The hint's prefetch (L2Hint), by the whole grid, the requests spread over every block (issued by the first
-// blocks alone, the first-rows layout of 24 MiB at each 1 MiB all-reduce made 7B F16 64-stream decoding over two
-// H100s 20% slower instead of faster: docs/perf-notes/multi-device.md, seventh session).
-__device__ __forceinline__ void issue_prefetch(const L2Hint& h) {
-  if (h.rows > 0) prefetch_l2_row_heads(h.p, h.rows, h.row_bytes, h.bytes / h.rows, grid_thread_interleaved());
-  else prefetch_l2_span(h.p, h.bytes, grid_thread_interleaved());
-}
 
 // One rank's arguments of a one-shot round (the same launch shape on every rank).
 struct OneShotArgs {
@@ -778,6 +772,21 @@ void GpuCommunicator::ll(int rank, float* x, int64_t n, const float* addend, L2H
   }
 }
 
+L2Hint GpuCommunicator::prefetch_hint(const Tensor& x, const Tensor& next_read) const {
+  L2Hint hint;
+  if (!next_read.defined() || &next_read.device() != &x.device() || prefetch_cap_ <= 0) return hint;
+  hint.p = next_read.data();
+  hint.bytes = std::min({(int64_t)next_read.nbytes(), x.numel() * (int64_t)sizeof(float) * kPrefetchPerByte,
+                         prefetch_cap_});
+  if (prefetch_row_heads_ && next_read.rank() == 2 && next_read.is_contiguous()) {
+    hint.rows = next_read.dim(0);
+    hint.row_bytes = (int64_t)next_read.nbytes() / std::max<int64_t>(hint.rows, 1);
+    // Row heads under kMinRowHead bytes (a message of a few decode rows) are not worth a request each.
+    if (hint.rows == 0 || hint.bytes / hint.rows < kMinRowHead) hint = L2Hint{};
+  }
+  return hint;
+}
+
 void GpuCommunicator::all_reduce_sum(int rank, const Tensor& x) { reduce(rank, x, ReduceExtras()); }
 
 void GpuCommunicator::all_reduce_sum_with(int rank, const Tensor& x, const ReduceExtras& extras) {
@@ -803,19 +812,7 @@ void GpuCommunicator::reduce(int rank, const Tensor& x, const ReduceExtras& extr
   float* data = static_cast<float*>(x.data());
   const float* add = addend.defined() ? static_cast<const float*>(addend.data()) : nullptr;
   const int64_t bytes = n * (int64_t)sizeof(float);
-  // The hint: the first bytes of next_read (on this rank's device), as many as the HBM could read while the link
-  // carries this message (kPrefetchPerByte per message byte), at most prefetch_cap_.
-  L2Hint hint;
-  if (extras.next_read.defined() && &extras.next_read.device() == &x.device() && prefetch_cap_ > 0) {
-    hint.p = extras.next_read.data();
-    hint.bytes = std::min({(int64_t)extras.next_read.nbytes(), bytes * kPrefetchPerByte, prefetch_cap_});
-    if (prefetch_row_heads_ && extras.next_read.rank() == 2 && extras.next_read.is_contiguous()) {
-      hint.rows = extras.next_read.dim(0);
-      hint.row_bytes = (int64_t)extras.next_read.nbytes() / std::max<int64_t>(hint.rows, 1);
-      // Row heads under kMinRowHead bytes (a message of a few decode rows) are not worth a request each.
-      if (hint.rows == 0 || hint.bytes / hint.rows < kMinRowHead) hint = L2Hint{};
-    }
-  }
+  const L2Hint hint = prefetch_hint(x, extras.next_read);
   // The path (collective.h): the library where asked for (also while recording: NCCL and RCCL record into
   // graphs); else the one-shot kernel for small messages, the flag kernel up to kFlagMaxBytes, and the flag
   // kernel for any size where the library cannot serve (recording, or none loaded); the library above.

@@ -132,6 +132,10 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   // collective_norm.cu: whether the fused pass takes these operands (shapes, dtypes, settings: the same on every
   // rank), and its buffers.
   bool reduce_norm_fits(const Tensor& x, const Tensor& w) const;
+  // The L2 prefetch an all-reduce of x issues for next_read (ReduceExtras::next_read): its first bytes, as many as
+  // the HBM could read while the link carries x (kPrefetchPerByte per message byte), at most prefetch_cap_; each
+  // row's head where prefetch_row_heads_. Empty where next_read is undefined or on another device.
+  L2Hint prefetch_hint(const Tensor& x, const Tensor& next_read) const;
   void alloc_norm_buffers();
   void free_norm_buffers();
   // The ll kernel (RBEE_ALLREDUCE=ll), in chunks of kOneShotChunk elements; addend and hint as in one_shot.

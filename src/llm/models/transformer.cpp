@@ -60,7 +60,7 @@ bool tp_overlap() { return env::flag_or("RBEE_TP_OVERLAP", false); }
 // StepContext::tp_overlap_first_percent: RBEE_TP_OVERLAP_SPLIT (10 to 90; default 50), read like tp_overlap.
 int tp_overlap_first_percent() { return (int)env::integer_or("RBEE_TP_OVERLAP_SPLIT", 50, 10, 90); }
 
-// StepContext::reduce_norm: RBEE_TP_REDUCE_NORM=1 (off by default: 4-7% slower at 64 streams on two H200s,
+// StepContext::reduce_norm: RBEE_TP_REDUCE_NORM=1 (off by default: no gain measured at 64 streams on two H200s,
 // docs/perf-notes/multi-device.md). Read at every step, like tp_overlap.
 bool tp_reduce_norm() { return env::flag_or("RBEE_TP_REDUCE_NORM", false); }
 
