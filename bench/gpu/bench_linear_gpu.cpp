@@ -9,8 +9,8 @@
 // per-layer profile of one image (RBEE_OP_PROFILE=1). The totals weight each shape by its calls.
 //
 // The linear path is whatever ops::linear picks under the process's environment, so one run per setting:
-//   rbee_bench_linear_gpu --label heuristic                        (cuBLASLt heuristic's first algorithm, the default)
-//   RBEE_LINEAR_TUNE=1 rbee_bench_linear_gpu --label tuned         (each shape's fastest candidate by timing)
+//   RBEE_LINEAR_TUNE=0 rbee_bench_linear_gpu --label heuristic     (cuBLASLt heuristic's first algorithm)
+//   rbee_bench_linear_gpu --label tuned                            (each shape's fastest candidate by timing, the default)
 // RBEE_LOG_LEVEL=debug prints each shape's tuning (candidate chosen, its time and the heuristic's first's).
 // Timing: bench::time_per_call (gpu_bench_setup.h: graphs of 20 calls replayed for --min-seconds). The same operands
 // every call (they stay in L2 where they fit, as in the UNet).

@@ -73,8 +73,8 @@ class CublasBlas final : public Blas {
       default: return false;
     }
     if (cublasSetStream(handle_, stream) != CUBLAS_STATUS_SUCCESS) return false;
-    // f32 inputs may use TF32 tensor cores only if the caller asked; we keep full f32 for exactness.
-    const cublasComputeType_t compute = dtype == DType::F32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F;
+    // f32 sums for every input type; f32 inputs in full f32 (no TF32 tensor cores), for exactness.
+    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     const float alpha = 1.0f, beta = 0.0f;
     // Column-major view: C^T [n x m] = op(B)^T [n x k] . op(A)^T [k x m].
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
