@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    ::setenv("RBEE_TP_REDUCE_NORM", "1", 1);  // the communicator allocates the fused pass's buffers only then
     Registry& registry = Registry::global();
     registry.load_plugins();
     Backend* backend = nullptr;

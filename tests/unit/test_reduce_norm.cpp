@@ -147,7 +147,7 @@ TEST(ReduceNorm, GpuFusedEqualsComposition) {
   if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
   for (int ranks = 2; ranks <= std::min(3, gpu->device_count()); ++ranks) {
   for (const char* fence : {"thread", "release"}) {  // fences and flags, or release / acquire flags
-    test::ScopedEnv env("RBEE_ALLREDUCE_FENCE", fence);
+    test::ScopedEnv env("RBEE_ALLREDUCE_FENCE", fence), with_buffers("RBEE_TP_REDUCE_NORM", "1");
     SCOPED_TRACE(std::string("RBEE_ALLREDUCE_FENCE=") + fence);
     std::vector<Device*> devices;
     for (int r = 0; r < ranks; ++r) devices.push_back(&gpu->device(r));
@@ -160,6 +160,21 @@ TEST(ReduceNorm, GpuFusedEqualsComposition) {
     }
   }
   }
+}
+
+// Without RBEE_TP_REDUCE_NORM=1 when it is made, the GPU communicator has no buffers for the fused pass and declines
+// it (the composition runs, the same bits).
+TEST(ReduceNorm, GpuDeclinesWithoutTheSwitch) {
+  Backend* gpu = test::two_gpu_backend();
+  if (!gpu) GTEST_SKIP() << "no GPU backend with two devices (the emulator: RBEE_EMU_DEVICES=2)";
+  test::ScopedEnv off("RBEE_TP_REDUCE_NORM", "0");
+  std::string why;
+  const std::vector<Device*> devices = {&gpu->device(0), &gpu->device(1)};
+  auto comm = gpu->make_communicator(devices, &why);
+  ASSERT_TRUE(comm) << why;
+  Case c = cases()[0];
+  c.fused = false;
+  check_case(*comm, c, 0);
 }
 
 // ---------------------------------------------------------------------------------------------- the model's switch

@@ -610,7 +610,8 @@ GpuCommunicator::GpuCommunicator(std::vector<GpuDevice*> devices, std::string* w
         ll_rounds_.push_back(static_cast<uint32_t*>(ll_rounds));
       }
     }
-    alloc_norm_buffers();
+    // The fused all-reduce + norm's buffers (16 MiB a GPU for two ranks) only where the model asks for the pass.
+    if (env::flag_or("RBEE_TP_REDUCE_NORM", false)) alloc_norm_buffers();
   }
   if (!p2p_ && !nccl_) {
     std::vector<Device*> plain(devices_.begin(), devices_.end());

@@ -156,7 +156,8 @@ class GpuCommunicator final : public Communicator, public ColumnGather, public R
   std::vector<float*> flag_inbox_;
   std::vector<uint32_t*> flags_;
   // Per rank, for the fused all-reduce + norm (collective_norm.cu), a protocol of its own: inbox [2 parities][ranks]
-  // [kNormMaxBlocks][kNormSlot] f32, flags [ranks][kNormMaxBlocks] u32, rounds [kNormMaxBlocks] u32.
+  // [kNormMaxBlocks][kNormSlot] f32, flags [ranks][kNormMaxBlocks] u32, rounds [kNormMaxBlocks] u32; allocated only
+  // where RBEE_TP_REDUCE_NORM=1 when the communicator is made (else the pass is declined).
   std::vector<float*> norm_inbox_;
   std::vector<uint32_t*> norm_flags_;
   std::vector<uint32_t*> norm_rounds_;
