@@ -121,6 +121,11 @@ inline Status device_props(int d, DeviceProps* out) {
 inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
+// Asks for the largest shared-memory share of the unified L1 / shared memory when `kernel` runs (so that as many
+// blocks fit a multiprocessor as its shared memory allows; the driver otherwise may pick a smaller share). A hint.
+inline Status func_prefer_max_shared(const void* kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+}
 
 }  // namespace rbee::gpu
 

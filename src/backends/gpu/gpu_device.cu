@@ -53,6 +53,14 @@ GpuDevice::GpuDevice(int index) : index_(index), id_(fmt::format("{}:{}", RBEE_G
   dnn_ = make_vendor_dnn(&dnn_note_);
   log::debug("{}: {}", id_, dnn_note_);
   kernels_ = std::make_unique<GpuKernels>(*this);
+  {
+    void* counters = nullptr;
+    const size_t bytes = 2 * kSplitCounters * sizeof(int);
+    RBEE_GPU_CHECK(device_malloc(&counters, bytes));
+    RBEE_GPU_CHECK(memset_async(counters, 0, bytes, stream_));
+    RBEE_GPU_CHECK(stream_synchronize(stream_));
+    split_counters_ = static_cast<int*>(counters);
+  }
   if (host_malloc_pinned(&staging_, kStagingBytes) == kSuccess) staging_bytes_ = kStagingBytes;
   else get_last_error();
 }
@@ -62,6 +70,7 @@ GpuDevice::~GpuDevice() {
   release_held_memory();
   kernels_.reset();
   allocator_.reset();
+  if (split_counters_) device_free(split_counters_);
   if (fork_event_) event_destroy(fork_event_);
   if (join_event_) event_destroy(join_event_);
   if (side_stream_) stream_destroy(side_stream_);

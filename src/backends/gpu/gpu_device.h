@@ -21,6 +21,9 @@
 
 namespace rbee::gpu {
 
+// Split-K tile counters a device holds per stream (GpuDevice::split_counters): output tiles of one launch at most.
+inline constexpr int64_t kSplitCounters = 4096;
+
 class GpuKernels;
 
 class GpuDevice final : public Device, public SideStream {
@@ -70,6 +73,9 @@ class GpuDevice final : public Device, public SideStream {
   Stream stream() const { return side_open_ ? side_stream_ : stream_; }
   const DeviceProps& props() const { return props_; }
   Blas* blas() const { return blas_.get(); }
+  // kSplitCounters split-K tile counters of the stream() now in use (the main stream's or the side stream's):
+  // zero between launches; a kernel that counts on them sets each back to zero before it ends (gemm_skinny.cu).
+  int* split_counters() const { return split_counters_ + (side_open_ ? kSplitCounters : 0); }
   // The convolution library (cuDNN), or nullptr; dnn_note() says why when absent (for one log line).
   Dnn* dnn() const { return dnn_.get(); }
   const std::string& dnn_note() const { return dnn_note_; }
@@ -98,6 +104,7 @@ class GpuDevice final : public Device, public SideStream {
   bool side_unjoined_ = false;
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;
+  int* split_counters_ = nullptr;  // 2 x kSplitCounters: main stream, side stream
   std::string blas_note_;
   std::unique_ptr<Dnn> dnn_;
   std::string dnn_note_;

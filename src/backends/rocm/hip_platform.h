@@ -118,6 +118,8 @@ inline Status device_props(int d, DeviceProps* out) {
 inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
   return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
+// The shared-memory share hint of CUDA (cuda_platform.h): AMD GPUs have a fixed LDS, nothing to ask.
+inline Status func_prefer_max_shared(const void*) { return hipSuccess; }
 
 }  // namespace rbee::gpu
 

@@ -18,7 +18,10 @@
 //    type in registers. Larger M with a vendor BLAS (batched decode, prompts): x rounded to the weight's type
 //    once, then ONE 16-bit tensor-core GEMM with f32 accumulation and f32 output (cuBLAS / rocBLAS), the
 //    weights used in place; F32 weights take an f32 GEMM (no TF32). Without BLAS (ROCm without rocBLAS) or if
-//    it refuses, or in batch-invariant mode: the gemv for every M.
+//    it refuses, or in batch-invariant mode: the gemv for every M. The skinny product (gemm_skinny.h: rbee's
+//    16-bit tile-product kernel for 9..64 rows, the weights read once, split over K) takes 16-bit weights at those
+//    rows instead where skinny_gemm_takes says so: by default on devices without a vendor BLAS (where the gemv
+//    read the weights once per 8 rows), or everywhere with RBEE_SKINNY_GEMM=1.
 //
 // The fused decoder ops (norm_qmatmul, swiglu_qmatmul; op_table.def) run the same paths after a fused
 // activation pass (quant_activation.cu): norm_qmatmul quantizes rms_norm(x [+ residual]) in one launch,
@@ -34,6 +37,7 @@
 #include "backends/common/batch_invariant.h"
 #include "backends/gpu/gpu_kernels.h"
 #include "backends/gpu/kernels/common.cuh"
+#include "backends/gpu/kernels/gemm_skinny.h"
 #include "backends/gpu/kernels/half_rows.h"
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_gemv_fused.h"
@@ -58,6 +62,35 @@ Tensor aligned_rows(const Tensor& x, GpuDevice& device) {
   return copy;
 }
 
+// Whether an m-row product with 16-bit weights w takes the skinny product (gemm_skinny.h): decode batch sizes,
+// the switch, w 16-byte aligned; never in batch-invariant mode (its split-K order depends on M).
+bool takes_skinny(GpuDevice& device, int64_t m, const Tensor& w) {
+  return !batch_invariant() && skinny_gemm_takes(device, w.dtype(), m, w.dim(0), w.dim(1)) &&
+         reinterpret_cast<uintptr_t>(w.data()) % 16 == 0;
+}
+
+// out [m, N] = xh . w^T (+ residual, when it returns true) through the skinny product; xh [m, K] in w's 16-bit type,
+// 16-byte aligned.
+void skinny_half(GpuDevice& device, const Tensor& xh, const Tensor& w, float* out, const float* residual) {
+  SkinnyGemmArgs a;
+  a.type = w.dtype();
+  a.x = static_cast<const uint16_t*>(xh.data());
+  a.w = static_cast<const uint16_t*>(w.data());
+  a.residual = residual;
+  a.out = out;
+  a.m = xh.dim(0), a.n = w.dim(0), a.k = w.dim(1);
+  launch_skinny_gemm(device, a);
+}
+
+// round16(x) [m, K] in w's 16-bit type (the products' operand).
+Tensor rounded_rows(GpuDevice& device, const Tensor& x, DType type) {
+  const int64_t m = x.dim(0), k = x.dim(1);
+  Tensor xr = Tensor::empty({m, k}, type, device);
+  quant::launch_round_to_half(device, type, static_cast<const float*>(x.data()), m * k,
+                              static_cast<uint16_t*>(xr.data()));
+  return xr;
+}
+
 // out = x.w^T for F32 weights, round16(x).w^T for F16 / BF16 weights: one GEMM, f32 accumulation and output.
 bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out) {
   Blas* blas = device.blas();
@@ -66,9 +99,7 @@ bool blas_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out)
     return blas->gemm_f32_out(DType::F32, false, true, (int)m, (int)n, (int)k, x.data(), k, w.data(), k, out, n, 0.f,
                               device.stream());
   }
-  Tensor xr = Tensor::empty({m, k}, w.dtype(), device);
-  quant::launch_round_to_half(device, w.dtype(), static_cast<const float*>(x.data()), m * k,
-                              static_cast<uint16_t*>(xr.data()));
+  const Tensor xr = rounded_rows(device, x, w.dtype());
   return blas->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xr.data(), k, w.data(), k, out, n, 0.f,
                             device.stream());
 }
@@ -129,6 +160,10 @@ bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w,
 // epilogue). Returns whether the residual was added.
 bool run_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out, const float* residual) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (m > quant::kMatvecMaxRows && takes_skinny(device, m, w)) {  // x rounded once, then the skinny product
+    skinny_half(device, rounded_rows(device, x, w.dtype()), w, out, residual);
+    return true;
+  }
   const bool blas_ok = device.blas() != nullptr && fits_blas(m, n, k);
   // More rows than one gemv launch takes: the GEMM reads the weights once (batched decode from 9 sequences on);
   // not in batch-invariant mode (the GEMM's per-row order is not the gemv's, and the vendor's depends on M).
@@ -160,18 +195,32 @@ bool takes_blas(GpuDevice& device, int64_t m, const Tensor& w) {
          !batch_invariant();
 }
 
+// Whether run_float takes a 16-bit GEMM (the skinny product or the vendor's) for an m-row product with w.
+bool takes_gemm(GpuDevice& device, int64_t m, const Tensor& w) {
+  return takes_blas(device, m, w) || (m > quant::kMatvecMaxRows && takes_skinny(device, m, w));
+}
+
 // Whether a fused source (norm rows, swiglu rows) feeding the vendor GEMM on 16-bit weights is written as 16-bit
 // rows directly (launch_norm_rows_half / launch_swiglu_rows_half) instead of f32 rows and a rounding pass: the same
 // values (each rounded once from the same f32), one launch less. RBEE_BLAS_HALF_ACTS=0: f32 rows, then the
 // rounding pass inside blas_float, as before (for comparisons).
 bool half_acts(GpuDevice& device, int64_t m, const Tensor& w) {
   static const bool on = env::flag_or("RBEE_BLAS_HALF_ACTS", true);
-  return on && (w.dtype() == DType::F16 || w.dtype() == DType::BF16) && takes_blas(device, m, w);
+  return on && (w.dtype() == DType::F16 || w.dtype() == DType::BF16) && takes_gemm(device, m, w);
 }
 
-// out [m, N] = xh . w^T for xh [m, K] already in w's 16-bit type: the GEMM of blas_float without its rounding pass.
-bool blas_half(GpuDevice& device, const Tensor& xh, const Tensor& w, float* out) {
+// out [m, N] = xh . w^T for xh [m, K] already in w's 16-bit type (16-byte aligned): the skinny product, which
+// also adds the residual (*added), else the GEMM of blas_float without its rounding pass. False: neither took it.
+bool gemm_half(GpuDevice& device, const Tensor& xh, const Tensor& w, float* out, const float* residual,
+               bool* added) {
   const int64_t m = xh.dim(0), k = xh.dim(1), n = w.dim(0);
+  *added = false;
+  if (takes_skinny(device, m, w)) {
+    skinny_half(device, xh, w, out, residual);
+    *added = residual != nullptr;
+    return true;
+  }
+  if (!takes_blas(device, m, w)) return false;
   return device.blas()->gemm_f32_out(w.dtype(), false, true, (int)m, (int)n, (int)k, xh.data(), k, w.data(), k, out,
                                      n, 0.f, device.stream());
 }
@@ -269,7 +318,8 @@ void GpuKernels::norm_qmatmul(const Tensor& x, const Tensor& w, const Tensor& no
     Tensor hh = Tensor::empty({m, k}, w.dtype(), device_);
     quant::launch_norm_rows_half(device_, w.dtype(), xp, res, nw, eps, m, k, sum, static_cast<uint16_t*>(hh.data()),
                                  prefetch_of(w));
-    if (blas_half(device_, hh, w, dst)) return;
+    bool added = false;
+    if (gemm_half(device_, hh, w, dst, nullptr, &added)) return;
     // The library declined: the f32 rows below (the norm again: x and residual are unchanged, sum is rewritten).
   }
   Tensor h = Tensor::empty({m, k}, DType::F32, device_);
@@ -309,7 +359,7 @@ void GpuKernels::swiglu_qmatmul(const Tensor& gate_up, const Tensor& w, const Te
       Tensor acth = Tensor::empty({m, inner}, w.dtype(), device_);
       quant::launch_swiglu_rows_half(device_, w.dtype(), static_cast<const float*>(gate_up.data()), m, inner,
                                      static_cast<uint16_t*>(acth.data()), prefetch_of(w));
-      done = blas_half(device_, acth, w, dst);  // the residual, if any, is added below
+      done = gemm_half(device_, acth, w, dst, res, &added);  // else the residual, if any, is added below
     }
     if (!done) {
       Tensor act = Tensor::empty({m, inner}, DType::F32, device_);

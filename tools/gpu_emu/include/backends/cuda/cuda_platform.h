@@ -139,6 +139,7 @@ inline Status device_props(int, DeviceProps* out) {
 inline Status func_set_max_dynamic_smem(const void* kernel, int bytes) {
   return ::emu::allow_dynamic_smem(kernel, (size_t)bytes);
 }
+inline Status func_prefer_max_shared(const void*) { return kSuccess; }
 
 // ---- device-side names ----
 inline float shfl_xor(float v, int mask, int = RBEE_DEVICE_WARP_SIZE) { return ::emu::exchange_xor(v, mask); }
