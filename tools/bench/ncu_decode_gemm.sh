@@ -17,7 +17,7 @@ for i in "${!runs[@]}"; do
   echo "--- $i: $e, kernels $regex, bench $filter, rows $rows"
   env $e timeout 150 "$ncu" --kernel-name "regex:$regex" --launch-skip "${NCU_SKIP:-20}" --launch-count "${NCU_COUNT:-2}" \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats ${NCU_EXTRA:-} \
     "$W/pack/bench/rbee_bench_decode_gemm_gpu" --filter "$filter" --rows "$rows" --min-seconds 0.05 \
     > "${OUT:-/tmp}/ncu_$i.txt" 2>&1
   echo "rc $?"
