@@ -158,23 +158,22 @@ __global__ void __launch_bounds__(kWarps * RBEE_DEVICE_WARP_SIZE)
   }
   grid_dependency_trigger();  // the next kernel may start its blocks (they wait for this grid to finish)
 
-  // This lane's element e of tile (i, j): row row_of(i, e) of x, column col_of(j, e) of out.
-  const auto row_of = [&](int i, int e) { return wm * 32 + i * 16 + mma_acc_row(e); };
-  const auto col_of = [&](int j, int e) { return n0 + wn * Tile::kWarpN + j * 16 + mma_acc_col(e); };
-  const bool split = gridDim.y > 1;
-  if (split) {
-    // Publish this split's partial tile and count it; the last split of the tile goes on.
-    float* mine = partial + (int64_t)blockIdx.y * a.m * a.n;
+  // f(acc element, its row of x, its column of out) for every accumulator element this lane holds.
+  const auto for_each_element = [&](auto&& f) {
 #pragma unroll
     for (int i = 0; i < Tile::kTm; ++i)
 #pragma unroll
       for (int j = 0; j < Tile::kTn; ++j)
 #pragma unroll
-        for (int e = 0; e < kMmaAccPerLane; ++e) {
-          const int r = row_of(i, e);
-          const int64_t c = col_of(j, e);
-          if (r < a.m && c < a.n) mine[r * a.n + c] = acc[i][j].v[e];
-        }
+        for (int e = 0; e < kMmaAccPerLane; ++e)
+          f(acc[i][j].v[e], wm * 32 + i * 16 + mma_acc_row(e), n0 + wn * Tile::kWarpN + j * 16 + mma_acc_col(e));
+  };
+  if (gridDim.y > 1) {
+    // Publish this split's partial tile and count it; the last split of the tile goes on.
+    float* mine = partial + (int64_t)blockIdx.y * a.m * a.n;
+    for_each_element([&](float v, int r, int64_t c) {
+      if (r < a.m && c < a.n) mine[r * a.n + c] = v;
+    });
     thread_fence();
     __syncthreads();
     if (tid == 0) skinny_last = atomic_add_i32(&counters[blockIdx.x], 1) == (int)gridDim.y - 1;
@@ -182,35 +181,19 @@ __global__ void __launch_bounds__(kWarps * RBEE_DEVICE_WARP_SIZE)
     if (!skinny_last) return;
     if (tid == 0) counters[blockIdx.x] = 0;  // every split has counted: ready for the next launch
     thread_fence();
-    // The sums in split order, split after split (a split's loads are independent and in flight together).
+    // The sums in split order, split after split (a split's loads are independent and in flight together). Rows /
+    // columns past M / N read the last one's partial (written: the tile holds it) and are not stored.
     const volatile float* parts = partial;  // written by other blocks of this launch: not from this SM's L1
     for (unsigned z = 0; z < gridDim.y; ++z) {
-#pragma unroll
-      for (int i = 0; i < Tile::kTm; ++i)
-#pragma unroll
-        for (int j = 0; j < Tile::kTn; ++j)
-#pragma unroll
-          for (int e = 0; e < kMmaAccPerLane; ++e) {
-            const int r = min(row_of(i, e), (int)a.m - 1);
-            const int64_t c = min(col_of(j, e), a.n - 1);
-            const float v = parts[z * a.m * a.n + r * a.n + c];
-            acc[i][j].v[e] = z == 0 ? v : acc[i][j].v[e] + v;
-          }
+      for_each_element([&](float& sum, int r, int64_t c) {
+        const float v = parts[z * a.m * a.n + min(r, (int)a.m - 1) * a.n + min(c, a.n - 1)];
+        sum = z == 0 ? v : sum + v;
+      });
     }
   }
-#pragma unroll
-  for (int i = 0; i < Tile::kTm; ++i)
-#pragma unroll
-    for (int j = 0; j < Tile::kTn; ++j)
-#pragma unroll
-      for (int e = 0; e < kMmaAccPerLane; ++e) {
-        const int r = row_of(i, e);
-        const int64_t c = col_of(j, e);
-        if (r < a.m && c < a.n) {
-          const float v = acc[i][j].v[e];
-          a.out[r * a.n + c] = a.residual ? v + a.residual[r * a.n + c] : v;
-        }
-      }
+  for_each_element([&](float v, int r, int64_t c) {
+    if (r < a.m && c < a.n) a.out[r * a.n + c] = a.residual ? v + a.residual[r * a.n + c] : v;
+  });
 }
 
 #endif  // device compilation
