@@ -27,6 +27,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/gemm_skinny.h"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "backends/gpu/peer_load.h"
 #include "rbee/core/env.h"
 
 namespace rbee::gpu {
@@ -169,25 +170,43 @@ __global__ void __launch_bounds__(kWarps * RBEE_DEVICE_WARP_SIZE)
           f(acc[i][j].v[e], wm * 32 + i * 16 + mma_acc_row(e), n0 + wn * Tile::kWarpN + j * 16 + mma_acc_col(e));
   };
   if (gridDim.y > 1) {
-    // Publish this split's partial tile and count it; the last split of the tile goes on.
-    float* mine = partial + (int64_t)blockIdx.y * a.m * a.n;
-    for_each_element([&](float v, int r, int64_t c) {
-      if (r < a.m && c < a.n) mine[r * a.n + c] = v;
+    // Publish this split's partial tile as this thread's accumulators, kPerThread floats in a row (16-byte stores
+    // and loads; the layout of the slots only matters to this kernel), and count it; the last split goes on.
+    constexpr int kPerThread = Tile::kTm * Tile::kTn * kMmaAccPerLane;
+    static_assert(kPerThread % 4 == 0 && kThreads * kPerThread == BM * kBN, "partial slots");
+    const auto slot = [&](unsigned z) {
+      return reinterpret_cast<float4*>(partial + (((int64_t)z * gridDim.x + blockIdx.x) * kThreads + tid) * kPerThread);
+    };
+    float4* mine = slot(blockIdx.y);
+    int q = 0;
+    float4 quad;
+    float* qv = &quad.x;
+    for_each_element([&](float v, int, int64_t) {
+      qv[q % 4] = v;
+      if (++q % 4 == 0) mine[q / 4 - 1] = quad;
     });
-    thread_fence();
-    __syncthreads();
-    if (tid == 0) skinny_last = atomic_add_i32(&counters[blockIdx.x], 1) == (int)gridDim.y - 1;
+    __syncthreads();  // every thread's slot is written
+    if (tid == 0) {
+      thread_fence();  // ... and, through this thread's cumulative fence, visible on the device before the count
+      const bool last = atomic_add_i32(&counters[blockIdx.x], 1) == (int)gridDim.y - 1;
+      if (last) {
+        counters[blockIdx.x] = 0;  // every split has counted: ready for the next launch
+        thread_fence();            // the other splits' slots before this block reads them
+      }
+      skinny_last = last;
+    }
     __syncthreads();
     if (!skinny_last) return;
-    if (tid == 0) counters[blockIdx.x] = 0;  // every split has counted: ready for the next launch
-    thread_fence();
-    // The sums in split order, split after split (a split's loads are independent and in flight together). Rows /
-    // columns past M / N read the last one's partial (written: the tile holds it) and are not stored.
-    const volatile float* parts = partial;  // written by other blocks of this launch: not from this SM's L1
+    // The sums in split order, split after split (a split's loads are independent and in flight together), each
+    // slot read from L2 (load_peer_f4: written by other blocks of this launch, never from this SM's L1).
     for (unsigned z = 0; z < gridDim.y; ++z) {
-      for_each_element([&](float& sum, int r, int64_t c) {
-        const float v = parts[z * a.m * a.n + min(r, (int)a.m - 1) * a.n + min(c, a.n - 1)];
+      const float4* src = slot(z);
+      q = 0;
+      for_each_element([&](float& sum, int, int64_t) {
+        if (q % 4 == 0) quad = load_peer_f4(src + q / 4);
+        const float v = qv[q % 4];
         sum = z == 0 ? v : sum + v;
+        ++q;
       });
     }
   }
@@ -244,7 +263,7 @@ void launch_tile(GpuDevice& device, const SkinnyGemmArgs& a) {
   float* pp = nullptr;
   int* counters = nullptr;
   if (splits > 1) {
-    partial = Tensor::empty({(int64_t)splits * a.m * a.n}, DType::F32, device);
+    partial = Tensor::empty({(int64_t)splits * tiles * BM * kBN}, DType::F32, device);
     pp = static_cast<float*>(partial.data());
     counters = device.split_counters();
   }
