@@ -43,6 +43,13 @@ bool decode_tune_enabled() {
   static const bool on = env::flag_or("RBEE_DECODE_GEMM_TUNE", false);
   return on;
 }
+// How the decode tuning times its candidates: on weights out of L2, as a decode step reads them (default), or
+// with RBEE_DECODE_GEMM_TIMING=warm on the operands the previous timed call left in L2 (the eighth session's timing,
+// whose winners lost in the step: docs/perf-notes/multi-device.md).
+bool decode_tune_cold() {
+  static const bool cold = env::text("RBEE_DECODE_GEMM_TIMING").value_or("cold") != "warm";
+  return cold;
+}
 // The rows gemm_f32_out tunes: from the first M the float-weight qmatmul gives the vendor GEMM (more rows than one
 // gemv launch, quant_launch.h kMatvecMaxRows = 8) to the largest decode batch we serve; prompts above keep the
 // heuristic, where the output has tiles enough for every multiprocessor.
@@ -114,7 +121,7 @@ class CublasBlas final : public Blas {
       p.ldx = lda, p.ldw = ldb, p.ldo = ldc;
       p.reads_c = beta == 1.0f;
       p.align_w = lt_alignment(b), p.align_x = lt_alignment(a), p.align_c = p.align_d = lt_alignment(c);
-      const LtTuning tuning{true, kDecodeGroupRows};
+      const LtTuning tuning{true, kDecodeGroupRows, decode_tune_cold()};
       if (lt_plans_.matmul(p, tuning, {a, b, nullptr, c, c}, stream)) return true;
       // cuBLASLt declined the shape or the call: cublasGemmEx below.
     }

@@ -29,11 +29,17 @@ uint32_t f32_reductions(cudaDataType_t cd) {
 // larger than the GEMM itself for small shapes (timing eager calls measured the launches: 2026-11-27 H100 call,
 // docs/perf-notes/sd-speed.md). *ms = milliseconds per call. False when a call, the capture or a replay fails (the
 // capture is ended either way).
+// With flush_bytes > 0 each call comes after a write of flush_bytes to `flush` (recorded too; the caller takes its
+// own time off).
 template <class Call>
-bool time_in_graph(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, const Call& call, float* ms) {
+bool time_in_graph(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, const Call& call, float* ms,
+                   void* flush = nullptr, size_t flush_bytes = 0) {
   if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
   bool good = true;
-  for (int r = 0; r < kLtTimedReps && good; ++r) good = call();
+  for (int r = 0; r < kLtTimedReps && good; ++r) {
+    if (flush_bytes > 0) good = cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream) == cudaSuccess;
+    good = good && call();
+  }
   cudaGraph_t graph = nullptr;
   good = cudaStreamEndCapture(stream, &graph) == cudaSuccess && good && graph;
   cudaGraphExec_t exec = nullptr;
@@ -85,6 +91,9 @@ void LtPlans::release() {
   }
   plans_.clear();
   winners_.clear();
+  if (flush_) cudaFree(flush_);
+  flush_ = nullptr;
+  flush_bytes_ = 0;
 }
 
 LtPlans::Key LtPlans::key_of(const LtProduct& p, int m) {
@@ -242,16 +251,27 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
     if (start) cudaEventDestroy(start);
     return;
   }
+  // Cold timing: the flush alone is timed first and taken off every candidate's time.
+  float flush_ms = 0;
+  size_t flush_bytes = 0;
+  if (tuning.cold && flush_buffer(stream)) {
+    flush_bytes = flush_bytes_;
+    if (!time_in_graph(stream, start, stop, [] { return true; }, &flush_ms, flush_, flush_bytes)) {
+      cudaGetLastError();
+      flush_bytes = 0, flush_ms = 0;
+    }
+  }
   float best_ms = 0, first_ms = 0;
   int best = 0;
   bool have = false;
   for (int i = 0; i < plan.count; ++i) {
     float ms = 0;
     if (!run(plan.candidates[i]) ||
-        !time_in_graph(stream, start, stop, [&] { return run(plan.candidates[i]); }, &ms)) {
+        !time_in_graph(stream, start, stop, [&] { return run(plan.candidates[i]); }, &ms, flush_, flush_bytes)) {
       cudaGetLastError();
       continue;
     }
+    ms -= flush_ms;
     if (i == 0) first_ms = ms;
     // Another candidate must beat the heuristic's first by kLtMargin: timing noise alone does not move a shape.
     const float bar = i > 0 && best == 0 && first_ms > 0 ? best_ms * kLtMargin : best_ms;
@@ -266,8 +286,30 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
   int32_t splits = 1;
   describe(plan.algo, &tile, &splits, &scheme);
   log::debug("cuBLASLt [{} x {}] . [{} x {}]: candidate {} of {} by timing (tile id {}, split-K {}, reduction {}), "
-             "{:.2f} us (heuristic's first {:.2f} us)",
-             p.m, p.k, p.k, p.n, best + 1, plan.count, tile, splits, scheme, best_ms * 1e3, first_ms * 1e3);
+             "{:.2f} us (heuristic's first {:.2f} us{})",
+             p.m, p.k, p.k, p.n, best + 1, plan.count, tile, splits, scheme, best_ms * 1e3, first_ms * 1e3,
+             flush_bytes > 0 ? ", weights out of L2" : "");
+}
+
+// LtTuning::cold's buffer, twice the L2 size, made once (outside graph captures: decide's caller checked); false
+// when it cannot be had (the timing is then warm).
+bool LtPlans::flush_buffer(cudaStream_t stream) {
+  if (flush_) return true;
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
+      l2 <= 0) {
+    cudaGetLastError();
+    return false;
+  }
+  const size_t bytes = (size_t)l2 * 2;
+  if (cudaMalloc(&flush_, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    flush_ = nullptr;
+    return false;
+  }
+  (void)stream;
+  flush_bytes_ = bytes;
+  return true;
 }
 
 }  // namespace rbee::gpu

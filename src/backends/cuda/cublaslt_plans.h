@@ -49,6 +49,9 @@ struct LtProduct {
 struct LtTuning {
   bool time = false;   // time the candidates when the call allows it
   int group_rows = 0;  // > 0: share timed winners between the m of one row group (powers of two from group_rows)
+  // Time each call on weights out of L2 (a write of twice the L2 size before each timed call, its own time taken
+  // off), as a decode step reads them, instead of on the operands the previous call left in L2.
+  bool cold = false;
 };
 
 // The operands of one call: bias may be null when the product has none; c == out or c null when !reads_c.
@@ -104,6 +107,7 @@ class LtPlans {
 
   bool make_plan(Plan& plan, const LtProduct& p, bool with_splits);
   void add_split_k_variants(Plan& plan, const LtProduct& p);
+  bool flush_buffer(cudaStream_t stream);
   template <class Run>
   void decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, bool timeable, cudaStream_t stream,
               const Run& run);
@@ -114,7 +118,9 @@ class LtPlans {
   size_t workspace_bytes_;
   std::mutex mutex_;
   std::map<Key, Plan> plans_;
-  std::map<Key, cublasLtMatmulAlgo_t> winners_;  // per row group: the algorithm a timed m of the group chose
+  std::map<Key, cublasLtMatmulAlgo_t> winners_;
+  void* flush_ = nullptr;  // LtTuning::cold's L2 flush buffer (made at the first cold timing), flush_bytes_ long
+  size_t flush_bytes_ = 0;  // per row group: the algorithm a timed m of the group chose
 };
 
 }  // namespace rbee::gpu
