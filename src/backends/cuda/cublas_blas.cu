@@ -31,16 +31,18 @@ bool lt_tune_enabled() {
   return on;
 }
 
-// RBEE_DECODE_GEMM_TUNE (off unless 1; measured on two H200s, 2026-11-28, docs/perf-notes/multi-device.md: the timed
-// choice moved 64-stream 7B decoding by +6% in one process and -15% in the next, a winner timed on weights that
-// replays keep in L2 losing on cold ones; +1% on one GPU): gemm_f32_out's 16-bit products of kDecodeMinRows..kDecodeMaxRows rows (an
+// RBEE_DECODE_GEMM_TUNE (on unless 0): gemm_f32_out's 16-bit products of kDecodeMinRows..kDecodeMaxRows rows (an
 // LLM's batched decode and short prompts on F16 / BF16 weights) run through cuBLASLt with a timed algorithm per
-// shape (LtPlans: the heuristic's candidates and split-K forms, timed at the shape's first call outside a capture;
-// the m of one power-of-two row group from 16 share the first timed winner, so at most one timing per product and
-// group); off: cublasGemmEx with CUBLAS_GEMM_DEFAULT for every product. An LLM decode graph's first
-// step of each batch size runs eagerly (GraphCache), so its products are timed before the capture.
+// shape (LtPlans: the heuristic's candidates and split-K forms, timed at the shape's first call outside a capture
+// on weights out of L2, decode_tune_cold; the m of one power-of-two row group from 16 share the first timed winner,
+// and the devices of a process share it too, so a tensor split's ranks run the same algorithms); off:
+// cublasGemmEx with CUBLAS_GEMM_DEFAULT for every product. An LLM decode graph's first step of each batch size runs
+// eagerly (GraphCache), so its products are timed before the capture; the timing costs 20-70 ms a product shape
+// and row group there. Measured on two H200s (2026-11-28, docs/perf-notes/multi-device.md, ninth session): timed
+// on warm operands the choice moved 64-stream decoding by +6% in one process and -15% in the next; timed cold and
+// shared between the ranks, +3.9% to +6.5% with the tensor split and -0.2% to +2.0% on one GPU, in every process.
 bool decode_tune_enabled() {
-  static const bool on = env::flag_or("RBEE_DECODE_GEMM_TUNE", false);
+  static const bool on = env::flag_or("RBEE_DECODE_GEMM_TUNE", true);
   return on;
 }
 // How the decode tuning times its candidates: on weights out of L2, as a decode step reads them (default), or
@@ -121,7 +123,7 @@ class CublasBlas final : public Blas {
       p.ldx = lda, p.ldw = ldb, p.ldo = ldc;
       p.reads_c = beta == 1.0f;
       p.align_w = lt_alignment(b), p.align_x = lt_alignment(a), p.align_c = p.align_d = lt_alignment(c);
-      const LtTuning tuning{true, kDecodeGroupRows, decode_tune_cold()};
+      const LtTuning tuning{true, kDecodeGroupRows, decode_tune_cold(), true};
       if (lt_plans_.matmul(p, tuning, {a, b, nullptr, c, c}, stream)) return true;
       // cuBLASLt declined the shape or the call: cublasGemmEx below.
     }

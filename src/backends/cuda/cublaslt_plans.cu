@@ -2,6 +2,8 @@
 #include "backends/cuda/cublaslt_plans.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 
 #include "rbee/core/log.h"
 
@@ -15,6 +17,24 @@ constexpr int kLtTimedLaunches = 2;  // timed replays of that graph
 constexpr float kLtMargin = 0.97f;
 
 bool ok(cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; }
+
+// LtTuning::shared: the choices of the process's devices, per row-group key and device kind (compute capability and
+// multiprocessors: one choice fits identical cards). decided: the timing device is done (have: it found one).
+struct SharedChoice {
+  bool decided = false;
+  bool have = false;
+  cublasLtMatmulAlgo_t algo{};
+};
+using SharedKey = std::array<int64_t, 16>;
+std::mutex g_shared_mutex;
+std::condition_variable g_shared_decided;
+std::map<SharedKey, SharedChoice>& shared_choices() {
+  static std::map<SharedKey, SharedChoice> choices;
+  return choices;
+}
+// How long a device waits for another's timing before it keeps the heuristic's first (a timing takes well under a
+// second; this only bounds a stuck peer).
+constexpr auto kSharedWait = std::chrono::seconds(30);
 
 // The reduction schemes whose partial sums stay in f32: in the workspace in the compute type always; for f32
 // outputs also in place and in the output type (both f32 then).
@@ -245,6 +265,49 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
                p.k, p.k, p.n);
     return;
   }
+  // Shared choice: the first device to get here times; the others wait for its algorithm and take it.
+  SharedChoice* shared = nullptr;
+  if (tuning.shared) {
+    SharedKey key{};
+    std::copy(group.begin(), group.end(), key.begin());
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+      key[14] = prop.major * 10 + prop.minor;
+      key[15] = prop.multiProcessorCount;
+      std::unique_lock<std::mutex> lock(g_shared_mutex);
+      auto [it, first] = shared_choices().try_emplace(key);
+      if (first) {
+        shared = &it->second;  // this device times it and publishes below (map nodes stay put)
+      } else {
+        const SharedChoice& c = it->second;
+        g_shared_decided.wait_for(lock, kSharedWait, [&] { return c.decided; });
+        if (c.decided && c.have && borrow(plan, c.algo)) {
+          if (tuning.group_rows > 0) winners_.emplace(group, plan.algo);
+          log::debug("cuBLASLt [{} x {}] . [{} x {}]: the algorithm another device timed", p.m, p.k, p.k, p.n);
+        }
+        return;  // not decided in time, or it does not fit here: the heuristic's first
+      }
+    } else {
+      cudaGetLastError();
+    }
+  }
+  // Publishes this device's outcome to the others waiting on the shared choice, however the timing ends.
+  struct Publish {
+    SharedChoice* c;
+    const Plan& plan;
+    bool have = false;
+    ~Publish() {
+      if (!c) return;
+      {
+        std::lock_guard<std::mutex> lock(g_shared_mutex);
+        c->decided = true;
+        c->have = have;
+        c->algo = plan.algo;
+      }
+      g_shared_decided.notify_all();
+    }
+  } publish{shared, plan};
   cudaEvent_t start = nullptr, stop = nullptr;
   if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
     cudaGetLastError();
@@ -281,6 +344,7 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
   cudaEventDestroy(stop);
   if (!have) return;
   plan.algo = plan.candidates[best];
+  publish.have = true;
   if (tuning.group_rows > 0) winners_.emplace(group, plan.algo);
   uint32_t tile = 0, scheme = 0;
   int32_t splits = 1;

@@ -52,6 +52,10 @@ struct LtTuning {
   // Time each call on weights out of L2 (a write of twice the L2 size before each timed call, its own time taken
   // off), as a decode step reads them, instead of on the operands the previous call left in L2.
   bool cold = false;
+  // Share the timed choice between the devices of the process (a tensor split's ranks): the first device to reach a
+  // shape and row group times it, the others wait for its choice and take it, so every rank runs the same
+  // algorithm (two independent timings can differ, and the slower rank sets the pace of a split).
+  bool shared = false;
 };
 
 // The operands of one call: bias may be null when the product has none; c == out or c null when !reads_c.
