@@ -317,7 +317,7 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
   // Cold timing: the flush alone is timed first and taken off every candidate's time.
   float flush_ms = 0;
   size_t flush_bytes = 0;
-  if (tuning.cold && flush_buffer(stream)) {
+  if (tuning.cold && flush_buffer()) {
     flush_bytes = flush_bytes_;
     if (!time_in_graph(stream, start, stop, [] { return true; }, &flush_ms, flush_, flush_bytes)) {
       cudaGetLastError();
@@ -357,7 +357,7 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
 
 // LtTuning::cold's buffer, twice the L2 size, made once (outside graph captures: decide's caller checked); false
 // when it cannot be had (the timing is then warm).
-bool LtPlans::flush_buffer(cudaStream_t stream) {
+bool LtPlans::flush_buffer() {
   if (flush_) return true;
   int device = 0, l2 = 0;
   if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
@@ -371,7 +371,6 @@ bool LtPlans::flush_buffer(cudaStream_t stream) {
     flush_ = nullptr;
     return false;
   }
-  (void)stream;
   flush_bytes_ = bytes;
   return true;
 }

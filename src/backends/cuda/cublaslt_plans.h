@@ -111,7 +111,7 @@ class LtPlans {
 
   bool make_plan(Plan& plan, const LtProduct& p, bool with_splits);
   void add_split_k_variants(Plan& plan, const LtProduct& p);
-  bool flush_buffer(cudaStream_t stream);
+  bool flush_buffer();
   template <class Run>
   void decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, bool timeable, cudaStream_t stream,
               const Run& run);
