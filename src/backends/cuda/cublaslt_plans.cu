@@ -360,8 +360,8 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
 bool LtPlans::flush_buffer() {
   if (flush_) return true;
   int device = 0, l2 = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
-      l2 <= 0) {
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
     cudaGetLastError();
     return false;
   }
