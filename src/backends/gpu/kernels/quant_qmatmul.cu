@@ -62,14 +62,15 @@ Tensor aligned_rows(const Tensor& x, GpuDevice& device) {
   return copy;
 }
 
-// Whether an m-row product with 16-bit weights w takes the skinny product (gemm_skinny.h): decode batch sizes,
-// the switch, w 16-byte aligned; never in batch-invariant mode (its split-K order depends on M).
+// Whether an m-row product with 16-bit weights w takes the skinny product (gemm_skinny.h): more rows than one gemv
+// launch takes, decode batch sizes, the switch, w 16-byte aligned; never in batch-invariant mode (its split-K order
+// depends on M).
 bool takes_skinny(GpuDevice& device, int64_t m, const Tensor& w) {
-  return !batch_invariant() && skinny_gemm_takes(device, w.dtype(), m, w.dim(0), w.dim(1)) &&
-         reinterpret_cast<uintptr_t>(w.data()) % 16 == 0;
+  return m > quant::kMatvecMaxRows && !batch_invariant() &&
+         skinny_gemm_takes(device, w.dtype(), m, w.dim(0), w.dim(1)) && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0;
 }
 
-// out [m, N] = xh . w^T (+ residual, when it returns true) through the skinny product; xh [m, K] in w's 16-bit type,
+// out [m, N] = xh . w^T (+ residual, when not null) through the skinny product; xh [m, K] in w's 16-bit type,
 // 16-byte aligned.
 void skinny_half(GpuDevice& device, const Tensor& xh, const Tensor& w, float* out, const float* residual) {
   SkinnyGemmArgs a;
@@ -160,7 +161,7 @@ bool run_quantized(GpuDevice& device, const quant::QActs& acts, const Tensor& w,
 // epilogue). Returns whether the residual was added.
 bool run_float(GpuDevice& device, const Tensor& x, const Tensor& w, float* out, const float* residual) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (m > quant::kMatvecMaxRows && takes_skinny(device, m, w)) {  // x rounded once, then the skinny product
+  if (takes_skinny(device, m, w)) {  // x rounded once, then the skinny product
     skinny_half(device, rounded_rows(device, x, w.dtype()), w, out, residual);
     return true;
   }
@@ -197,7 +198,7 @@ bool takes_blas(GpuDevice& device, int64_t m, const Tensor& w) {
 
 // Whether run_float takes a 16-bit GEMM (the skinny product or the vendor's) for an m-row product with w.
 bool takes_gemm(GpuDevice& device, int64_t m, const Tensor& w) {
-  return takes_blas(device, m, w) || (m > quant::kMatvecMaxRows && takes_skinny(device, m, w));
+  return takes_blas(device, m, w) || takes_skinny(device, m, w);
 }
 
 // Whether a fused source (norm rows, swiglu rows) feeding the vendor GEMM on 16-bit weights is written as 16-bit
