@@ -2,6 +2,7 @@
 // block reductions written for any warp width (RBEE_DEVICE_WARP_SIZE: 32 or 64).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "backends/gpu/gpu_device.h"
@@ -127,6 +128,19 @@ RBEE_HOST_DEVICE inline int64_t strided_offset(const Layout& l, int64_t i) {
 inline unsigned grid_for(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), 65535LL * 16);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory on `dev` (func_set_max_dynamic_smem) where that is above the
+// default 48 KiB, once per kernel and device: `opted` is the kernel's own static, one bit per device index (devices
+// past 64 opt in at every launch). Returns whether it opted in at this call (so a caller can set other attributes of
+// the kernel once too).
+inline bool opt_in_dynamic_smem(GpuDevice& dev, const void* kernel, int bytes, std::atomic<uint64_t>& opted) {
+  if (bytes <= 48 * 1024) return false;
+  const int idx = dev.index();
+  if (idx < 64 && (opted.load() >> idx & 1)) return false;
+  RBEE_GPU_CHECK(func_set_max_dynamic_smem(kernel, bytes));
+  if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
+  return true;
 }
 
 // ---- dtype dispatch on the host: calls f(T{}) with the storage type ----

@@ -287,15 +287,8 @@ __global__ void weight_taps_kernel(const uint16_t* w, int cout, int cin, int tap
 template <MmaElem E, bool kPointwise, int BM>
 void launch_implicit_bm(GpuDevice& dev, const ImplicitParams& p) {
   constexpr int smem = smem_bytes<kPointwise, BM>();
-  if constexpr (smem > 48 * 1024) {
-    static std::atomic<uint64_t> opted{0};
-    const int idx = dev.index();
-    if (idx >= 64 || !(opted.load() >> idx & 1)) {
-      RBEE_GPU_CHECK(
-          func_set_max_dynamic_smem(reinterpret_cast<const void*>(&conv_implicit_kernel<E, kPointwise, BM>), smem));
-      if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
-    }
-  }
+  static std::atomic<uint64_t> opted{0};
+  opt_in_dynamic_smem(dev, reinterpret_cast<const void*>(&conv_implicit_kernel<E, kPointwise, BM>), smem, opted);
   const dim3 grid((unsigned)((p.np_total + kBN - 1) / kBN), (unsigned)((p.cout + BM - 1) / BM));
   conv_implicit_kernel<E, kPointwise, BM><<<grid, kThreads, smem, dev.stream()>>>(p);
   RBEE_GPU_CHECK_LAUNCH();

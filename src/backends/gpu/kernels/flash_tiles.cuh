@@ -259,14 +259,8 @@ __device__ __forceinline__ void flash_key_tiles(char* smem, int n_tiles, int key
 // memory first when it exceeds 48 KiB (once per kernel and device; devices past 64 opt in at every launch).
 template <auto& Kernel, class... Args>
 void launch_flash_kernel(GpuDevice& dev, dim3 grid, unsigned threads, int smem, const Args&... args) {
-  if (smem > 48 * 1024) {
-    static std::atomic<uint64_t> opted{0};  // one per kernel (a template argument)
-    const int idx = dev.index();
-    if (idx >= 64 || !(opted.load() >> idx & 1)) {
-      RBEE_GPU_CHECK(func_set_max_dynamic_smem(reinterpret_cast<const void*>(&Kernel), smem));
-      if (idx < 64) opted.fetch_or(uint64_t{1} << idx);
-    }
-  }
+  static std::atomic<uint64_t> opted{0};  // one per kernel (a template argument)
+  opt_in_dynamic_smem(dev, reinterpret_cast<const void*>(&Kernel), smem, opted);
   Kernel<<<grid, threads, smem, dev.stream()>>>(args...);
   RBEE_GPU_CHECK_LAUNCH();
 }

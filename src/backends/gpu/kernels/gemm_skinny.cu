@@ -16,17 +16,18 @@
 // Shared memory rows are kBK + 8 elements (144 bytes): the 8 row addresses of a fragment load fall in different
 // 16-byte bank groups.
 //
-// Split-K: with S = gridDim.y > 1 every split writes its partial tile to partial[split][M][N] and counts itself
-// on the tile's counter (GpuDevice::split_counters, zero between launches); the last one adds the partials in
-// split order (its own read back like the others), adds the residual, writes out and sets the counter back to
-// zero. Deterministic whichever split finishes last; no second kernel.
+// Split-K: with S = gridDim.y > 1 every split writes its partial tile as each thread's accumulators in a row (a
+// slot per split, tile and thread of `partial`), then one thread fences and counts the split on the tile's counter
+// (GpuDevice::split_counters, zero between launches); the last split sets the counter back to zero, adds the slots
+// in split order (its own read back like the others), adds the residual and writes out. Deterministic whichever
+// split finishes last; no second kernel.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/gemm_skinny.h"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "backends/gpu/kernels/split_k.h"
 #include "backends/gpu/peer_load.h"
 #include "rbee/core/env.h"
 
@@ -217,39 +218,23 @@ __global__ void __launch_bounds__(kWarps * RBEE_DEVICE_WARP_SIZE)
 
 #endif  // device compilation
 
-// Splits of K for `tiles` output tiles of `steps` K steps on `slots` resident blocks, in units of one step's time:
-// waves x (steps per split + kStages - 1, the prologue nothing overlaps), plus the last split's sum of the partial
-// tiles, which reads S tiles of BM x kBN floats one split after the other (one L2 round trip each, ~tile_cost
-// steps). The fewest splits of the least cost win, at most kMaxSplits, kStages - 1 steps a split at least (shorter
-// splits never fill their pipeline). RBEE_SKINNY_SPLITS=S (>= 1) forces S.
+// Splits of K for `tiles` output tiles of `steps` K steps on `slots` resident blocks (split_k_choice): a block's
+// prologue is kStages - 1 steps nothing overlaps, a split gets kStages - 1 steps at least (a shorter one never fills
+// its pipeline), and the last split's sum reads S tiles of BM x kBN floats one split after the other (one L2 round
+// trip each, ~tile_cost steps a split). RBEE_SKINNY_SPLITS=S (>= 1) forces S.
 int skinny_splits(int64_t tiles, int steps, int64_t slots, int tile_cost) {
   const int forced = (int)env::integer_or("RBEE_SKINNY_SPLITS", 0, 0, kMaxSplits);
   if (forced > 0) return std::min(forced, steps);
-  if (tiles >= slots) return 1;
-  int best = 1;
-  int64_t best_cost = INT64_MAX;
-  for (int s = 1; s <= std::min(kMaxSplits, steps); ++s) {
-    const int per = (steps + s - 1) / s;
-    if ((steps + per - 1) / per != s) continue;  // s - 1 splits cover K with the same steps per split
-    if (s > 1 && per < kStages - 1) break;
-    const int64_t cost = (tiles * s + slots - 1) / slots * (per + kStages - 1) + (s > 1 ? s * tile_cost : 0);
-    if (cost < best_cost) best = s, best_cost = cost;
-  }
-  return best;
+  return (int)split_k_choice(tiles, steps, slots, kMaxSplits, SplitKCost{kStages - 1, tile_cost, kStages - 1});
 }
 
 template <MmaElem E, int BM>
 void launch_tile(GpuDevice& device, const SkinnyGemmArgs& a) {
   using Tile = SkinnyTile<BM>;
   const auto kernel = &skinny_gemm_kernel<E, BM>;
-  if (Tile::kSmemBytes > 48 * 1024) {  // above the default: opt in once per device
-    static std::atomic<uint64_t> granted{0};
-    const uint64_t bit = uint64_t{1} << (device.index() % 64);
-    if ((granted.load() & bit) == 0) {
-      RBEE_GPU_CHECK(func_set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), Tile::kSmemBytes));
-      RBEE_GPU_CHECK(func_prefer_max_shared(reinterpret_cast<const void*>(kernel)));
-      granted.fetch_or(bit);
-    }
+  static std::atomic<uint64_t> opted{0};
+  if (opt_in_dynamic_smem(device, reinterpret_cast<const void*>(kernel), Tile::kSmemBytes, opted)) {
+    RBEE_GPU_CHECK(func_prefer_max_shared(reinterpret_cast<const void*>(kernel)));
   }
   const int64_t tiles = (a.n + kBN - 1) / kBN;
   const int steps = (int)((a.k + kBK - 1) / kBK);
@@ -278,9 +263,7 @@ bool skinny_gemm_takes(const GpuDevice& device, DType type, int64_t m, int64_t n
   if (type != DType::F16 && type != DType::BF16) return false;
   if (m < kSkinnyMinRows || m > kSkinnyMaxRows || k % 8 != 0 || n < 1 || k < 1) return false;
   if (device.props().warp_size != 32 && device.props().warp_size != 64) return false;
-  const char* s = std::getenv("RBEE_SKINNY_GEMM");
-  if (s && *s) return env::flag_or("RBEE_SKINNY_GEMM", false);
-  return device.blas() == nullptr;
+  return env::flag("RBEE_SKINNY_GEMM").value_or(device.blas() == nullptr);  // read at each call (tests set it)
 }
 
 void launch_skinny_gemm(GpuDevice& device, const SkinnyGemmArgs& a) {

@@ -47,6 +47,7 @@
 #include "backends/gpu/kernels/common.cuh"
 #include "backends/gpu/kernels/quant_blocks.cuh"
 #include "backends/gpu/kernels/quant_launch.h"
+#include "backends/gpu/kernels/split_k.h"
 #include "rbee/core/env.h"
 
 namespace rbee::gpu::quant {
@@ -617,21 +618,12 @@ inline int mmq_path() {
   return path;
 }
 
-// Splits of K for a launch of `tiles` output tiles of `steps` K steps each on `slots` resident blocks. Only a grid
-// that leaves resident slots empty (batched decode) is split. The time of a launch counts as its waves times the
-// steps of one block (its share of K plus the first step, which nothing overlaps): the fewest splits that minimise
-// ceil(tiles * s / slots) * (ceil(steps / s) + 1) win (e.g. 64 tiles on 264 slots: 4 splits in one wave, not 5 in
-// two). At most kMmqMaxSplits, and never more tiles than counters.
+// Splits of K for a launch of `tiles` output tiles of `steps` K steps each on `slots` resident blocks
+// (split_k_choice: waves times a block's share of K plus its first step, which nothing overlaps; the partial sums
+// are not counted). At most kMmqMaxSplits, and never more tiles than counters.
 inline int64_t mmq_splits(int64_t tiles, int64_t steps, int64_t slots, bool have_counters) {
-  if (!have_counters || tiles >= slots || tiles > kMmqCounters || steps < 2) return 1;
-  int64_t best = 1, best_cost = INT64_MAX;
-  for (int64_t s = 1; s <= std::min(kMmqMaxSplits, steps); ++s) {
-    const int64_t per = (steps + s - 1) / s;
-    if ((steps + per - 1) / per != s) continue;  // s - 1 splits would cover K with the same steps per split
-    const int64_t cost = (tiles * s + slots - 1) / slots * (per + 1);
-    if (cost < best_cost) best = s, best_cost = cost;
-  }
-  return best;
+  if (!have_counters || tiles > kMmqCounters || steps < 2) return 1;
+  return split_k_choice(tiles, steps, slots, kMmqMaxSplits, SplitKCost{});
 }
 
 // Launches one tile shape over all of args (rows in chunks that keep gridDim.y in range).
@@ -640,14 +632,8 @@ void launch_mmq_shape(GpuDevice& device, const MmqArgs& a) {
   constexpr int kWarps = (BM / (16 * TM)) * (BN / (16 * TN));
   constexpr int kSmem = MmqLayout<T, BM, BN>::kBytes;
   const void* kernel = reinterpret_cast<const void*>(&quant_mmq_kernel<T, BM, BN, TM, TN, kFlags>);
-  if (kSmem > 48 * 1024) {  // above the default: opt in once per device
-    static std::atomic<uint64_t> granted{0};
-    const uint64_t bit = uint64_t{1} << (device.index() % 64);
-    if ((granted.load() & bit) == 0) {
-      RBEE_GPU_CHECK(func_set_max_dynamic_smem(kernel, kSmem));
-      granted.fetch_or(bit);
-    }
-  }
+  static std::atomic<uint64_t> opted{0};
+  opt_in_dynamic_smem(device, kernel, kSmem, opted);
   const int threads = kWarps * device.props().warp_size;
   const int64_t steps = (a.k + kMmqStepK - 1) / kMmqStepK;
   // Blocks resident at once: the warps per multiprocessor __launch_bounds__ plans for (kMinBlocks blocks each; a
