@@ -187,7 +187,12 @@ struct alignas(sizeof(float) * V) WideUnit {
 // The values-only all-reduce of one chunk, for large messages (many decode rows): 4 bytes per value cross the link
 // instead of the one-shot kernel's 8, and one flag per block and peer says a block's values arrived. The prefetch
 // and the addend as in one_shot_all_reduce.
-// Block b owns the units (V consecutive floats) u with (u mod stride) / blockDim == b, on every rank.
+// Ownership: the message is cut into groups of 4 floats (kFlagGroup; the last may be short), and block b owns the
+// groups g with (g mod stride) / blockDim == b, on every rank and in both forms: a group is one unit where V == 4 and
+// four units (each one float) where V == 1. The inbox reuse argument below needs a float's inbox word to belong to
+// the same block (and so to the same per-block round counter) in every launch; owning single floats where V == 1
+// gave two blocks one word when a message of n % 4 != 0 followed a 4-float one while their rounds' parities
+// differed (the one-shot kernel advances only the counters of its kBlocks blocks).
 //  1. Every unit the block owns goes into slot `rank` of every peer's inbox at this round's parity (plain stores
 //     through peer access: one 16-byte store per unit with kWide, RBEE_ALLREDUCE_STORES=wide; else one per float).
 //  2. Every thread fences at system scope (its stores are visible to the peers before anything it does next),
@@ -210,8 +215,12 @@ struct alignas(sizeof(float) * V) WideUnit {
 // follow each other in any order): a peer writes round k + 2 into parity k & 1 only after it saw this rank's
 // round k + 1 flag, which this rank sends only after its round k kernel ended. Flags compare as serial numbers
 // (a difference read as signed), so the wrap-around (0xffffffff -> 2) keeps the order.
+constexpr int kFlagGroup = 4;  // floats per owned group (flag_all_reduce)
+
 template <int V, bool kWide>
 __global__ void flag_all_reduce(FlagArgs a) {
+  static_assert(V == 1 || V == kFlagGroup, "a unit is one float or one whole group");
+  constexpr int kUnitsPerGroup = kFlagGroup / V;
   using U = std::conditional_t<kWide, WideUnit<V>, Unit<V>>;  // RBEE_ALLREDUCE_STORES: 1 access per unit or V
   issue_prefetch(a.prefetch);  // weights: never written by earlier launches
   grid_dependency_trigger();
@@ -220,23 +229,28 @@ __global__ void flag_all_reduce(FlagArgs a) {
   const int t = (int)threadIdx.x;
   uint32_t round = a.rounds[b] + 1u;
   if (round == 0u) round = 2u;
-  const int64_t units = a.n / V;
+  const int64_t units = a.n / V;  // V == 4 only where n % 4 == 0 (flag())
+  const int64_t groups = (a.n + kFlagGroup - 1) / kFlagGroup;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t first = (int64_t)b * blockDim.x + t;
   const int64_t parity = (int64_t)(round & 1u) * a.ranks * a.chunk;
   U* x = reinterpret_cast<U*>(a.x);
   const bool gather = a.cols > 0;
-  for (int64_t u = first; u < units; u += stride) {
-    if (gather && column_owner(a, u * V) != a.rank) continue;
-    U v = x[u];
-    if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
-      const U r = reinterpret_cast<const U*>(a.addend)[u];
-      for (int j = 0; j < V; ++j) v.v[j] += r.v[j];
-      x[u] = v;
-    }
-    for (int p = 0; p < a.ranks; ++p) {
-      if (p == a.rank) continue;
-      reinterpret_cast<U*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
+  // Both passes visit the units this thread owns: those of groups first, first + stride, ... (ownership above).
+  for (int64_t g = first; g < groups; g += stride) {
+    const int64_t end = (g + 1) * kUnitsPerGroup < units ? (g + 1) * kUnitsPerGroup : units;
+    for (int64_t u = g * kUnitsPerGroup; u < end; ++u) {
+      if (gather && column_owner(a, u * V) != a.rank) continue;
+      U v = x[u];
+      if (a.addend) {  // (x_0 + addend) is rank 0's partial: pushed, and kept in x for the sum below (same thread)
+        const U r = reinterpret_cast<const U*>(a.addend)[u];
+        for (int j = 0; j < V; ++j) v.v[j] += r.v[j];
+        x[u] = v;
+      }
+      for (int p = 0; p < a.ranks; ++p) {
+        if (p == a.rank) continue;
+        reinterpret_cast<U*>(a.inbox[p] + parity + (int64_t)a.rank * a.chunk)[u] = v;
+      }
     }
   }
   const bool peer_thread = t < a.ranks && t != a.rank;
@@ -273,46 +287,49 @@ __global__ void flag_all_reduce(FlagArgs a) {
   __syncthreads();
   const volatile float* own = (const volatile float*)a.inbox[a.rank] + parity;
   U* xo = x;
-  for (int64_t u = first; u < units; u += stride) {
-    if (gather) {
-      const int p = column_owner(a, u * V);
-      if (p == a.rank) continue;
-      const volatile float* src = own + (int64_t)p * a.chunk + u * V;
-      U v;
-      if constexpr (V == 4) {
-        if (a.wide_loads) {
-          const float4 w = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
-          xo[u] = U{{w.x, w.y, w.z, w.w}};
-          continue;
-        }
-      }
-      for (int j = 0; j < V; ++j) v.v[j] = src[j];
-      xo[u] = v;
-      continue;
-    }
-    U s;
-    for (int j = 0; j < V; ++j) s.v[j] = 0.f;
-    for (int p = 0; p < a.ranks; ++p) {
-      if (p == a.rank) {
-        const U v = xo[u];
-        for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
-      } else {
+  for (int64_t g = first; g < groups; g += stride) {
+    const int64_t end = (g + 1) * kUnitsPerGroup < units ? (g + 1) * kUnitsPerGroup : units;
+    for (int64_t u = g * kUnitsPerGroup; u < end; ++u) {
+      if (gather) {
+        const int p = column_owner(a, u * V);
+        if (p == a.rank) continue;
         const volatile float* src = own + (int64_t)p * a.chunk + u * V;
+        U v;
         if constexpr (V == 4) {
           if (a.wide_loads) {
-            // After the flag's acquire: one 16-byte load served by L2, where the peer's stores landed.
-            const float4 v = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
-            s.v[0] += v.x;
-            s.v[1] += v.y;
-            s.v[2] += v.z;
-            s.v[3] += v.w;
+            const float4 w = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
+            xo[u] = U{{w.x, w.y, w.z, w.w}};
             continue;
           }
         }
-        for (int j = 0; j < V; ++j) s.v[j] += src[j];
+        for (int j = 0; j < V; ++j) v.v[j] = src[j];
+        xo[u] = v;
+        continue;
       }
+      U s;
+      for (int j = 0; j < V; ++j) s.v[j] = 0.f;
+      for (int p = 0; p < a.ranks; ++p) {
+        if (p == a.rank) {
+          const U v = xo[u];
+          for (int j = 0; j < V; ++j) s.v[j] += v.v[j];
+        } else {
+          const volatile float* src = own + (int64_t)p * a.chunk + u * V;
+          if constexpr (V == 4) {
+            if (a.wide_loads) {
+              // After the flag's acquire: one 16-byte load served by L2, where the peer's stores landed.
+              const float4 v = load_peer_f4(reinterpret_cast<const float4*>(const_cast<const float*>(src)));
+              s.v[0] += v.x;
+              s.v[1] += v.y;
+              s.v[2] += v.z;
+              s.v[3] += v.w;
+              continue;
+            }
+          }
+          for (int j = 0; j < V; ++j) s.v[j] += src[j];
+        }
+      }
+      xo[u] = s;
     }
-    xo[u] = s;
   }
   __syncthreads();  // every thread read the round before it advances
   if (t == 0) a.rounds[b] = round;
