@@ -498,6 +498,36 @@ bool all_reduce_pdl() {
   return on;
 }
 
+// One all-reduce kernel launch of `blocks` x kThreads on the rank's stream: a programmatic dependent launch
+// (launch_decode_kernel) where all_reduce_pdl(), else an ordinary one.
+template <typename Args>
+void launch_round(void (*kernel)(Args), int blocks, GpuDevice& dev, const Args& a) {
+  if (all_reduce_pdl()) {
+    quant::launch_decode_kernel(kernel, dim3(blocks), dim3(GpuCommunicator::kThreads), 0, dev.stream(), a);
+    return;
+  }
+  kernel<<<blocks, GpuCommunicator::kThreads, 0, dev.stream()>>>(a);
+  RBEE_GPU_CHECK_LAUNCH();
+}
+
+// The fields every kernel's arguments have, for the chunk of a message [x, x + n) that starts at element `off`
+// (chunks of `chunk` elements, one launch each): the hint goes with the first chunk only.
+template <typename Args>
+void set_chunk(Args& a, float* x, const float* addend, L2Hint hint, int64_t n, int64_t off, int64_t chunk) {
+  a.x = x + off;
+  a.addend = addend ? addend + off : nullptr;
+  a.prefetch = off == 0 ? hint : L2Hint{};
+  a.n = std::min(chunk, n - off);
+}
+
+// Whether a chunk goes as 16-byte units (4 floats): whole units at 16-byte addresses (every decode message of a
+// model whose hidden size is a multiple of 4); else single floats. The same choice on every rank (same n; the
+// allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
+template <typename Args>
+bool in_whole_units(const Args& a) {
+  return a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.addend) % 16 == 0;
+}
+
 // RBEE_ALLREDUCE (collective.h): unset or "auto" is the size rule; anything else not listed is an error.
 GpuCommunicator::Path requested_path() {
   const char* v = std::getenv("RBEE_ALLREDUCE");
@@ -687,20 +717,12 @@ void GpuCommunicator::one_shot(int rank, float* x, int64_t n, const float* adden
   a.ranks = size();
   for (int p = 0; p < size(); ++p) a.inbox[p] = inbox_[(size_t)p];
   for (int64_t off = 0; off < n; off += kOneShotChunk) {
-    a.x = x + off;
-    a.addend = addend ? addend + off : nullptr;
-    a.prefetch = off == 0 ? hint : L2Hint{};
-    a.n = std::min(kOneShotChunk, n - off);
     // Always kBlocks blocks: block b owns the same elements (and round counter and inbox words) in every call,
     // whatever its size, so a rank that runs one call ahead never overwrites words a slower peer still reads
     // in another block's slice (its writes go to the other parity of the same block's round). The blocks of
     // both ranks must be resident at once (each waits for its peer's twin): kBlocks x kThreads fits any GPU.
-    if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(one_shot_all_reduce, dim3(kBlocks), dim3(kThreads), 0, dev.stream(), a);
-    } else {
-      one_shot_all_reduce<<<kBlocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    }
+    set_chunk(a, x, addend, hint, n, off, kOneShotChunk);
+    launch_round(one_shot_all_reduce, kBlocks, dev, a);
   }
 }
 
@@ -726,36 +748,17 @@ void GpuCommunicator::flag(int rank, float* x, int64_t n, int64_t cols, std::spa
     a.flags[p] = flags_[(size_t)p];
   }
   for (int64_t off = 0; off < n; off += kFlagChunk) {
-    a.x = x + off;
-    a.addend = addend ? addend + off : nullptr;
-    a.prefetch = off == 0 ? hint : L2Hint{};
-    a.n = std::min(kFlagChunk, n - off);
+    set_chunk(a, x, addend, hint, n, off, kFlagChunk);
     a.base = off;
-    // 16-byte units where the chunk is whole units at a 16-byte address (every decode message of a model whose
-    // hidden size is a multiple of 4); single floats otherwise. The same choice on every rank (same n; the
-    // allocators give every tensor 256-byte alignment, and a narrowed view has the same offset on every rank).
-    // Gather mode: only where every unit lies in one owner's columns (cols and the bounds multiples of 4).
-    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(a.addend) % 16 == 0 &&
-                      (a.cols == 0 || (a.cols % 4 == 0 && bounds_in_units));
+    // Gather mode: 16-byte units only where every unit lies in one owner's columns (cols and the bounds multiples
+    // of 4).
+    const bool vec4 = in_whole_units(a) && (a.cols == 0 || (a.cols % 4 == 0 && bounds_in_units));
     // Always flag_blocks_ blocks, as in one_shot (the round counters are per block; blocks past kBlocks have
     // counters of their own that only this kernel advances, which keeps the reuse argument per block).
-    const int blocks = flag_blocks_;
-    if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(!vec4         ? flag_all_reduce<1, false>
-                                  : wide_stores_ ? flag_all_reduce<4, true>
-                                                 : flag_all_reduce<4, false>,
-                                  dim3(blocks), dim3(kThreads), 0, dev.stream(), a);
-    } else if (vec4 && wide_stores_) {
-      flag_all_reduce<4, true><<<blocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    } else if (vec4) {
-      flag_all_reduce<4, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    } else {
-      flag_all_reduce<1, false><<<blocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    }
+    launch_round(!vec4          ? flag_all_reduce<1, false>
+                 : wide_stores_ ? flag_all_reduce<4, true>
+                                : flag_all_reduce<4, false>,
+                 flag_blocks_, dev, a);
   }
 }
 
@@ -768,25 +771,10 @@ void GpuCommunicator::ll(int rank, float* x, int64_t n, const float* addend, L2H
   a.ranks = size();
   for (int p = 0; p < size(); ++p) a.inbox[p] = ll_inbox_[(size_t)p];
   for (int64_t off = 0; off < n; off += kOneShotChunk) {
-    a.x = x + off;
-    a.addend = addend ? addend + off : nullptr;
-    a.prefetch = off == 0 ? hint : L2Hint{};
-    a.n = std::min(kOneShotChunk, n - off);
-    // 16-byte units as in flag() (the same choice on every rank); always flag_blocks_ blocks, every one of which
-    // advances its round counter (ll_all_reduce's reuse argument needs all of them in every launch).
-    const bool vec4 = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(a.addend) % 16 == 0;
-    const int blocks = flag_blocks_;
-    if (all_reduce_pdl()) {
-      quant::launch_decode_kernel(vec4 ? ll_all_reduce<4> : ll_all_reduce<1>, dim3(blocks), dim3(kThreads), 0,
-                                  dev.stream(), a);
-    } else if (vec4) {
-      ll_all_reduce<4><<<blocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    } else {
-      ll_all_reduce<1><<<blocks, kThreads, 0, dev.stream()>>>(a);
-      RBEE_GPU_CHECK_LAUNCH();
-    }
+    set_chunk(a, x, addend, hint, n, off, kOneShotChunk);
+    // 16-byte units as in flag(); always flag_blocks_ blocks, every one of which advances its round counter
+    // (ll_all_reduce's reuse argument needs all of them in every launch).
+    launch_round(in_whole_units(a) ? ll_all_reduce<4> : ll_all_reduce<1>, flag_blocks_, dev, a);
   }
 }
 
