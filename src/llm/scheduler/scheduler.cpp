@@ -199,12 +199,13 @@ void Scheduler::drain(std::chrono::milliseconds grace) {
 
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
-  {
-    std::lock_guard lock(mutex_);
-    // Cancelled jobs still in the queue (dropped at the next step) are not waiting: routers read this figure.
-    s.queued = (int)std::count_if(queue_.begin(), queue_.end(),
-                                  [](const Queued& q) { return !q.group->handle->cancelled(); });
-  }
+  // One lock for the queue and the figures admission publishes with it (admit()): a heartbeat never counts a job
+  // as both queued and running, or as neither while it moves. Figures a step changes later (a job finishing,
+  // cumulative counters) are read as they stand.
+  std::lock_guard lock(mutex_);
+  // Cancelled jobs still in the queue (dropped at the next step) are not waiting: routers read this figure.
+  s.queued = (int)std::count_if(queue_.begin(), queue_.end(),
+                                [](const Queued& q) { return !q.group->handle->cancelled(); });
   s.running = running_count_;
   s.free_blocks = free_blocks_;
   s.total_blocks = cache_.num_blocks();
@@ -310,8 +311,11 @@ void Scheduler::admit() {
         running_.push_back(std::move(a));
       }
     }
+    // Published under the queue's lock: stats() reads queued and running (and the blocks admission took) under it,
+    // so a job admitted now shows in exactly one of the two figures.
+    running_count_ = (int)running_.size();
+    update_cache_stats();
   }
-  running_count_ = (int)running_.size();
   for (auto& q : dropped) {
     JobSummary s;
     s.reason = StopReason::Cancelled;
