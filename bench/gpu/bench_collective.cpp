@@ -15,9 +15,9 @@
 // RBEE_ALLREDUCE=auto|oneshot|flag|ll|nccl picks the path (backends/gpu/collective.h; nccl is recorded into the
 // graphs too), RBEE_ALLREDUCE_BLOCKS / _LOADS / _FENCE / _STORES the flag kernel's grid (also the ll kernel's),
 // loads, fences and stores (printed in the header). --paths runs the table once per SPEC, each with a communicator
-// made under its settings: PATH+KNOB+... as tests/unit/test_collective.cpp and tools/bench/multi_gpu_session.sh
-// spell them (a number: RBEE_ALLREDUCE_BLOCKS; block / release: RBEE_ALLREDUCE_FENCE; scalar: RBEE_ALLREDUCE_LOADS;
-// wide: RBEE_ALLREDUCE_STORES; knobs not named are unset), e.g. --paths auto,flag,flag+release+wide,ll,ll+256,nccl.
+// made under its settings: PATH+KNOB+... (tests/common/allreduce_spec.h: a number: RBEE_ALLREDUCE_BLOCKS; block /
+// thread / release: RBEE_ALLREDUCE_FENCE; scalar: RBEE_ALLREDUCE_LOADS; wide / split: RBEE_ALLREDUCE_STORES; knobs
+// not named are unset), e.g. --paths auto,flag,flag+release+wide,ll,ll+256,nccl.
 // Programmatic dependent launch (RBEE_PDL, default on; RBEE_ALLREDUCE_PDL=0 turns it off for the all-reduce
 // kernels alone) decides whether consecutive all-reduces of a graph overlap their launches; run it with each
 // setting.
@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "bench_ranks.h"
+#include "common/allreduce_spec.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
 #include "rbee/core/tensor.h"
@@ -46,28 +47,6 @@ using Clock = std::chrono::steady_clock;
 using bench::on_ranks;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Sets RBEE_ALLREDUCE and the kernels' knobs from a PATH+KNOB+... spec (the usage above); false for an unknown knob.
-bool apply_path(const std::string& spec) {
-  for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS",
-                        "RBEE_ALLREDUCE_STORES"}) {
-    ::unsetenv(v);
-  }
-  size_t at = spec.find('+');
-  ::setenv("RBEE_ALLREDUCE", spec.substr(0, at).c_str(), 1);
-  while (at != std::string::npos) {
-    const size_t next = spec.find('+', at + 1);
-    const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-    if (knob == "block" || knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
-    else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
-    else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
-    else if (!knob.empty() && knob.find_first_not_of("0123456789") == std::string::npos)
-      ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
-    else return false;
-    at = next;
-  }
-  return true;
-}
 
 std::vector<std::string> split_commas(const std::string& list) {
   std::vector<std::string> out;
@@ -140,9 +119,10 @@ int main(int argc, char** argv) {
     std::vector<Device*> devices;
     for (int r = 0; r < ranks; ++r) devices.push_back(&backend->device(r));
     for (const std::string& spec : paths) {
-      if (!spec.empty() && !apply_path(spec)) {
+      if (const std::string unknown = spec.empty() ? "" : rbee::test::apply_allreduce_spec(spec); !unknown.empty()) {
         fmt::print(stderr,
-                   "rbee_bench_collective: --paths {}: unknown knob (block, release, scalar, wide or a number)\n", spec);
+                   "rbee_bench_collective: --paths {}: unknown knob {} (block, thread, release, scalar, wide, split or "
+                   "a number)\n", spec, unknown);
         return 2;
       }
       std::string why;

@@ -1,30 +1,19 @@
-// on_ranks: runs fn(rank) on one thread per rank, all at once (a collective needs every rank in flight), and fails
-// the test with the rank's message if any rank threw.
+// on_ranks: runs fn(rank) on one thread per rank, all at once (run_on_ranks), and fails the test with the rank's
+// message if any rank threw.
 #pragma once
 
-#include <exception>
+#include <gtest/gtest.h>
+
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
+#include "common/rank_threads.h"
 
 namespace rbee::test {
 
 template <class Fn>
 void on_ranks(int ranks, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors((size_t)ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[(size_t)r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors = run_on_ranks(ranks, fn);
   for (int r = 0; r < ranks; ++r) ASSERT_EQ(errors[(size_t)r], "") << "rank " << r;
 }
 

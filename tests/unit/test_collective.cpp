@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/allreduce_spec.h"
 #include "common/on_ranks.h"
 #include "rbee/backend/communicator.h"
 #include "rbee/backend/device.h"
@@ -47,27 +48,13 @@ const std::vector<std::string> kPaths = {"auto",     "oneshot",      "flag",    
                                          "flag+7",   "auto+256",     "flag+thread+split", "flag+thread",
                                          "flag+split+7",             "ll",        "ll+7",       "ll+256"};
 
-// Sets RBEE_ALLREDUCE (and the flag kernel's knobs) for the communicators made while it lives.
+// Sets RBEE_ALLREDUCE (and the kernels' knobs: common/allreduce_spec.h) for the communicators made while it lives.
 struct ForcedPath {
   explicit ForcedPath(const std::string& spec) {
-    size_t at = spec.find('+');
-    ::setenv("RBEE_ALLREDUCE", spec.substr(0, at).c_str(), 1);
-    while (at != std::string::npos) {
-      const size_t next = spec.find('+', at + 1);
-      const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (knob == "block" || knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
-      else if (knob == "scalar") ::setenv("RBEE_ALLREDUCE_LOADS", "scalar", 1);
-      else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
-      else ::setenv("RBEE_ALLREDUCE_BLOCKS", knob.c_str(), 1);
-      at = next;
-    }
+    const std::string unknown = test::apply_allreduce_spec(spec);
+    if (!unknown.empty()) ADD_FAILURE() << spec << ": unknown knob " << unknown;
   }
-  ~ForcedPath() {
-    for (const char* v : {"RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_BLOCKS", "RBEE_ALLREDUCE_LOADS",
-                          "RBEE_ALLREDUCE_STORES"}) {
-      ::unsetenv(v);
-    }
-  }
+  ~ForcedPath() { test::clear_allreduce_env(); }
 };
 
 // The largest message the GPU communicator named `name` adds in rank order under RBEE_ALLREDUCE=`path` (-1: every

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/allreduce_spec.h"
 #include "common/on_ranks.h"
 #include "rbee/backend/column_gather.h"
 #include "rbee/backend/communicator.h"
@@ -162,27 +163,17 @@ Backend* gpu_backend(int min_devices) {
   return nullptr;
 }
 
-// RBEE_TP_GATHER and RBEE_ALLREDUCE for the communicators made while it lives; `path` may name the flag kernel's
-// knobs after '+' as tests/unit/test_collective.cpp does ("release": RBEE_ALLREDUCE_FENCE=release, "wide":
-// RBEE_ALLREDUCE_STORES=wide), which its gather mode uses too.
+// RBEE_TP_GATHER and RBEE_ALLREDUCE for the communicators made while it lives; `path` may name the kernels' knobs
+// after '+' (common/allreduce_spec.h: "release", "wide", ...), which the flag kernel's gather mode uses too.
 struct GatherEnv {
   GatherEnv(const char* gather, const std::string& path) {
     ::setenv("RBEE_TP_GATHER", gather, 1);
-    size_t at = path.find('+');
-    ::setenv("RBEE_ALLREDUCE", path.substr(0, at).c_str(), 1);
-    while (at != std::string::npos) {
-      const size_t next = path.find('+', at + 1);
-      const std::string knob = path.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (knob == "release" || knob == "thread") ::setenv("RBEE_ALLREDUCE_FENCE", knob.c_str(), 1);
-      else if (knob == "wide" || knob == "split") ::setenv("RBEE_ALLREDUCE_STORES", knob.c_str(), 1);
-      else ADD_FAILURE() << "unknown knob " << knob;
-      at = next;
-    }
+    const std::string unknown = test::apply_allreduce_spec(path);
+    if (!unknown.empty()) ADD_FAILURE() << path << ": unknown knob " << unknown;
   }
   ~GatherEnv() {
-    for (const char* v : {"RBEE_TP_GATHER", "RBEE_ALLREDUCE", "RBEE_ALLREDUCE_FENCE", "RBEE_ALLREDUCE_STORES"}) {
-      ::unsetenv(v);
-    }
+    ::unsetenv("RBEE_TP_GATHER");
+    test::clear_allreduce_env();
   }
 };
 
