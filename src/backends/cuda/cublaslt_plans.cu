@@ -270,11 +270,15 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
   if (tuning.shared) {
     SharedKey key{};
     std::copy(group.begin(), group.end(), key.begin());
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      key[14] = prop.major * 10 + prop.minor;
-      key[15] = prop.multiProcessorCount;
+    // Devices of one kind (compute capability, multiprocessor count) share a choice: three attributes, not the
+    // whole cudaDeviceProp (which also queries clocks and limits this key does not use).
+    int device = 0, major = 0, minor = 0, sms = 0;
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
+      key[14] = major * 10 + minor;
+      key[15] = sms;
       std::unique_lock<std::mutex> lock(g_shared_mutex);
       auto [it, first] = shared_choices().try_emplace(key);
       if (first) {
