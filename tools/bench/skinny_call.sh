@@ -6,7 +6,7 @@
 # 1. GPU conformance CONF_FILTER with RBEE_SKINNY_GEMM=1 (every 9..64-row 16-bit product on the skinny kernel);
 # 2. rbee_bench_decode_gemm_gpu (Llama-2-7B's decode products, one GPU and a tensor-split rank, weights cold) once
 #    per entry of GEMM_BENCH_ENVS ("ENV;ENV;...", each ENV a space-separated list of NAME=VALUE, or "default");
-# 3. rbee bench rows (7B F16 random weights) for each entry of BENCH_ENVS, BENCH_ROUNDS rounds, alternating:
+# 3. rbee bench rows (7B F16 random weights) for each entry of BENCH_ENVS, BENCH_ROUNDS rounds (0: none), alternating:
 #    64 streams (--batch 64 -p 128 -n 128) and BENCH_EXTRA_ARGS rows (";"-separated bench argument lists);
 # 4. rbee compare of the GPU against the CPU on SmolLM2 if COMPARE=1.
 # Everything lands in $OUT: summary.txt and out.tgz.
@@ -25,8 +25,11 @@ tar -C "$work" -xJf "$carry/pack.tar.xz" || exit 1
 xz -dc "$carry/plugin.so.xz" > "$pack/librbee_backend_cuda.so" || exit 1
 export LD_LIBRARY_PATH="$pack:$pack/lib" RBEE_BACKEND_PATH=$pack
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log/summary.txt"
-"$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null &
-model_job=$!
+model_job=""
+if [ "${BENCH_ROUNDS:-2}" != 0 ]; then  # BENCH_ROUNDS=0: no bench rows, no 7B model written
+  "$pack/rbee" random-model --preset llama2-7b --type f16 -o "$models/llama2-7b-f16.gguf" > /dev/null &
+  model_job=$!
+fi
 run_env() {  # run_env "A=1 B=2" cmd...: the command with those variables ("default": none)
   local envs=$1; shift
   if [ "$envs" = default ]; then "$@"; else env $envs "$@"; fi
@@ -46,7 +49,7 @@ for i in "${!gemm_envs[@]}"; do
   run_env "$e" timeout 150 "$pack/bench/rbee_bench_decode_gemm_gpu" --label "env$i" > "$log/decode_gemm_$i.txt" 2>&1
   grep -v '^\[20' "$log/decode_gemm_$i.txt" | tail -"${GEMM_TAIL:-40}" >> "$log/summary.txt"
 done
-wait $model_job || { say "model writing failed"; }
+[ -z "$model_job" ] || wait $model_job || { say "model writing failed"; }
 IFS=';' read -r -a bench_envs <<< "${BENCH_ENVS:-RBEE_SKINNY_GEMM=0;RBEE_SKINNY_GEMM=1}"
 IFS=';' read -r -a bench_rows <<< "${BENCH_ROWS:---batch 64 -p 128 -n 128 -r 1 --no-limits;--batch 32 -p 128 -n 128 -r 1 --no-limits}"
 for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
