@@ -20,9 +20,6 @@ class Blas {
   virtual bool gemm(DType dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a, int64_t lda,
                     int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
                     int64_t stride_c, int batch, Stream stream) = 0;
-  // One product with an F32 result whatever A and B hold (F32, F16 or BF16, f32 accumulation; F32 inputs use
-  // full f32 arithmetic, no TF32): C = op(A) . op(B) + beta * C, so beta = 1 accumulates several products into
-  // one result. Layout arguments as gemm(). Returns false when this library cannot do it.
   // Batched C[i] = alpha * op(A[i]) . op(B[i]) with A and B in ab_dtype (F32, F16 or BF16) and C in c_dtype (F32 or
   // ab_dtype), f32 accumulation, alpha applied before C is rounded; layout arguments as gemm(). Returns false when
   // this library cannot do it (the default: libraries without a mixed-precision batched product).
@@ -40,6 +37,9 @@ class Blas {
                          const void* /*bias*/, const void* /*residual*/, void* /*out*/, Stream /*stream*/) {
     return false;
   }
+  // One product with an F32 result whatever A and B hold (F32, F16 or BF16, f32 accumulation; F32 inputs use
+  // full f32 arithmetic, no TF32): C = op(A) . op(B) + beta * C, so beta = 1 accumulates several products into
+  // one result. Layout arguments as gemm(). Returns false when this library cannot do it.
   virtual bool gemm_f32_out(DType ab_dtype, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
                             int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, float beta,
                             Stream stream) = 0;
