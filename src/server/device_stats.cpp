@@ -78,10 +78,10 @@ DeviceSnapshot DeviceStats::snapshot() {
   return total_;
 }
 
-std::vector<DeviceSnapshot> DeviceStats::devices() {
+DeviceReport DeviceStats::report() {
   std::lock_guard lock(mutex_);
   refresh();
-  return cached_;
+  return {total_, cached_};
 }
 
 nlohmann::json DeviceStats::json(const DeviceSnapshot& s) {
@@ -89,15 +89,20 @@ nlohmann::json DeviceStats::json(const DeviceSnapshot& s) {
           {"arch", s.arch},     {"vram_total", s.vram_total}, {"vram_used", s.vram_used}};
 }
 
-nlohmann::json DeviceStats::json() {
-  nlohmann::json out = json(snapshot());
+nlohmann::json DeviceStats::devices_json(const std::vector<DeviceSnapshot>& devices) {
   nlohmann::json list = nlohmann::json::array();
-  for (const DeviceSnapshot& d : devices()) {
+  for (const DeviceSnapshot& d : devices) {
     nlohmann::json j = json(d);
     j["allocator_bytes"] = d.allocator_in_use;
     list.push_back(std::move(j));
   }
-  out["devices"] = std::move(list);
+  return list;
+}
+
+nlohmann::json DeviceStats::json() {
+  const DeviceReport r = report();
+  nlohmann::json out = json(r.total);
+  out["devices"] = devices_json(r.devices);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // for a second so that scrapes and heartbeats never hammer the driver.
 //
 // A worker whose model is spread over several devices (--devices, partial offload) reports each of them
-// (devices()) and their sum as the one figure the contract's single-device fields carry (snapshot()).
+// (report().devices) and their sum as the one figure the contract's single-device fields carry (snapshot(),
+// report().total).
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,13 @@ struct DeviceSnapshot {
   int64_t allocator_in_use = 0;  // what rbee's caching allocator holds on it (in use + cached)
 };
 
+// Every device together and each device, read at one moment: the sums in `total` are those of `devices` (the CPU's
+// resident set counted once).
+struct DeviceReport {
+  DeviceSnapshot total;
+  std::vector<DeviceSnapshot> devices;
+};
+
 // This process's resident set size in bytes (/proc/self/statm), 0 when unknown.
 int64_t process_rss_bytes();
 
@@ -41,12 +49,15 @@ class DeviceStats {
   void set_devices(std::vector<Device*> devices);
   // Every device together (sums; the CPU's resident set counted once).
   DeviceSnapshot snapshot();
-  // Each device.
-  std::vector<DeviceSnapshot> devices();
-  // {"id","backend","name","vendor","arch","vram_total","vram_used"} of snapshot(), plus "devices": one such
+  // The sums and each device from one reading (one lock): what a report that shows both must use, so that they
+  // agree (two calls may straddle a refresh).
+  DeviceReport report();
+  // {"id","backend","name","vendor","arch","vram_total","vram_used"} of report().total, plus "devices": one such
   // object per device (with "allocator_bytes").
   nlohmann::json json();
   static nlohmann::json json(const DeviceSnapshot& s);
+  // The "devices" list of json() for these devices.
+  static nlohmann::json devices_json(const std::vector<DeviceSnapshot>& devices);
 
  private:
   void refresh();  // caller holds mutex_

@@ -19,10 +19,10 @@ void add_common_routes(HttpServer& http, Lifecycle& lifecycle, Metrics& metrics,
                          "Per device the model uses: bytes rbee's caching allocator holds (in use + cached).");
   metrics.add_collector([device, &lifecycle](Metrics& m) {
     if (device) {
-      const DeviceSnapshot s = device->snapshot();
-      m.set("rbee_vram_used_bytes", (double)s.vram_used);
-      m.set("rbee_vram_total_bytes", (double)s.vram_total);
-      for (const DeviceSnapshot& d : device->devices()) {
+      const DeviceReport r = device->report();
+      m.set("rbee_vram_used_bytes", (double)r.total.vram_used);
+      m.set("rbee_vram_total_bytes", (double)r.total.vram_total);
+      for (const DeviceSnapshot& d : r.devices) {
         const Labels labels = {{"device", d.id}, {"name", d.name}};
         m.set("rbee_device_memory_used_bytes", (double)d.vram_used, labels);
         m.set("rbee_device_memory_total_bytes", (double)d.vram_total, labels);
@@ -50,8 +50,9 @@ nlohmann::json heartbeat_body(const WorkerIdentity& id, const std::string& statu
   DeviceSnapshot s;
   nlohmann::json devices = nlohmann::json::array();
   if (device) {
-    s = device->snapshot();
-    for (const DeviceSnapshot& d : device->devices()) {
+    const DeviceReport r = device->report();
+    s = r.total;
+    for (const DeviceSnapshot& d : r.devices) {
       devices.push_back({{"id", d.id}, {"name", d.name}, {"vram_used", d.vram_used}, {"vram_total", d.vram_total}});
     }
   }

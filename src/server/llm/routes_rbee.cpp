@@ -32,8 +32,9 @@ std::string worker_status(LlmWorkerContext& ctx) {
 }
 
 nlohmann::json LlmWorkerContext::info() {
-  nlohmann::json out = worker_info_common(identity, model_name, model_path, model_ref, device.snapshot());
-  out["devices"] = device.json()["devices"];
+  const DeviceReport devices = device.report();  // the sums and the list from one reading
+  nlohmann::json out = worker_info_common(identity, model_name, model_path, model_ref, devices.total);
+  out["devices"] = DeviceStats::devices_json(devices.devices);
   out["status"] = worker_status(*this);
   out["ctx_size"] = ctx_size;
   out["parallel"] = parallel;
