@@ -4,7 +4,9 @@
 // them). Checked here across refreshes while the resident set grows and shrinks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>

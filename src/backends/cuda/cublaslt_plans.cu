@@ -268,6 +268,8 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
   // Shared choice: the first device to get here times; the others wait for its algorithm and take it.
   SharedChoice* shared = nullptr;
   if (tuning.shared) {
+    // The group's key, then the device kind in the two entries after it.
+    static_assert(std::tuple_size_v<Key> + 2 == std::tuple_size_v<SharedKey>, "SharedKey: a group key + 2 entries");
     SharedKey key{};
     std::copy(group.begin(), group.end(), key.begin());
     // Devices of one kind (compute capability, multiprocessor count) share a choice: three attributes, not the
@@ -277,8 +279,8 @@ void LtPlans::decide(Plan& plan, const LtProduct& p, const LtTuning& tuning, boo
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
-      key[14] = major * 10 + minor;
-      key[15] = sms;
+      key[group.size()] = major * 10 + minor;
+      key[group.size() + 1] = sms;
       std::unique_lock<std::mutex> lock(g_shared_mutex);
       auto [it, first] = shared_choices().try_emplace(key);
       if (first) {

@@ -122,9 +122,9 @@ class LtPlans {
   size_t workspace_bytes_;
   std::mutex mutex_;
   std::map<Key, Plan> plans_;
-  std::map<Key, cublasLtMatmulAlgo_t> winners_;
+  std::map<Key, cublasLtMatmulAlgo_t> winners_;  // per row group: the algorithm a timed m of the group chose
   void* flush_ = nullptr;  // LtTuning::cold's L2 flush buffer (made at the first cold timing), flush_bytes_ long
-  size_t flush_bytes_ = 0;  // per row group: the algorithm a timed m of the group chose
+  size_t flush_bytes_ = 0;
 };
 
 }  // namespace rbee::gpu

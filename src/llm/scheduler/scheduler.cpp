@@ -647,8 +647,7 @@ bool Scheduler::step() {
     }
   }
   running_.remove_if([](const auto& a) { return a->done; });
-  admit();
-  update_cache_stats();
+  admit();  // publishes the running count and the cache figures itself
   if (running_.empty()) return false;
 
   // One batch: every decoding job's next token, then prompt chunks up to the prefill budget.
